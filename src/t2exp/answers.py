@@ -1,0 +1,61 @@
+"""Answer modes: how the generator is asked for the answer and how its text becomes a number.
+
+- ``direct``: the final number only ("Final answer: <number>").
+- ``cot``: reasoning, then a "Final answer:" line.
+- ``program``: an arithmetic expression over numbers quoted from the context ("Program: <expr>"),
+  evaluated by ``t2exp.safe_eval``; when no program parses, the number in the text is used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from t2exp.errors import ConfigError
+from t2exp.metrics import extract_number, strip_reasoning
+from t2exp.prompts import PromptLibrary
+from t2exp.safe_eval import UnsafeProgram, safe_eval
+
+MODES = ("direct", "cot", "program")
+_PROGRAM_RE = re.compile(r"program\s*:\s*(.+)", re.IGNORECASE)
+_FENCE_RE = re.compile(r"```(?:python)?\s*\n?(.*?)```", re.DOTALL)
+
+
+@dataclass
+class ParsedAnswer:
+    value: float | None
+    program: str | None = None
+    program_error: str | None = None
+
+
+def build_messages(prompts: PromptLibrary, mode: str, question: str, contexts: list[str]) -> list[dict[str, str]]:
+    if mode not in MODES:
+        raise ConfigError(f"generator.answer_mode={mode!r}: allowed values are {', '.join(MODES)}")
+    return [
+        {"role": "system", "content": prompts.render("system")},
+        {"role": "user", "content": prompts.render(f"answer_{mode}", question=question, contexts=contexts)},
+    ]
+
+
+def _program_candidates(text: str) -> list[str]:
+    cands = [m.group(1).strip() for m in _PROGRAM_RE.finditer(text)]
+    for block in _FENCE_RE.findall(text):
+        lines = [ln.strip() for ln in block.strip().splitlines() if ln.strip()]
+        if lines:
+            last = lines[-1]
+            cands.append(last.split("=", 1)[1] if "=" in last and "==" not in last else last)
+    return cands
+
+
+def parse_answer(mode: str, text: str) -> ParsedAnswer:
+    text = strip_reasoning(text or "")
+    if mode == "program":
+        error = None
+        for cand in _program_candidates(text):
+            cand = cand.splitlines()[0] if cand else cand
+            try:
+                return ParsedAnswer(value=safe_eval(cand), program=cand)
+            except UnsafeProgram as exc:
+                error = str(exc)
+        return ParsedAnswer(value=extract_number(text), program=None, program_error=error or "no program found")
+    return ParsedAnswer(value=extract_number(text))

@@ -1,0 +1,160 @@
+"""From a composed Hydra config to a tracked experiment run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from t2exp import validation
+from t2exp.cache import atomic_write_text
+from t2exp.data import load_subsets
+from t2exp.errors import T2ExpError
+from t2exp.experiment import Components, Result, cell_key, run_experiment
+from t2exp.generators import Sampling
+from t2exp.methods import build_method
+from t2exp.prompts import PromptLibrary
+from t2exp.tracking import Tracker, flatten, redact_text
+
+log = logging.getLogger("t2exp")
+
+# keys of a generator config that configure the run, not the backend's constructor
+GENERATOR_RUN_KEYS = ("answer_mode", "sampling")
+
+
+class Interrupted(BaseException):
+    """Raised from a SIGTERM/SIGINT handler so the run is closed as KILLED."""
+
+
+def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
+    from hydra.utils import instantiate
+
+    if cfg is None or cfg.get("_target_") is None:
+        return None
+    d = OmegaConf.to_container(cfg, resolve=True)
+    for key in GENERATOR_RUN_KEYS:
+        d.pop(key, None)
+    return instantiate(d, **kwargs)
+
+
+def build_components(cfg: DictConfig) -> Components:
+    """Load data and build every component from config (no work on the corpus yet)."""
+    ds = cfg.dataset
+    subsets = load_subsets(
+        subsets=list(ds.subsets),
+        source=ds.source,
+        path=ds.get("path"),
+        question_splits=list(ds.question_splits) if ds.get("question_splits") else None,
+        limit=ds.get("limit"),
+        seed=int(cfg.seed),
+        hub_revision=ds.get("hub_revision"),
+        skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
+    )
+    method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True))
+    embedder = _instantiate(cfg.embedder) if method.needs_index else None
+    store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
+    generator = _instantiate(cfg.generator)
+    gen_cfg = cfg.generator
+    sampling = Sampling(**OmegaConf.to_container(gen_cfg.get("sampling", {}), resolve=True)) if generator else Sampling()
+    cache_dir = Path(cfg.paths.cache)
+    return Components(
+        subsets=subsets,
+        method=method,
+        embedder=embedder,
+        store_factory=store_factory,
+        generator=generator,
+        prompts=PromptLibrary(cfg.paths.prompts),
+        sampling=sampling,
+        answer_mode=str(gen_cfg.get("answer_mode", "direct")),
+        k=int(cfg.k),
+        variant=str(cfg.document.variant),
+        cache_dir=cache_dir,
+        run_dir=cache_dir / "runs" / cell_key(OmegaConf.to_container(cfg, resolve=True)),
+    )
+
+
+def _run_name(cfg: DictConfig) -> str:
+    return f"{cfg.rag_method.name}-{cfg.embedder.name}-{cfg.generator.name}-k{cfg.k}"
+
+
+def _install_signal_handlers() -> None:
+    def handler(signum, frame):  # noqa: ANN001, ARG001
+        raise Interrupted(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
+    """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input."""
+    validation.validate(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    components = build_components(cfg)
+    tr = cfg.tracking
+    key = cell_key(resolved)
+    tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(overrides or [])}
+    tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), _run_name(cfg), tags)
+    log.info("MLflow run %s (%s) in %s", tracker.run_id, _run_name(cfg), tr.uri)
+    status = "FAILED"
+    _install_signal_handlers()
+    try:
+        params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
+        params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.subsets})
+        tracker.log_params(params)
+        result = run_experiment(components)
+        tracker.log_metrics(result.metrics)
+        _log_artifacts(tracker, cfg, components, result)
+        status = "FINISHED"
+        _print_summary(result, components)
+        return result
+    except Interrupted as exc:
+        status = "KILLED"
+        log.error("interrupted by %s; predictions so far are kept in %s", exc, components.run_dir)
+        raise
+    except T2ExpError as exc:
+        tracker.set_tags({"t2exp.error": str(exc)})
+        raise
+    except Exception as exc:
+        tracker.set_tags({"t2exp.error": f"{type(exc).__name__}: {exc}"[:2000]})
+        raise
+    finally:
+        tracker.finish(status)
+
+
+def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Result) -> None:
+    secrets = [v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and len(v) >= 8]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_p = Path(tmp)
+        pred_text = redact_text(result.predictions_path.read_text(encoding="utf-8"), secrets)
+        atomic_write_text(tmp_p / "predictions.jsonl", pred_text)
+        tracker.log_artifact(tmp_p / "predictions.jsonl")
+        tracker.log_artifact(c.run_dir / "leaderboard.jsonl")
+        cfg_text = OmegaConf.to_yaml(OmegaConf.create(flatten({k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"})))
+        atomic_write_text(tmp_p / "config.yaml", redact_text(cfg_text, secrets))
+        tracker.log_artifact(tmp_p / "config.yaml")
+        atomic_write_text(tmp_p / "metrics.json", json.dumps(result.table, indent=2))
+        tracker.log_artifact(tmp_p / "metrics.json")
+        pdir = tmp_p / "prompts"
+        pdir.mkdir()
+        for name, text in c.prompts.used.items():
+            (pdir / f"{name}.j2").write_text(text, encoding="utf-8")
+        if c.prompts.used:
+            tracker.log_artifact(pdir)
+
+
+def _print_summary(result: Result, c: Components) -> None:
+    names = [n for n in ("nm", f"mrr_at_{c.k}", "recall_at_1", "recall_at_3", "recall_at_5")]
+    header = f"{'subset':<10}" + "".join(f"{n:>14}" for n in names) + f"{'n':>6}"
+    lines = [header]
+    for subset, vals in result.table.items():
+        cells = "".join(f"{vals[n]['mean']:>14.2f}" if n in vals else f"{'-':>14}" for n in names)
+        n = max((v["n"] for v in vals.values()), default=0)
+        lines.append(f"{subset:<10}{cells}{n:>6}")
+    print("\n".join(lines), file=sys.stderr)

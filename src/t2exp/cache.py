@@ -1,0 +1,157 @@
+"""Content-addressed disk caches shared by every run and sweep cell.
+
+- ``KVCache``: a SQLite table of key → bytes (embeddings, LLM calls). Writes commit per batch,
+  so a killed job keeps everything computed so far; several processes may share one file.
+- ``JsonlLog``: append-only JSONL with fsync per record and a reader that tolerates a torn last line.
+- ``build_lock``: a file lock so that two processes needing the same index build it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+
+def content_key(*parts: object) -> str:
+    """sha256 over the JSON form of ``parts`` (stable across processes and runs)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str, ensure_ascii=False).encode())
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+class KVCache:
+    def __init__(self, path: str | Path, table: str = "kv") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.table = table
+        self._local = threading.local()
+        conn = self._conn()
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        conn.commit()
+        self.hits = 0
+        self.misses = 0
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60.0)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, bytes] = {}
+        conn = self._conn()
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
+            out.update({k: bytes(v) for k, v in conn.execute(q, chunk)})
+        self.hits += len(out)
+        self.misses += len(keys) - len(out)
+        return out
+
+    def get(self, key: str) -> bytes | None:
+        return self.get_many([key]).get(key)
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        if not items:
+            return
+        conn = self._conn()
+        with conn:
+            conn.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", list(items.items()))
+
+    def put(self, key: str, value: bytes) -> None:
+        self.put_many({key: value})
+
+    def __len__(self) -> int:
+        return int(self._conn().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+
+
+class JsonlLog:
+    """Append-only JSONL: one ``write`` = one line, flushed and fsynced."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair()
+
+    def _repair(self) -> None:
+        """Drop a torn (unterminated) last line left by a killed writer."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+            data = self.path.read_bytes()
+            cut = data.rfind(b"\n") + 1
+            f.truncate(cut)
+
+    def read(self) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.path))
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield records; a torn or corrupt last line is skipped, a corrupt middle line is an error."""
+    path = Path(path)
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                return
+            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0) -> Iterator[None]:
+    """Hold an inter-process lock for building the artefact ``key``."""
+    lock_dir = Path(lock_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(lock_dir / f"{key}.lock"), timeout=timeout):
+        yield

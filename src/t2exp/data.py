@@ -1,0 +1,274 @@
+"""Load T²-RAGBench rows (hub or local files, Hugging Face schema) into plain records.
+
+A subset's corpus is the set of unique ``context_id``s over every loaded split of that subset;
+questions can be restricted to some splits (``question_splits``) and sampled (``limit``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from t2exp.errors import DataError
+from t2exp.metrics import parse_gold
+
+log = logging.getLogger(__name__)
+
+HUB_DATASET = "G4KMU/t2-ragbench"
+SUBSETS = ("FinQA", "ConvFinQA", "VQAonBD", "TAT-DQA")
+REQUIRED_COLUMNS = ("id", "context_id", "question", "program_answer", "context")
+METADATA_COLUMNS = ("company_name", "report_year", "company_sector", "file_name", "company_symbol", "page_number")
+_FILE_RE = re.compile(r"^(?P<subset>FinQA|ConvFinQA|VQAonBD|TAT-DQA)_(?P<split>[^.]+)\.(?P<ext>parquet|jsonl)$")
+
+
+@dataclass(frozen=True)
+class Document:
+    context_id: str
+    subset: str
+    text: str
+    metadata: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    subset: str
+    split: str
+    context_id: str
+    question: str
+    gold: float | None
+    gold_raw: str
+    original_answer: str = ""
+    metadata: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass
+class Subset:
+    name: str
+    questions: list[Question]
+    corpus: list[Document]
+    sources: list[str]
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        h = hashlib.sha256()
+        for d in sorted(self.corpus, key=lambda d: d.context_id):
+            h.update(d.context_id.encode())
+            h.update(b"\0")
+            h.update(d.text.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:16]
+
+
+def _clean(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return ""
+    return str(value)
+
+
+def discover_files(path: Path, subsets: Sequence[str]) -> dict[str, list[Path]]:
+    """Map subset → files. A directory is scanned for ``<Subset>_<split>.parquet|jsonl``."""
+    found: dict[str, list[Path]] = {}
+    if path.is_file():
+        m = _FILE_RE.match(path.name)
+        subset = m.group("subset") if m else (subsets[0] if len(subsets) == 1 else None)
+        if subset is None:
+            raise DataError(
+                f"dataset.path={path}: cannot tell the subset from the file name; name it "
+                f"<Subset>_<split>.parquet (Subset one of {', '.join(SUBSETS)}) or set one dataset.subsets entry"
+            )
+        found[subset] = [path]
+        return found
+    if not path.is_dir():
+        raise DataError(f"dataset.path={path}: no such file or directory")
+    for f in sorted(path.iterdir()):
+        m = _FILE_RE.match(f.name)
+        if m and m.group("subset") in subsets:
+            found.setdefault(m.group("subset"), []).append(f)
+    return found
+
+
+def _read_file(f: Path) -> pd.DataFrame:
+    try:
+        if f.suffix == ".parquet":
+            return pd.read_parquet(f)
+        return pd.read_json(f, lines=True, dtype=False)
+    except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
+        raise DataError(f"{f}: cannot read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+
+
+def _split_from_name(f: Path) -> str:
+    m = _FILE_RE.match(f.name)
+    return m.group("split") if m else "unknown"
+
+
+def rows_to_subset(
+    name: str,
+    frames: Iterable[tuple[str, pd.DataFrame]],
+    *,
+    question_splits: Sequence[str] | None = None,
+    skip_empty_questions: bool = True,
+) -> Subset:
+    """Validate rows of one subset and turn them into records. ``frames`` are (source, frame)."""
+    questions: list[Question] = []
+    corpus: dict[str, Document] = {}
+    context_source: dict[str, tuple[str, int]] = {}
+    seen_ids: dict[str, tuple[str, int]] = {}
+    sources: list[str] = []
+    stats = {"empty_questions_skipped": 0, "non_numeric_gold": 0, "rows": 0}
+    for source, df in frames:
+        sources.append(source)
+        missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+        if missing:
+            raise DataError(
+                f"{source}: missing column(s) {', '.join(missing)} (row 0); T²-RAGBench files need "
+                f"{', '.join(REQUIRED_COLUMNS)}"
+            )
+        default_split = _split_from_name(Path(source))
+        records = df.to_dict(orient="records")
+        for i, row in enumerate(records):
+            stats["rows"] += 1
+            qid = _clean(row.get("id")).strip()
+            if not qid:
+                raise DataError(f"{source}: row {i}: column 'id' is empty; every question needs a unique id")
+            if qid in seen_ids:
+                s0, r0 = seen_ids[qid]
+                raise DataError(f"{source}: row {i}: column 'id' value {qid!r} duplicates {s0} row {r0}")
+            seen_ids[qid] = (source, i)
+            cid = _clean(row.get("context_id")).strip()
+            if not cid:
+                raise DataError(f"{source}: row {i}: column 'context_id' is empty")
+            text = _clean(row.get("context"))
+            if not text.strip():
+                raise DataError(f"{source}: row {i}: column 'context' is empty for context_id {cid!r}")
+            meta = {c: _clean(row.get(c)) for c in METADATA_COLUMNS if _clean(row.get(c))}
+            if cid in corpus:
+                if corpus[cid].text != text:
+                    s0, r0 = context_source[cid]
+                    raise DataError(
+                        f"{source}: row {i}: column 'context' for context_id {cid!r} differs from {s0} row {r0}; "
+                        "one context_id must have one text"
+                    )
+            else:
+                corpus[cid] = Document(context_id=cid, subset=name, text=text, metadata=meta)
+                context_source[cid] = (source, i)
+            split = _clean(row.get("split")) or default_split
+            if question_splits and split not in question_splits:
+                continue
+            question = _clean(row.get("question")).strip()
+            if not question:
+                if skip_empty_questions:
+                    stats["empty_questions_skipped"] += 1
+                    log.warning("%s: row %d: column 'question' is empty; skipped", source, i)
+                    continue
+                raise DataError(f"{source}: row {i}: column 'question' is empty")
+            gold_raw = _clean(row.get("program_answer"))
+            gold = parse_gold(gold_raw)
+            if gold is None:
+                stats["non_numeric_gold"] += 1
+            questions.append(
+                Question(
+                    id=qid,
+                    subset=name,
+                    split=split,
+                    context_id=cid,
+                    question=question,
+                    gold=gold,
+                    gold_raw=gold_raw,
+                    original_answer=_clean(row.get("original_answer")),
+                    metadata=meta,
+                )
+            )
+    if not corpus:
+        raise DataError(f"subset {name}: the corpus is empty (sources: {', '.join(sources) or 'none'})")
+    if stats["non_numeric_gold"]:
+        log.warning("subset %s: %d questions have a non-numeric gold answer; excluded from NM", name, stats["non_numeric_gold"])
+    return Subset(name=name, questions=questions, corpus=list(corpus.values()), sources=sources, stats=stats)
+
+
+def sample_questions(questions: list[Question], limit: int | None, seed: int) -> list[Question]:
+    """A seeded sample of ``limit`` questions (order kept); the corpus is not touched."""
+    if not limit or limit >= len(questions):
+        return questions
+    rng = random.Random(seed)
+    keep = set(rng.sample(range(len(questions)), limit))
+    return [q for i, q in enumerate(questions) if i in keep]
+
+
+def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame]]:
+    try:
+        import datasets  # type: ignore[import-not-found]
+    except ImportError:
+        raise DataError("dataset.source=hub needs the `datasets` package: pip install 't2exp[hub]'") from None
+    try:
+        dd = datasets.load_dataset(HUB_DATASET, subset, revision=revision)
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(
+            f"dataset.source=hub: cannot load {HUB_DATASET}/{subset} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:160]}); set dataset.path=DIR with local <Subset>_<split>.parquet files"
+        ) from None
+    return [(f"hub:{HUB_DATASET}/{subset}/{split}", dd[split].to_pandas()) for split in dd]
+
+
+def load_subsets(
+    *,
+    subsets: Sequence[str],
+    source: str = "auto",
+    path: str | Path | None = None,
+    question_splits: Sequence[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    hub_revision: str | None = None,
+    skip_empty_questions: bool = True,
+) -> list[Subset]:
+    """Load each subset from local files (``path``) or the hub.
+
+    ``source='auto'`` uses local files where ``path`` holds that subset and the hub otherwise.
+    """
+    unknown = [s for s in subsets if s not in SUBSETS]
+    if unknown:
+        raise DataError(f"dataset.subsets: unknown subset {unknown[0]!r}; allowed: {', '.join(SUBSETS)}")
+    if source not in ("auto", "local", "hub"):
+        raise DataError(f"dataset.source={source!r}: allowed values are auto, local, hub")
+    local: dict[str, list[Path]] = {}
+    if source in ("auto", "local"):
+        if path is None:
+            if source == "local":
+                raise DataError("dataset.path is not set; point it at a directory of <Subset>_<split>.parquet files")
+        else:
+            local = discover_files(Path(path), subsets)
+    out: list[Subset] = []
+    for name in subsets:
+        if name in local:
+            frames = [(str(f), _read_file(f)) for f in local[name]]
+        elif source == "local":
+            raise DataError(f"dataset.path={path}: no {name}_<split>.parquet or .jsonl file found for subset {name}")
+        else:
+            frames = _load_hub(name, hub_revision)
+        subset = rows_to_subset(name, frames, question_splits=question_splits, skip_empty_questions=skip_empty_questions)
+        subset.stats["questions_total"] = len(subset.questions)
+        subset.questions = sample_questions(subset.questions, limit, seed)
+        if not subset.questions:
+            raise DataError(
+                f"subset {name}: no questions left (question_splits={list(question_splits or [])}); "
+                "check dataset.question_splits"
+            )
+        out.append(subset)
+    return out
+
+
+def corpus_fingerprint(subsets: Sequence[Subset]) -> str:
+    return hashlib.sha256(json.dumps({s.name: s.content_hash for s in subsets}, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,24 @@
+"""Document variants: the text that is embedded and indexed for each corpus document."""
+
+from __future__ import annotations
+
+from t2exp.data import Document
+from t2exp.errors import ConfigError
+
+VARIANTS = ("plain", "metadata_prefix")
+
+
+def render(doc: Document, variant: str) -> str:
+    if variant == "plain":
+        return doc.text
+    if variant == "metadata_prefix":
+        m = doc.metadata
+        parts = [
+            f"Company: {m['company_name']}" if m.get("company_name") else "",
+            f"Ticker: {m['company_symbol']}" if m.get("company_symbol") else "",
+            f"Report year: {m['report_year']}" if m.get("report_year") else "",
+            f"Sector: {m['company_sector']}" if m.get("company_sector") else "",
+        ]
+        header = " | ".join(p for p in parts if p)
+        return f"{header}\n{doc.text}" if header else doc.text
+    raise ConfigError(f"document.variant={variant!r}: allowed values are {', '.join(VARIANTS)}")

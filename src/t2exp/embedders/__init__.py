@@ -1,0 +1,37 @@
+"""Embedders: text → vectors. One protocol, several families, one persistent cache."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+    max_tokens: int
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the vectors this embedder produces (model, revision, templates, options)."""
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda"
+    except ImportError:  # pragma: no cover
+        pass
+    return "cpu"

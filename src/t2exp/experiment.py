@@ -1,0 +1,189 @@
+"""One experiment: load → index → retrieve → generate → score → log.
+
+This is the only module that knows every stage; each stage lives in its own module and passes
+plain records along.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from t2exp import answers
+from t2exp.cache import JsonlLog, KVCache, atomic_write_text, content_key
+from t2exp.data import Question, Subset, load_subsets
+from t2exp.embedders import Embedder
+from t2exp.embedders.cached import CachedEmbedder
+from t2exp.generators import Generator, Sampling
+from t2exp.generators.cached import CachedGenerator
+from t2exp.indexing import Index, build_index, truncation_fraction
+from t2exp.methods import RagMethod
+from t2exp.metrics import RECALL_KS, aggregate, question_metrics
+from t2exp.prompts import PromptLibrary
+from t2exp.stores import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Components:
+    """Everything built from config; the experiment never looks at config files itself."""
+
+    subsets: list[Subset]
+    method: RagMethod
+    embedder: Embedder | None
+    store_factory: Callable[[], Store] | None
+    generator: Generator | None
+    prompts: PromptLibrary
+    sampling: Sampling
+    answer_mode: str
+    k: int
+    variant: str
+    cache_dir: Path
+    run_dir: Path  # where per-question predictions are appended (deterministic per cell)
+
+
+@dataclass
+class Result:
+    metrics: dict[str, float]
+    predictions_path: Path
+    params: dict[str, Any] = field(default_factory=dict)
+    table: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def metric_names(k: int) -> list[str]:
+    return ["nm", f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS]
+
+
+def run_experiment(c: Components) -> Result:
+    timings = {"index_seconds": 0.0, "retrieve_seconds": 0.0, "generate_seconds": 0.0}
+    extra: dict[str, float] = {}
+    c.run_dir.mkdir(parents=True, exist_ok=True)
+    preds = JsonlLog(c.run_dir / "predictions.jsonl")
+    done = {r["id"]: r for r in preds.read()}
+    if done:
+        log.info("resuming: %d predictions already in %s", len(done), preds.path)
+    embedder = CachedEmbedder(c.embedder, KVCache(c.cache_dir / "embeddings.sqlite")) if c.embedder else None
+    generator = CachedGenerator(c.generator, KVCache(c.cache_dir / "llm.sqlite")) if c.generator else None
+    depth = max(c.k, max(RECALL_KS))
+    rows: list[dict[str, Any]] = []
+    tokens = {"prompt_tokens": 0, "completion_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0}
+    n_generated = 0
+
+    for subset in c.subsets:
+        # --- index -------------------------------------------------------------------------
+        index: Index | None = None
+        if c.method.needs_index and embedder is not None and c.store_factory is not None:
+            t0 = time.perf_counter()
+            index = build_index(subset, embedder, c.store_factory(), c.variant, c.cache_dir / "locks")
+            timings["index_seconds"] += time.perf_counter() - t0
+            extra[f"{subset.name}/index_cache_hit"] = float(index.cache_hit)
+            extra[f"{subset.name}/index_build_seconds"] = index.build_seconds
+            extra[f"{subset.name}/corpus_size"] = float(index.size())
+            extra[f"{subset.name}/doc_truncated_frac"] = truncation_fraction(embedder, list(index.texts.values()))
+        extra[f"{subset.name}/questions"] = float(len(subset.questions))
+        extra[f"{subset.name}/non_numeric_gold"] = float(sum(q.gold is None for q in subset.questions))
+        extra[f"{subset.name}/empty_questions_skipped"] = float(subset.stats.get("empty_questions_skipped", 0))
+
+        todo = [q for q in subset.questions if q.id not in done]
+        # --- retrieve (batched over all questions of the subset) ------------------------------
+        t0 = time.perf_counter()
+        hits_list = c.method.retrieve(todo, index, depth) if todo else []
+        timings["retrieve_seconds"] += time.perf_counter() - t0
+
+        # --- generate + score, one prediction written as soon as it exists --------------------
+        batch = max(1, getattr(generator, "batch_size", 1)) if generator else len(todo) or 1
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
+            contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits)]
+            gens = [None] * len(chunk)
+            if generator is not None:
+                prompts = [answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts)]
+                t0 = time.perf_counter()
+                gens = generator.generate(prompts, c.sampling)
+                timings["generate_seconds"] += time.perf_counter() - t0
+            for q, h, ctx, g in zip(chunk, chunk_hits, contexts, gens):
+                row = _prediction_row(q, h, ctx, g, c)
+                if g is not None:
+                    n_generated += 1
+                    if not g.cached:
+                        tokens["model_seconds"] += g.seconds
+                    tokens["prompt_tokens"] += g.prompt_tokens
+                    tokens["completion_tokens"] += g.completion_tokens
+                    tokens["truncated_generations"] += int(g.finish_reason == "length")
+                preds.write(row)
+                done[q.id] = row
+        rows.extend(done[q.id] for q in subset.questions)
+
+    # --- score ---------------------------------------------------------------------------------
+    names = metric_names(c.k)
+    if generator is None:
+        names.remove("nm")
+    table = aggregate(rows, names, ci=True, seed=0)
+    metrics: dict[str, float] = {}
+    for subset_name, values in table.items():
+        for name, mv in values.items():
+            metrics[f"{subset_name}/{name}"] = mv.mean
+            if mv.ci_low is not None:
+                metrics[f"{subset_name}/{name}_ci_low"] = mv.ci_low
+                metrics[f"{subset_name}/{name}_ci_high"] = mv.ci_high
+    metrics.update(timings)
+    metrics.update(extra)
+    if generator is not None:
+        metrics.update({k: float(v) for k, v in tokens.items()})
+        metrics["llm_calls"] = float(generator.calls)
+        metrics["questions_per_second"] = n_generated / timings["generate_seconds"] if timings["generate_seconds"] > 0 else 0.0
+    if embedder is not None:
+        metrics["embeddings_computed"] = float(embedder.computed)
+    _write_leaderboard(rows, c.run_dir / "leaderboard.jsonl")
+    return Result(metrics=metrics, predictions_path=preds.path, table={s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()})
+
+
+def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str, Any]:  # noqa: ANN001
+    ranked = None if hits is None else [cid for cid, _ in hits]
+    parsed = answers.parse_answer(c.answer_mode, gen.text) if gen is not None else None
+    pred = parsed.value if parsed else None
+    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold)
+    if gen is None:
+        m["nm"] = None
+    return {
+        "id": q.id,
+        "subset": q.subset,
+        "split": q.split,
+        "context_id": q.context_id,
+        "question": q.question,
+        "retrieved": ranked,
+        "scores": None if hits is None else [round(s, 6) for _, s in hits],
+        "n_contexts": len(contexts),
+        "generation": None if gen is None else gen.text,
+        "program": parsed.program if parsed else None,
+        "program_error": parsed.program_error if parsed else None,
+        "prediction": pred,
+        "gold": q.gold,
+        "gold_raw": q.gold_raw,
+        "finish_reason": None if gen is None else gen.finish_reason,
+        "prompt_tokens": None if gen is None else gen.prompt_tokens,
+        "completion_tokens": None if gen is None else gen.completion_tokens,
+        **m,
+    }
+
+
+def _write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:
+    """The official submission format: id, subset, context_id, prediction (one JSON per line)."""
+    lines = [
+        json.dumps({"id": r["id"], "subset": r["subset"], "context_id": (r["retrieved"] or [None])[0], "prediction": r["prediction"]})
+        for r in rows
+    ]
+    atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def cell_key(resolved: dict[str, Any]) -> str:
+    """Deterministic key of a sweep cell: hash of the resolved config without bookkeeping keys."""
+    semantic = {k: v for k, v in resolved.items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
+    return content_key(semantic)[:16]

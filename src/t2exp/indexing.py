@@ -1,0 +1,102 @@
+"""Index stage: embed a subset's corpus once and persist it in a store, keyed by content.
+
+Index key = (subset, corpus content hash, embedder fingerprint + document template, document
+variant, store name). A second run, or another sweep cell, with the same key opens the existing
+collection and inserts nothing; concurrent builders serialise on a file lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from t2exp import documents
+from t2exp.cache import build_lock, content_key
+from t2exp.data import Document, Subset
+from t2exp.embedders import Embedder
+from t2exp.lexical import BM25sIndex
+from t2exp.stores import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Index:
+    """Everything retrieval needs for one subset."""
+
+    subset: Subset
+    store: Store
+    embedder: Embedder
+    variant: str
+    key: str
+    cache_hit: bool
+    build_seconds: float
+    docs: dict[str, Document] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # indexed text per context_id
+    _bm25s: BM25sIndex | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def bm25s(self) -> BM25sIndex:
+        if self._bm25s is None:
+            ids = list(self.texts)
+            self._bm25s = BM25sIndex(ids, [self.texts[i] for i in ids])
+        return self._bm25s
+
+    def size(self) -> int:
+        return len(self.docs)
+
+
+def index_key(subset: Subset, embedder: Embedder, variant: str, store_name: str, texts_hash: str) -> str:
+    tpl = getattr(embedder, "document_template", "{text}")
+    return f"{subset.name}_{variant}_{embedder.name}_" + content_key(
+        subset.content_hash, texts_hash, embedder.fingerprint, tpl, variant, store_name
+    )[:16]
+
+
+def build_index(
+    subset: Subset,
+    embedder: Embedder,
+    store: Store,
+    variant: str,
+    lock_dir: str | Path,
+    *,
+    batch_size: int = 256,
+    texts: dict[str, str] | None = None,
+    key_suffix: str = "",
+) -> Index:
+    """Open or build the collection for ``subset``. ``texts`` overrides the indexed text per
+    context id (e.g. summaries); by default the document variant renders it."""
+    docs = {d.context_id: d for d in subset.corpus}
+    if texts is None:
+        texts = {cid: documents.render(d, variant) for cid, d in docs.items()}
+    texts_hash = content_key(sorted(texts.items()))[:16]
+    key = index_key(subset, embedder, variant + key_suffix, store.name, texts_hash)
+    t0 = time.perf_counter()
+    with build_lock(lock_dir, key):
+        hit = store.open(key)
+        if not hit:
+            ids = list(texts)
+            for start in range(0, len(ids), batch_size):
+                chunk = ids[start : start + batch_size]
+                vecs = embedder.embed_documents([texts[c] for c in chunk])
+                store.add(chunk, [texts[c] for c in chunk], np.asarray(vecs), [docs[c].metadata for c in chunk])
+            store.finalize()
+    seconds = time.perf_counter() - t0
+    log.info("index %s: %s in %.2fs (%d docs)", subset.name, "reused" if hit else "built", seconds, len(texts))
+    return Index(
+        subset=subset, store=store, embedder=embedder, variant=variant, key=key, cache_hit=hit,
+        build_seconds=seconds, docs=docs, texts=texts,
+    )
+
+
+def truncation_fraction(embedder: Embedder, texts: list[str]) -> float:
+    """Share of documents longer than the embedder's max tokens (they are truncated when embedded)."""
+    if not texts or not hasattr(embedder, "count_tokens"):
+        return float("nan")
+    counts = embedder.count_tokens(texts)
+    return float(np.mean([c > embedder.max_tokens for c in counts]))

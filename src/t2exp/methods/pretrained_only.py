@@ -1,0 +1,19 @@
+"""No retrieval: the generator answers from its parameters alone."""
+
+from __future__ import annotations
+
+from t2exp.methods import register
+
+
+@register("pretrained_only")
+class PretrainedOnly:
+    needs_index = False
+
+    def __init__(self) -> None:
+        self.name = "pretrained_only"
+
+    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+        return None
+
+    def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
+        return []

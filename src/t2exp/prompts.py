@@ -1,0 +1,36 @@
+"""Prompt templates (Jinja2) from the project's ``prompts/`` directory."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from t2exp.errors import ConfigError
+
+
+class PromptLibrary:
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise ConfigError(f"paths.prompts={self.directory}: not a directory of .j2 templates")
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(self.directory)),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=False,
+            autoescape=False,
+        )
+        self.used: dict[str, str] = {}
+
+    @lru_cache(maxsize=None)  # noqa: B019 - one library per run
+    def _template(self, name: str) -> jinja2.Template:
+        try:
+            return self.env.get_template(f"{name}.j2")
+        except jinja2.TemplateNotFound:
+            raise ConfigError(f"prompt {name!r}: no file {self.directory / (name + '.j2')}") from None
+
+    def render(self, name: str, **values: object) -> str:
+        tpl = self._template(name)
+        self.used[name] = (self.directory / f"{name}.j2").read_text(encoding="utf-8")
+        return tpl.render(**values).strip()

@@ -1,0 +1,126 @@
+"""Embedded default store: LanceDB (in-process, persistent, no server).
+
+Dense search is LanceDB's vector search with cosine distance (score = 1 - distance); BM25 is
+LanceDB's native full-text index; hybrid is our fusion (``t2exp.fusion``) over both candidate
+lists, so ``alpha`` means what it means in Weaviate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from t2exp.fusion import fuse
+
+log = logging.getLogger(__name__)
+
+
+def _table_name(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", key)[:120]
+
+
+class LanceDBStore:
+    name = "lancedb"
+
+    def __init__(self, uri: str, candidate_depth: int = 50, fts_stem: bool = False) -> None:
+        import lancedb
+
+        self.uri = str(uri)
+        Path(self.uri).mkdir(parents=True, exist_ok=True)
+        self.db = lancedb.connect(self.uri)
+        self.candidate_depth = candidate_depth
+        self.fts_stem = fts_stem
+        self.table = None
+        self.table_name: str | None = None
+        self.inserted = 0
+
+    def _marker(self) -> Path:
+        return Path(self.uri) / f"{self.table_name}.complete.json"
+
+    def open(self, key: str) -> bool:
+        self.table_name = _table_name(key)
+        exists = self.table_name in self.db.list_tables().tables
+        if exists and self._marker().exists():
+            self.table = self.db.open_table(self.table_name)
+            return True
+        if exists:  # an interrupted build: start over
+            log.warning("lancedb: dropping incomplete table %s", self.table_name)
+            self.db.drop_table(self.table_name)
+        self.table = None
+        return False
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, metadata: Sequence[dict]) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        dim = vectors.shape[1]
+        batch = pa.table(
+            {
+                "id": pa.array(list(ids), pa.string()),
+                "text": pa.array(list(texts), pa.string()),
+                "metadata": pa.array([json.dumps(m, sort_keys=True) for m in metadata], pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
+            }
+        )
+        if self.table is None:
+            self.table = self.db.create_table(self.table_name, data=batch, mode="overwrite")
+        else:
+            self.table.add(batch)
+        self.inserted += len(ids)
+
+    def finalize(self) -> None:
+        from lancedb.index import FTS
+
+        self.table.create_index("text", config=FTS(stem=self.fts_stem, lower_case=True, remove_stop_words=False), replace=True)
+        self._marker().write_text(json.dumps({"rows": self.count()}))
+
+    def count(self) -> int:
+        return 0 if self.table is None else int(self.table.count_rows())
+
+    def _depth(self, k: int) -> int:
+        return min(max(k, 1), self.count())
+
+    def dense(self, query_vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        q = np.asarray(query_vectors, dtype=np.float32)
+        if len(q) == 0:
+            return []
+        k = self._depth(k)
+        res = (
+            self.table.search([row for row in q])
+            .distance_type("cosine")
+            .limit(k)
+            .select(["id", "_distance"])
+            .to_arrow()
+            .to_pydict()
+        )
+        qidx = res.get("query_index", [0] * len(res["id"]))
+        out: list[list[tuple[str, float]]] = [[] for _ in range(len(q))]
+        for i, cid, dist in zip(qidx, res["id"], res["_distance"]):
+            out[i].append((cid, 1.0 - float(dist)))
+        for hits in out:
+            hits.sort(key=lambda h: -h[1])
+        return out
+
+    def bm25(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        k = self._depth(k)
+        out = []
+        for q in queries:
+            q = q.strip()
+            if not q:
+                out.append([])
+                continue
+            rows = self.table.search(q, query_type="fts").limit(k).select(["id", "_score"]).to_list()
+            out.append([(r["id"], float(r["_score"])) for r in rows])
+        return out
+
+    def hybrid(
+        self, queries: Sequence[str], query_vectors: np.ndarray, k: int, alpha: float, fusion: str = "relative_score"
+    ) -> list[list[tuple[str, float]]]:
+        depth = max(k, self.candidate_depth)
+        dense = self.dense(query_vectors, depth)
+        lexical = self.bm25(queries, depth)
+        return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical)]

@@ -1,0 +1,118 @@
+"""MLflow logging: params, metrics, artifacts; parent/child runs for sweeps; secrets redacted."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PARENT_ENV = "T2EXP_PARENT_RUN_ID"
+_SECRET_KEY_RE = re.compile(r"(api[_-]?key|token|secret|password)", re.IGNORECASE)
+_SECRET_VALUE_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})\b")
+REDACTED = "***"
+
+
+def redact_value(key: str, value: Any) -> Any:
+    if value is None or value == "":
+        return value
+    if _SECRET_KEY_RE.search(key):
+        return REDACTED
+    if isinstance(value, str):
+        return _SECRET_VALUE_RE.sub(REDACTED, value)
+    return value
+
+
+def redact_text(text: str, secrets: list[str] | None = None) -> str:
+    for s in secrets or []:
+        if s:
+            text = text.replace(s, REDACTED)
+    return _SECRET_VALUE_RE.sub(REDACTED, text)
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = redact_value(key, v)
+    return out
+
+
+def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) -> str:
+    """Set the tracking URI, create the DB/experiment if needed; returns the experiment id."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    if uri.startswith("sqlite:///"):
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:
+        return exp.experiment_id
+    art = None
+    if artifact_location:
+        Path(artifact_location).mkdir(parents=True, exist_ok=True)
+        art = Path(artifact_location).resolve().as_uri()
+    try:
+        return client.create_experiment(experiment, artifact_location=art)
+    except Exception:  # noqa: BLE001 - created concurrently by another process
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+class Tracker:
+    """One MLflow run. Child of ``$T2EXP_PARENT_RUN_ID`` when a sweep set it."""
+
+    def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str]) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        self.experiment_id = ensure_tracking(uri, experiment, artifact_location)
+        tags = dict(tags)
+        parent = os.environ.get(PARENT_ENV)
+        if parent:
+            tags["mlflow.parentRunId"] = parent
+        tags["mlflow.runName"] = run_name
+        self.run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
+        self.run_id = self.run.info.run_id
+        self.closed = False
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:5000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
+
+    def log_metrics(self, metrics: Mapping[str, float]) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        items = [Metric(k, float(v), ts, 0) for k, v in metrics.items() if v is not None and v == v]
+        for i in range(0, len(items), 500):
+            self.client.log_batch(self.run_id, metrics=items[i : i + 500])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(self.run_id, k, str(v)[:5000])
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if not self.closed:
+            self.client.set_terminated(self.run_id, status=status)
+            self.closed = True

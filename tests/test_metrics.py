@@ -1,0 +1,150 @@
+import math
+
+import pytest
+
+from t2exp.metrics import (
+    aggregate,
+    bootstrap_ci,
+    extract_number,
+    number_match,
+    parse_gold,
+    question_metrics,
+    recall_at,
+    reciprocal_rank,
+)
+
+
+# --- Number Match (paper §3) -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "pred, gold, ok",
+    [
+        (0.0, 0.0, True),  # both below eps
+        (0.004, 0.0, True),
+        (0.0, 0.009, True),
+        (45.51, 0.4551, True),  # scale shift by a power of ten
+        (0.4551, 45.51, True),
+        (4551, 0.4551, True),
+        (-45.51, 45.51, True),  # sign ignored
+        (45.51, -0.4551, True),
+        (45.51, 45.51 * 1.0099, True),  # within 1 %
+        (45.51, 45.51 * 1.011, False),
+        (45.0, 46.0, False),
+        (1.0, 0.0, False),  # gold 0, prediction not small
+        (0.0, 5.0, False),
+        (None, 5.0, False),  # non-numeric prediction → wrong
+        (float("nan"), 5.0, False),
+        (float("inf"), 5.0, False),
+        (3.0, 31.0, False),
+        (127.4, 127.40, True),
+        (0.935, 93.5, True),
+    ],
+)
+def test_number_match(pred, gold, ok):
+    assert number_match(pred, gold) is ok
+
+
+def test_number_match_near_half_decade():
+    # ratio ~3.16 → normalised by 10^round(0.5) – not equal to 1 either way
+    assert number_match(31.6, 10.0) is False
+    assert number_match(0.1, 0.1) is True
+
+
+# --- extraction --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("$1,234.5 million", 1_234.5e6),
+        ("(12.3)%", -12.3),
+        ("-12.3%", -12.3),
+        ("The answer is 45.51%.", 45.51),
+        ("Final answer: 0.4551", 0.4551),
+        ("Revenue rose from 2018 to 2019.\nFinal answer: 13.2%", 13.2),
+        ("We compute 5 + 6 = 11.\nFinal answer: $11 billion", 11e9),
+        ("\\boxed{42.7}", 42.7),
+        ("so the result is \\boxed{-3.5} (in percent)", -3.5),
+        ("<think>maybe 99?</think> Final answer: 7", 7.0),
+        ("Answer: (1,212)", -1212.0),
+        ("about 3.2 billion dollars", 3.2e9),
+        ("1.5e3", 1500.0),
+        ("−4.2", -4.2),  # unicode minus
+        ("US$ 5.5 thousand", 5500.0),
+        ("€12", 12.0),
+        ("it increased 7 percent", 7.0),
+        ("The change is 24.69 percent, up from 2018", 24.69),
+        (".5", 0.5),
+        ("12,345", 12345.0),
+        ("Final answer: 93.5% of the total", 93.5),
+    ],
+)
+def test_extract_number(text, value):
+    got = extract_number(text)
+    assert got is not None and math.isclose(got, value, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("text", ["", "N/A", "I cannot answer this.", None, "<think>3</think>", "Final answer: unknown"])
+def test_extract_number_none(text):
+    assert extract_number(text) is None
+
+
+def test_extraction_then_match_against_gold_scale():
+    # "$533 million" vs gold 533000000.0 and "45.51%" vs 0.4551 both match
+    assert number_match(extract_number("$533 million"), parse_gold("533000000.0"))
+    assert number_match(extract_number("45.51%"), parse_gold("0.4551"))
+    assert not number_match(extract_number("N/A"), parse_gold("1.0"))
+
+
+def test_parse_gold():
+    assert parse_gold("94.0") == 94.0
+    assert parse_gold(" 0.1446 ") == 0.1446
+    assert parse_gold("") is None
+    assert parse_gold("yes") is None
+    assert parse_gold(None) is None
+    assert parse_gold(float("nan")) is None
+    assert parse_gold(3) == 3.0
+
+
+# --- retrieval metrics -------------------------------------------------------------------------
+def test_mrr_and_recall():
+    ranked = ["a", "b", "c", "d", "e"]
+    assert reciprocal_rank(ranked, "a", 3) == 1.0
+    assert reciprocal_rank(ranked, "c", 3) == pytest.approx(1 / 3)
+    assert reciprocal_rank(ranked, "d", 3) == 0.0  # beyond k
+    assert reciprocal_rank(ranked, "d", 5) == 0.25
+    assert reciprocal_rank(ranked, "z", 5) == 0.0
+    assert recall_at(ranked, "a", 1) == 1.0
+    assert recall_at(ranked, "b", 1) == 0.0
+    assert recall_at(ranked, "c", 3) == 1.0
+    assert recall_at(ranked, "e", 3) == 0.0
+    assert recall_at(ranked, "e", 5) == 1.0
+
+
+def test_question_metrics_without_retrieval():
+    m = question_metrics(None, "a", 3, 5.0, 5.0)
+    assert m["nm"] == 1.0 and m["mrr_at_3"] is None and m["recall_at_1"] is None
+
+
+def test_question_metrics_non_numeric_gold_is_excluded():
+    assert question_metrics(["a"], "a", 3, 5.0, None)["nm"] is None
+
+
+def test_aggregate_weighted_by_questions():
+    rows = [{"subset": "A", "nm": 1.0}] * 3 + [{"subset": "B", "nm": 0.0}] * 1
+    table = aggregate(rows, ["nm"])
+    assert table["A"]["nm"].mean == 100.0
+    assert table["B"]["nm"].mean == 0.0
+    assert table["avg"]["nm"].mean == 75.0  # (3*100 + 1*0) / 4, not the mean of means (50)
+    assert table["avg"]["nm"].n == 4
+
+
+def test_aggregate_skips_none_values():
+    rows = [{"subset": "A", "nm": 1.0, "mrr_at_3": None}, {"subset": "A", "nm": None, "mrr_at_3": 0.5}]
+    table = aggregate(rows, ["nm", "mrr_at_3"])
+    assert table["A"]["nm"].n == 1 and table["A"]["mrr_at_3"].mean == 50.0
+
+
+def test_bootstrap_ci_brackets_mean_and_is_seeded():
+    vals = [1.0] * 30 + [0.0] * 70
+    lo, hi = bootstrap_ci(vals, seed=1)
+    assert lo < 30.0 < hi
+    assert (lo, hi) == bootstrap_ci(vals, seed=1)
+    assert bootstrap_ci([1.0] * 10) == (100.0, 100.0)
