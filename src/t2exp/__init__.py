@@ -1,3 +1,8 @@
 """t2exp: declarative RAG experiments on T²-RAGBench."""
 
 __version__ = "0.1.0"
+
+
+def score(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - lazy: `import t2exp` stays light
+    from t2exp.scoring import score as _score  # see t2exp.scoring.score
+    return _score(*args, **kwargs)

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp import validation
 from t2exp.cache import atomic_write_text
 from t2exp.data import load_subsets
-from t2exp.errors import T2ExpError
+from t2exp.errors import ConfigError, T2ExpError
 from t2exp.experiment import Components, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
 from t2exp.methods import build_method
@@ -26,7 +26,7 @@ from t2exp.tracking import Tracker, flatten, redact_text
 log = logging.getLogger("t2exp")
 
 # keys of a generator config that configure the run, not the backend's constructor
-GENERATOR_RUN_KEYS = ("answer_mode", "sampling")
+GENERATOR_RUN_KEYS = ("answer_mode", "sampling", "aux_sampling")
 
 
 class Interrupted(BaseException):
@@ -34,6 +34,7 @@ class Interrupted(BaseException):
 
 
 def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     if cfg is None or cfg.get("_target_") is None:
@@ -41,7 +42,13 @@ def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
     d = OmegaConf.to_container(cfg, resolve=True)
     for key in GENERATOR_RUN_KEYS:
         d.pop(key, None)
-    return instantiate(d, **kwargs)
+    try:
+        return instantiate(d, **kwargs)
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, T2ExpError):
+            raise cause from None
+        raise ConfigError(f"{d.get('name', d['_target_'])}: {str(exc).splitlines()[-1][:300]}") from None
 
 
 def build_components(cfg: DictConfig) -> Components:
@@ -57,12 +64,15 @@ def build_components(cfg: DictConfig) -> Components:
         hub_revision=ds.get("hub_revision"),
         skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
     )
-    method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True))
+    reranker = _instantiate(cfg.get("reranker"))
+    method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)
     embedder = _instantiate(cfg.embedder) if method.needs_index else None
     store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
     generator = _instantiate(cfg.generator)
     gen_cfg = cfg.generator
     sampling = Sampling(**OmegaConf.to_container(gen_cfg.get("sampling", {}), resolve=True)) if generator else Sampling()
+    aux = gen_cfg.get("aux_sampling")
+    aux_sampling = Sampling(**OmegaConf.to_container(aux, resolve=True)) if aux else Sampling(max_tokens=160, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
     return Components(
         subsets=subsets,
@@ -77,6 +87,7 @@ def build_components(cfg: DictConfig) -> Components:
         variant=str(cfg.document.variant),
         cache_dir=cache_dir,
         run_dir=cache_dir / "runs" / cell_key(OmegaConf.to_container(cfg, resolve=True)),
+        aux_sampling=aux_sampling,
     )
 
 

@@ -21,8 +21,8 @@ from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.generators import Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
-from t2exp.indexing import Index, build_index, truncation_fraction
-from t2exp.methods import RagMethod
+from t2exp.indexing import truncation_fraction
+from t2exp.methods import RagMethod, Services
 from t2exp.metrics import RECALL_KS, aggregate, question_metrics
 from t2exp.prompts import PromptLibrary
 from t2exp.stores import Store
@@ -46,6 +46,7 @@ class Components:
     variant: str
     cache_dir: Path
     run_dir: Path  # where per-question predictions are appended (deterministic per cell)
+    aux_sampling: Sampling | None = None  # HyDE / summaries
 
 
 @dataclass
@@ -70,6 +71,10 @@ def run_experiment(c: Components) -> Result:
         log.info("resuming: %d predictions already in %s", len(done), preds.path)
     embedder = CachedEmbedder(c.embedder, KVCache(c.cache_dir / "embeddings.sqlite")) if c.embedder else None
     generator = CachedGenerator(c.generator, KVCache(c.cache_dir / "llm.sqlite")) if c.generator else None
+    services = Services(
+        embedder=embedder, store_factory=c.store_factory, generator=generator, prompts=c.prompts,
+        variant=c.variant, lock_dir=c.cache_dir / "locks", aux_sampling=c.aux_sampling,
+    )
     depth = max(c.k, max(RECALL_KS))
     rows: list[dict[str, Any]] = []
     tokens = {"prompt_tokens": 0, "completion_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0}
@@ -77,15 +82,14 @@ def run_experiment(c: Components) -> Result:
 
     for subset in c.subsets:
         # --- index -------------------------------------------------------------------------
-        index: Index | None = None
-        if c.method.needs_index and embedder is not None and c.store_factory is not None:
-            t0 = time.perf_counter()
-            index = build_index(subset, embedder, c.store_factory(), c.variant, c.cache_dir / "locks")
-            timings["index_seconds"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index = c.method.prepare(subset, services)
+        timings["index_seconds"] += time.perf_counter() - t0
+        if index is not None and index.store is not None:
             extra[f"{subset.name}/index_cache_hit"] = float(index.cache_hit)
             extra[f"{subset.name}/index_build_seconds"] = index.build_seconds
             extra[f"{subset.name}/corpus_size"] = float(index.size())
-            extra[f"{subset.name}/doc_truncated_frac"] = truncation_fraction(embedder, list(index.texts.values()))
+            extra[f"{subset.name}/doc_truncated_frac"] = truncation_fraction(index.embedder, list(index.texts.values()))
         extra[f"{subset.name}/questions"] = float(len(subset.questions))
         extra[f"{subset.name}/non_numeric_gold"] = float(sum(q.gold is None for q in subset.questions))
         extra[f"{subset.name}/empty_questions_skipped"] = float(subset.stats.get("empty_questions_skipped", 0))
@@ -141,6 +145,7 @@ def run_experiment(c: Components) -> Result:
         metrics["questions_per_second"] = n_generated / timings["generate_seconds"] if timings["generate_seconds"] > 0 else 0.0
     if embedder is not None:
         metrics["embeddings_computed"] = float(embedder.computed)
+    metrics.update(c.method.stats())
     _write_leaderboard(rows, c.run_dir / "leaderboard.jsonl")
     return Result(metrics=metrics, predictions_path=preds.path, table={s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()})
 

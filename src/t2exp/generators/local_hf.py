@@ -63,7 +63,7 @@ class TransformersGenerator:
         gguf_parts: list[str] | None = None,
         sha256: str | None = None,
         size: int | None = None,
-        cache_dir: str = ".t2exp_cache",
+        models_dir: str = ".t2exp_cache/models",
         device: str = "auto",
         dtype: str = "bfloat16",
         threads: int = 0,
@@ -77,7 +77,7 @@ class TransformersGenerator:
         self.gguf_parts = list(gguf_parts or [])
         self.sha256 = sha256
         self.size = size
-        self.cache_dir = Path(cache_dir)
+        self.models_dir = Path(models_dir)
         self.device = resolve_device(device)
         self.dtype = dtype
         self.threads = threads
@@ -92,11 +92,11 @@ class TransformersGenerator:
         if not self.gguf_parts:
             return str(self.model_id)
         tag = (self.sha256 or "gguf")[:12]
-        hf_dir = self.cache_dir / "models" / f"{tag}-hf"
-        with build_lock(self.cache_dir / "locks", f"model-{tag}"):
+        hf_dir = self.models_dir / f"{tag}-hf"
+        with build_lock(self.models_dir / "locks", f"model-{tag}"):
             if (hf_dir / "config.json").exists():
                 return str(hf_dir)
-            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.cache_dir / "models" / f"{tag}.gguf")
+            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf")
             t0 = time.perf_counter()
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer

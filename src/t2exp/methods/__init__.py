@@ -1,21 +1,41 @@
 """RAG methods: how a question's contexts are chosen. One module per method, a registry by name.
 
-A method returns, per question, a ranked list of ``(context_id, score)`` (``None`` when the method
-does no retrieval) and the context texts handed to the generator.
+A method
+- ``prepare(subset, services)``: returns the ``Index`` it retrieves from (or ``None``);
+- ``retrieve(questions, index, depth)``: per question a ranked list of ``(context_id, score)``,
+  or ``None`` when the method does no retrieval (batched over all questions of a subset);
+- ``contexts(question, hits, index, k)``: the texts handed to the generator.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-from t2exp.data import Question
+from t2exp.data import Question, Subset
 from t2exp.errors import ConfigError
-from t2exp.indexing import Index
+from t2exp.indexing import Index, build_index
 
 Hits = list[tuple[str, float]]
 
 REGISTRY: dict[str, Callable[..., "RagMethod"]] = {}
+_MODULES = ("pretrained_only", "oracle", "base", "hybrid", "reranker", "hyde", "summarization", "metadata_hybrid")
+
+
+@dataclass
+class Services:
+    """What methods may use: built once per run by the experiment."""
+
+    embedder: Any | None
+    store_factory: Callable[[], Any] | None
+    generator: Any | None  # a CachedGenerator (every LLM call goes through the one cache)
+    prompts: Any
+    variant: str
+    lock_dir: Path
+    aux_sampling: Any = None  # sampling for auxiliary LLM calls (HyDE, summaries)
 
 
 def register(name: str):
@@ -32,30 +52,48 @@ class RagMethod(Protocol):
     name: str
     needs_index: bool
 
+    def prepare(self, subset: Subset, services: Services) -> Index | None: ...
+
     def retrieve(self, questions: Sequence[Question], index: Index | None, k: int) -> list[Hits] | None: ...
 
     def contexts(self, question: Question, hits: Hits | None, index: Index | None, k: int) -> list[str]: ...
 
+    def stats(self) -> dict[str, float]: ...
+
 
 class RetrievingMethod:
-    """Shared behaviour: generation gets the original documents of the top-k hits."""
+    """Shared behaviour: index the corpus (document variant from config); generation gets the
+    original documents of the top-k hits."""
 
     needs_index = True
+    needs_generator = False
+
+    def prepare(self, subset: Subset, services: Services) -> Index | None:
+        if services.embedder is None or services.store_factory is None:
+            raise ConfigError(f"rag_method={self.name} needs an embedder and a store")
+        return build_index(subset, services.embedder, services.store_factory(), services.variant, services.lock_dir)
 
     def contexts(self, question: Question, hits: Hits | None, index: Index | None, k: int) -> list[str]:
         assert index is not None
         return [index.docs[cid].text for cid, _ in (hits or [])[:k]]
 
+    def stats(self) -> dict[str, float]:
+        return {}
 
-def build_method(cfg: dict) -> RagMethod:
+
+def build_method(cfg: dict, reranker: Any | None = None) -> RagMethod:
     cfg = dict(cfg)
     name = cfg.pop("name", None)
-    # import for registration side effects
-    from t2exp.methods import base, hybrid, oracle, pretrained_only  # noqa: F401
-
+    for mod in _MODULES:
+        importlib.import_module(f"t2exp.methods.{mod}")
     if name not in REGISTRY:
         raise ConfigError(f"rag_method.name={name!r}: allowed values are {', '.join(sorted(REGISTRY))}")
+    cls = REGISTRY[name]
+    if getattr(cls, "needs_reranker", False):
+        if reranker is None:
+            raise ConfigError(f"rag_method={name} needs a reranker: add reranker=<option> (see conf/reranker/)")
+        cfg["reranker"] = reranker
     try:
-        return REGISTRY[name](**cfg)
+        return cls(**cfg)
     except TypeError as exc:
         raise ConfigError(f"rag_method={name}: {exc}") from None

@@ -8,12 +8,19 @@ from t2exp.methods import register
 @register("pretrained_only")
 class PretrainedOnly:
     needs_index = False
+    needs_generator = False
 
     def __init__(self) -> None:
         self.name = "pretrained_only"
+
+    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        return None
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         return None
 
     def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
         return []
+
+    def stats(self) -> dict[str, float]:
+        return {}

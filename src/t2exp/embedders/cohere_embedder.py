@@ -1,0 +1,83 @@
+"""Cohere embeddings (``POST {base_url}/v2/embed``) through ``cohere.ClientV2``.
+
+Request ``{model, texts, input_type, embedding_types: ["float"], truncate?, output_dimension?}``;
+response ``{id, embeddings: {float: [[...]]}, texts, meta, response_type}``. ``CO_API_URL`` is
+read by the SDK at import time, so the base URL is always passed explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from t2exp.embedders._remote import Failure, RemoteEmbedder, import_client, one_line, retry_after_seconds
+from t2exp.errors import ConfigError
+
+INPUT_TYPES = ("search_query", "search_document", "classification", "clustering")
+TRUNCATE = (None, "NONE", "START", "END")
+
+
+class CohereEmbedder(RemoteEmbedder):
+    provider = "cohere"
+    key_envs = ("CO_API_KEY",)
+    max_batch = 96  # texts per /v2/embed call
+    default_base_url = "https://api.cohere.com"
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        provider: str = "cohere",
+        query_input_type: str = "search_query",
+        document_input_type: str = "search_document",
+        truncate: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        for field, value in (("query_input_type", query_input_type), ("document_input_type", document_input_type)):
+            if value not in INPUT_TYPES:
+                raise ConfigError(f"embedder.{field}={value!r} is invalid; allowed: {', '.join(INPUT_TYPES)}")
+        if truncate not in TRUNCATE:
+            raise ConfigError(f"embedder.truncate={truncate!r} is invalid; allowed: null, NONE, START, END")
+        self.query_input_type = query_input_type
+        self.document_input_type = document_input_type
+        self.truncate = truncate
+        super().__init__(name, model, provider=provider, **kwargs)
+
+    def _role_options(self) -> dict[str, object]:
+        return {"query": self.query_input_type, "document": self.document_input_type, "truncate": self.truncate}
+
+    @property
+    def endpoint(self) -> str:
+        return (self.base_url or os.environ.get("CO_API_URL") or self.default_base_url).rstrip("/")
+
+    def _make_client(self, api_key: str) -> Any:
+        cohere = import_client("cohere", self.provider)
+        self._api_error = import_client("cohere.core.api_error", self.provider).ApiError
+        # max_retries=0: the bounded retry loop in RemoteEmbedder is the only one.
+        return cohere.ClientV2(
+            api_key=api_key, base_url=self.endpoint, timeout=self.timeout, max_retries=0,
+            log_warning_experimental_features=False,
+        )
+
+    def _embed_batch(self, texts: list[str], role: str) -> list[Sequence[float]]:
+        kwargs: dict[str, Any] = {
+            "model": self.model_id,
+            "texts": texts,
+            "input_type": self.query_input_type if role == "query" else self.document_input_type,
+            "embedding_types": ["float"],
+        }
+        if self.truncate is not None:
+            kwargs["truncate"] = self.truncate
+        if self.dimensions is not None:
+            kwargs["output_dimension"] = self.dimensions
+        resp = self._client.embed(**kwargs)
+        return list(resp.embeddings.float_ or [])
+
+    def _failure(self, exc: BaseException) -> Failure | None:
+        if isinstance(exc, self._api_error) and exc.status_code is not None:
+            body = exc.body
+            msg = body.get("message") if isinstance(body, dict) and body.get("message") else body
+            return Failure(int(exc.status_code), one_line(msg), retry_after_seconds(exc.headers))
+        return None

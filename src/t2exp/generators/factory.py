@@ -1,0 +1,57 @@
+"""One config, several backends: ``_target_: t2exp.generators.factory.make_generator``.
+
+A model config (``conf/generator/llama33_70b.yaml``) holds the settings of every backend that
+can run it and a ``backend`` key choosing one:
+
+- ``openai``: :class:`~t2exp.generators.openai_compat.OpenAICompatGenerator`, any server
+  speaking the OpenAI chat-completions API at ``base_url`` (or OpenAI itself without one);
+- ``vllm``: :class:`~t2exp.generators.vllm_backend.VLLMGenerator`, in-process vLLM;
+- ``vllm_server``: :class:`~t2exp.generators.vllm_server.VLLMServerGenerator`, a vLLM server
+  started for the run.
+
+Keys that another backend takes (``tensor_parallel_size`` with ``backend=openai``,
+``base_url`` with ``backend=vllm``) are dropped; a key no backend takes is a ``ConfigError``,
+so typos are not silently ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from t2exp.errors import ConfigError
+from t2exp.generators import Generator
+from t2exp.generators.openai_compat import OpenAICompatGenerator
+from t2exp.generators.vllm_backend import VLLMGenerator
+from t2exp.generators.vllm_server import VLLMServerGenerator
+
+log = logging.getLogger(__name__)
+
+BACKENDS: dict[str, type] = {
+    "openai": OpenAICompatGenerator,
+    "vllm": VLLMGenerator,
+    "vllm_server": VLLMServerGenerator,
+}
+
+
+def accepted_keys(cls: type) -> set[str]:
+    params = inspect.signature(cls.__init__).parameters
+    return {n for n, p in params.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def make_generator(backend: str = "openai", **kwargs: Any) -> Generator:
+    cls = BACKENDS.get(backend)
+    if cls is None:
+        raise ConfigError(f"generator.backend={backend!r} is invalid; allowed: {', '.join(BACKENDS)}")
+    known = set().union(*(accepted_keys(c) for c in BACKENDS.values()))
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise ConfigError(
+            f"generator.{unknown[0]} is not a setting of any generator backend ({', '.join(BACKENDS)}); check the spelling"
+        )
+    takes = accepted_keys(cls)
+    dropped = sorted(k for k in kwargs if k not in takes)
+    if dropped:
+        log.debug("generator backend %s ignores %s", backend, ", ".join(dropped))
+    return cls(**{k: v for k, v in kwargs.items() if k in takes})

@@ -1,0 +1,257 @@
+"""Chat generation over the OpenAI chat-completions API: OpenAI itself or any compatible server
+(vLLM, llama.cpp, TGI, LM Studio, ...).
+
+Requests run concurrently (up to ``max_concurrency``) and come back in input order. The client's
+own retries are off; this module retries 429, 5xx, timeouts, connection errors and malformed
+responses ``max_retries`` times with exponential backoff, then raises a one-line ``RemoteError``
+naming the endpoint, the status and a hint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from t2exp.cache import content_key
+from t2exp.errors import ConfigError, RemoteError
+from t2exp.generators import Generation, Messages, Sampling
+
+log = logging.getLogger(__name__)
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_OPEN_TAG = "<think>"
+_CLOSE_TAG = "</think>"
+_THINK_BLOCK_RE = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """Split a reasoning model's output into ``(answer, reasoning)``.
+
+    ``<think>…</think>`` blocks are reasoning; an unterminated block runs to the end. Some chat
+    templates (QwQ, DeepSeek-R1) put the opening tag into the prompt, so the output starts inside
+    the block: text before a leading ``</think>`` with no ``<think>`` before it is reasoning too.
+    """
+    thoughts: list[str] = []
+    lower = text.lower()
+    close = lower.find(_CLOSE_TAG)
+    opened = lower.find(_OPEN_TAG)
+    if close != -1 and (opened == -1 or close < opened):
+        thoughts.append(text[:close])
+        text = text[close + len(_CLOSE_TAG) :]
+    thoughts.extend(m.group(1) for m in _THINK_BLOCK_RE.finditer(text))
+    answer = _THINK_BLOCK_RE.sub(" ", text)
+    return answer.strip(), "\n".join(t.strip() for t in thoughts).strip()
+
+
+def reasoning_generation(gen: Generation, reasoning_tokens: int | None = None) -> Generation:
+    """Strip the think block from ``gen.text``; keep the raw text and a token count in ``extra``."""
+    answer, thought = split_reasoning(gen.text)
+    gen.extra["raw"] = gen.text
+    gen.extra["reasoning_tokens"] = int(reasoning_tokens) if reasoning_tokens is not None else len(thought.split())
+    gen.text = answer
+    return gen
+
+
+class _Malformed(Exception):
+    """The server answered 2xx but the body is not a chat completion."""
+
+
+def _one_line(text: object, limit: int = 200) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+class OpenAICompatGenerator:
+    """Chat completions via the official ``openai`` client, one request per prompt."""
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        provider: str | None = "openai",
+        max_concurrency: int = 8,
+        max_retries: int = 4,
+        timeout: float = 120.0,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        reasoning: bool = False,
+        batch_size: int = 64,
+    ) -> None:
+        if not model:
+            raise ConfigError(f"generator={name}: generator.model is empty; set the served model id")
+        if max_concurrency < 1 or max_retries < 0 or timeout <= 0:
+            raise ConfigError(
+                f"generator={name}: max_concurrency={max_concurrency}, max_retries={max_retries}, timeout={timeout} "
+                "are invalid; need max_concurrency >= 1, max_retries >= 0, timeout > 0"
+            )
+        self.name = name
+        self.model = model
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.provider = provider
+        self.api_key_env = api_key_env
+        self.max_concurrency = int(max_concurrency)
+        self.max_retries = int(max_retries)
+        self.timeout = float(timeout)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.reasoning = bool(reasoning)
+        self.batch_size = int(batch_size)
+        key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
+        if not key:
+            if self.base_url is None:  # hosted API: a key is required
+                raise ConfigError(
+                    f"generator={name} needs an API key: set {api_key_env or 'OPENAI_API_KEY'} (or generator.api_key), "
+                    "or point generator.base_url at a local server"
+                )
+            key = "EMPTY"  # local servers (vLLM without --api-key) accept any key
+        try:
+            from openai import OpenAI
+        except ImportError:
+            raise ConfigError(f"generator={name} needs the openai package; install t2exp[api]") from None
+        self._client = OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=self.timeout)
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or OPENAI_BASE_URL
+
+    @property
+    def fingerprint(self) -> str:
+        # base_url is left out on purpose: the same weights behind another port give the same outputs
+        return content_key("openai-compat", self.provider, self.model, self.reasoning)[:16]
+
+    # --- one request ------------------------------------------------------------------------------
+    def _request(self, messages: Messages, sampling: Sampling) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "seed": sampling.seed,
+        }
+        if sampling.stop:
+            kwargs["stop"] = list(sampling.stop)
+        return kwargs
+
+    def _parse(self, resp: Any) -> Generation:
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            raise _Malformed(f"no choices in response ({type(resp).__name__})")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise _Malformed("choice has no message")
+        content = getattr(message, "content", None) or ""
+        if not isinstance(content, str):
+            raise _Malformed(f"message.content is {type(content).__name__}, not a string")
+        # servers started with a reasoning parser return the thoughts in a separate field
+        thought = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        if isinstance(thought, str) and thought and self.reasoning:
+            content = f"{_OPEN_TAG}{thought}{_CLOSE_TAG}{content}"
+        usage = getattr(resp, "usage", None)
+        gen = Generation(
+            text=content,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            finish_reason=str(getattr(choice, "finish_reason", None) or "stop"),
+        )
+        if self.reasoning:
+            details = getattr(usage, "completion_tokens_details", None)
+            counted = getattr(details, "reasoning_tokens", None)
+            reasoning_generation(gen, counted if isinstance(counted, int) and counted > 0 else None)
+        return gen
+
+    def _classify(self, exc: BaseException) -> tuple[bool, str, str]:
+        """``(retryable, status, hint)`` for an exception raised by one attempt."""
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return True, "timeout", f"no answer within timeout={self.timeout:g}s; raise generator.timeout or check the server is up"
+        if isinstance(exc, openai.APIConnectionError):
+            return True, "connection error", "cannot connect; is the server running at generator.base_url?"
+        if isinstance(exc, openai.APIStatusError):
+            code = exc.status_code
+            detail = _one_line(getattr(exc, "message", "") or exc, 160)
+            status = f"HTTP {code} ({detail})" if detail else f"HTTP {code}"
+            if code == 429:
+                return True, status, "rate limited; lower generator.max_concurrency or raise generator.max_retries"
+            if code >= 500:
+                return True, status, "server error; check the server's log"
+            if code in (401, 403):
+                return False, status, f"check the API key ({self.api_key_env} or generator.api_key)"
+            if code == 404:
+                return False, status, f"is generator.model={self.model!r} served at this base_url?"
+            if code == 408:
+                return True, status, "request timed out on the server"
+            return False, status, "request rejected; prompt longer than the context, or a sampling parameter the server refuses?"
+        if isinstance(exc, (_Malformed, json.JSONDecodeError, openai.APIResponseValidationError)):
+            return True, f"malformed response ({_one_line(exc, 120)})", "is generator.base_url an OpenAI-compatible /v1 endpoint?"
+        return False, f"{type(exc).__name__}: {_one_line(exc, 160)}", "unexpected client error"
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2**attempt))
+        response = getattr(exc, "response", None)
+        retry_after = getattr(response, "headers", {}).get("retry-after") if response is not None else None
+        try:
+            if retry_after is not None:
+                delay = max(delay, min(self.backoff_max, float(retry_after)))
+        except ValueError:
+            pass
+        return delay
+
+    def _generate_one(self, messages: Messages, sampling: Sampling, stop: threading.Event) -> Generation:
+        kwargs = self._request(messages, sampling)
+        attempts = 0
+        while True:
+            attempts += 1
+            t0 = time.perf_counter()
+            try:
+                resp = self._client.chat.completions.create(**kwargs)
+                try:
+                    gen = self._parse(resp)
+                except _Malformed:
+                    raise
+                except (AttributeError, TypeError, ValueError) as exc:
+                    raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
+                gen.seconds = time.perf_counter() - t0
+                return gen
+            except Exception as exc:  # noqa: BLE001 - classified below, re-raised as RemoteError
+                retryable, status, hint = self._classify(exc)
+                if not retryable or attempts > self.max_retries or stop.is_set():
+                    tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+                    raise RemoteError(
+                        f"generator={self.name}: {self.endpoint} failed {tries}: {status}; {hint}"
+                    ) from exc
+                delay = self._backoff(attempts - 1, exc)
+                log.warning("generator=%s: %s (attempt %d/%d); retrying in %.1fs", self.name, status, attempts, self.max_retries + 1, delay)
+                if stop.wait(delay):  # another request already failed for good: stop retrying
+                    raise RemoteError(f"generator={self.name}: {self.endpoint} failed: {status}; {hint}") from exc
+
+    # --- protocol ---------------------------------------------------------------------------------
+    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+        if not prompts:
+            return []
+        stop = threading.Event()
+        workers = min(self.max_concurrency, len(prompts))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"t2exp-{self.name}") as pool:
+            futures: list[Future[Generation]] = [pool.submit(self._generate_one, p, sampling, stop) for p in prompts]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                stop.set()
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,49 @@
+"""HyDE: the generator writes a hypothetical report passage (text + a markdown table) for the
+question (``prompts/hyde.j2``); its embedding (optionally averaged with the question's) is the
+dense query. Passages go through the shared LLM cache.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from t2exp.errors import ConfigError
+from t2exp.methods import RetrievingMethod, Services, register
+
+
+@register("hyde")
+class HyDE(RetrievingMethod):
+    needs_generator = True
+
+    def __init__(self, question_weight: float = 0.0) -> None:
+        if not 0.0 <= question_weight <= 1.0:
+            raise ConfigError(f"rag_method.question_weight={question_weight}: must be in [0, 1]")
+        self.name = "hyde"
+        self.question_weight = question_weight
+        self.services: Services | None = None
+        self.passages: dict[str, str] = {}
+
+    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        if services.generator is None:
+            raise ConfigError("rag_method=hyde needs a generator (not generator=none) to write the hypothetical passage")
+        self.services = services
+        return super().prepare(subset, services)
+
+    def hypothetical(self, questions) -> list[str]:  # noqa: ANN001
+        s = self.services
+        prompts = [[{"role": "user", "content": s.prompts.render("hyde", question=q.question)}] for q in questions]
+        gens = s.generator.generate(prompts, s.aux_sampling)
+        return [g.text.strip() for g in gens]
+
+    def query_vectors(self, questions, index) -> np.ndarray:  # noqa: ANN001
+        passages = self.hypothetical(questions)
+        self.passages.update({q.id: p for q, p in zip(questions, passages)})
+        pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions)])
+        if self.question_weight > 0:
+            qv = index.embedder.embed_queries([q.question for q in questions])
+            pv = (1 - self.question_weight) * pv + self.question_weight * qv
+            pv = pv / np.maximum(np.linalg.norm(pv, axis=1, keepdims=True), 1e-12)
+        return pv
+
+    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+        return index.store.dense(self.query_vectors(questions, index), k)

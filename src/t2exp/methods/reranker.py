@@ -1,0 +1,50 @@
+"""Reranker: first-stage candidates (from ``base`` or ``hybrid``) rescored by a reranker.
+
+``candidates`` defaults to 3k. Full documents are passed to the reranker unless
+``reranker.max_chars`` says otherwise; how many were truncated is counted and logged.
+"""
+
+from __future__ import annotations
+
+from t2exp.errors import ConfigError
+from t2exp.methods import RetrievingMethod, register
+from t2exp.methods.base import Base
+from t2exp.methods.hybrid import Hybrid
+
+
+@register("reranker")
+class Rerank(RetrievingMethod):
+    needs_reranker = True
+
+    def __init__(self, reranker, first_stage: str = "hybrid", candidates: int | None = None, alpha: float = 0.5,  # noqa: ANN001
+                 fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50) -> None:
+        self.name = "reranker"
+        if first_stage == "base":
+            self.first = Base()
+        elif first_stage == "hybrid":
+            self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth)
+        else:
+            raise ConfigError(f"rag_method.first_stage={first_stage!r}: allowed values are base, hybrid")
+        self.candidates = candidates
+        self.reranker = reranker
+
+    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        if hasattr(self.reranker, "bind"):  # embedding-based rerankers use the run's cached embedder
+            self.reranker.bind(services.embedder)
+        return super().prepare(subset, services)
+
+    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+        n = self.candidates or 3 * k
+        if n < k:
+            raise ConfigError(f"rag_method.candidates={n}: must be >= k ({k})")
+        first = self.first.retrieve(questions, index, n)
+        out = []
+        for q, hits in zip(questions, first):
+            ids = [cid for cid, _ in hits]
+            scores = self.reranker.score(q.question, [index.docs[cid].text for cid in ids])
+            ranked = sorted(zip(ids, scores), key=lambda t: -t[1])
+            out.append([(cid, float(s)) for cid, s in ranked][:k])
+        return out
+
+    def stats(self) -> dict[str, float]:
+        return {f"reranker_{k}": float(v) for k, v in self.reranker.stats().items()}

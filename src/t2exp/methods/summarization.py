@@ -1,0 +1,60 @@
+"""Summary-based methods. Every corpus document is summarised once by the generator
+(``prompts/summarize.j2``) through the shared LLM cache, so summaries are computed once per
+(corpus, generator) and shared by both methods; the summaries are embedded and indexed.
+
+- ``summarization``: retrieve on summaries, generate from the summaries.
+- ``sumcontext``: retrieve on summaries, generate from the original full documents.
+"""
+
+from __future__ import annotations
+
+from t2exp import documents
+from t2exp.errors import ConfigError
+from t2exp.indexing import build_index
+from t2exp.methods import RetrievingMethod, register
+
+
+def summarize_corpus(subset, services) -> dict[str, str]:  # noqa: ANN001
+    docs = sorted(subset.corpus, key=lambda d: d.context_id)
+    prompts = [
+        [{"role": "user", "content": services.prompts.render("summarize", document=documents.render(d, services.variant))}]
+        for d in docs
+    ]
+    gens = services.generator.generate(prompts, services.aux_sampling)
+    return {d.context_id: (g.text.strip() or d.text) for d, g in zip(docs, gens)}
+
+
+class _SummaryIndexed(RetrievingMethod):
+    needs_generator = True
+    generate_from = "summary"
+
+    def __init__(self) -> None:
+        self.name = self.method_name
+
+    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        if services.generator is None:
+            raise ConfigError(f"rag_method={self.name} needs a generator (not generator=none) to write the summaries")
+        summaries = summarize_corpus(subset, services)
+        return build_index(
+            subset, services.embedder, services.store_factory(), services.variant, services.lock_dir,
+            texts=summaries, key_suffix="+summary-" + services.generator.fingerprint[:8],
+        )
+
+    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+        return index.store.dense(index.embedder.embed_queries([q.question for q in questions]), k)
+
+    def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
+        ids = [cid for cid, _ in (hits or [])[:k]]
+        if self.generate_from == "summary":
+            return [index.texts[cid] for cid in ids]
+        return [index.docs[cid].text for cid in ids]
+
+
+@register("summarization")
+class Summarization(_SummaryIndexed):
+    generate_from = "summary"
+
+
+@register("sumcontext")
+class SumContext(_SummaryIndexed):
+    generate_from = "document"

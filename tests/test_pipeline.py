@@ -1,0 +1,97 @@
+"""End to end through ``python -m t2exp`` (real Hydra, real models, real LanceDB, real MLflow)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, mlflow_runs, run_app
+
+pytestmark = pytest.mark.slow
+
+
+def _artifact_rows(client, run_id, name="predictions.jsonl"):
+    path = client.download_artifacts(run_id, name)
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+def test_retrieval_sweep_reuses_index_and_logs_everything(shared_cache, tmp_path):
+    run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=40"], shared_cache, tmp_path)
+    client, runs = mlflow_runs(tmp_path)
+    assert len(runs) == 2
+    by_method = {r.data.params["rag_method.name"]: r for r in runs}
+    for r in runs:
+        assert r.info.status == "FINISHED"
+        m = r.data.metrics
+        for subset in ("FinQA", "TAT-DQA", "avg"):
+            for name in ("mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5"):
+                assert f"{subset}/{name}" in m, f"{subset}/{name}"
+        assert "avg/nm" not in m  # generator=none: no NM
+        assert m["FinQA/questions"] == 40 and m["FinQA/corpus_size"] == 299 and m["TAT-DQA/corpus_size"] == 274
+        # weighted average = question-weighted mean of the subsets
+        expected = (m["FinQA/mrr_at_3"] * 40 + m["TAT-DQA/mrr_at_3"] * 40) / 80
+        assert m["avg/mrr_at_3"] == pytest.approx(expected)
+        rows = _artifact_rows(client, r.info.run_id)
+        assert len(rows) == 80 and all(len(x["retrieved"]) == 5 for x in rows)
+    # the second cell (hybrid) found the index the first (base) built
+    assert by_method["hybrid"].data.metrics["FinQA/index_cache_hit"] == 1.0
+    assert by_method["hybrid"].data.metrics["TAT-DQA/index_cache_hit"] == 1.0
+    # retrieval metrics recomputed from the artifact equal the logged ones
+    rows = _artifact_rows(client, by_method["hybrid"].info.run_id)
+    finqa = [x for x in rows if x["subset"] == "FinQA"]
+    mrr = 100 * sum(x["mrr_at_3"] for x in finqa) / len(finqa)
+    assert by_method["hybrid"].data.metrics["FinQA/mrr_at_3"] == pytest.approx(mrr)
+
+
+def test_local_files_outside_the_bundle(shared_cache, tmp_path):
+    src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "TAT-DQA_dev.parquet")
+    ctx = src.drop_duplicates("context_id").head(30)
+    rows = src[src.context_id.isin(ctx.context_id)].head(20).copy()
+    rows["split"] = "test"
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    rows.to_parquet(data_dir / "TAT-DQA_test.parquet")
+    run_app(["dataset=tatdqa", f"dataset.path={data_dir}", "rag_method=base", "k=5", "generator=none"], shared_cache, tmp_path)
+    _, runs = mlflow_runs(tmp_path)
+    (run,) = runs
+    assert run.data.metrics["TAT-DQA/questions"] == 20
+    assert run.data.metrics["TAT-DQA/corpus_size"] == rows.context_id.nunique()
+    assert "TAT-DQA/mrr_at_5" in run.data.metrics
+    assert "TAT-DQA_test.parquet" in run.data.params["dataset.source_files.TAT-DQA"]
+
+
+def test_bad_file_gives_one_line_error(shared_cache, tmp_path):
+    src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(5)
+    bad = tmp_path / "FinQA_test.parquet"
+    src.drop(columns=["question"]).to_parquet(bad)
+    proc = run_app(["dataset=finqa", f"dataset.path={bad}", "generator=none"], shared_cache, tmp_path, check=False)
+    assert proc.returncode == 2
+    err_lines = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()]
+    assert err_lines and str(bad) in err_lines[-1] and "question" in err_lines[-1] and "row 0" in err_lines[-1]
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_option_fails_with_hydras_message(shared_cache, tmp_path):
+    proc = run_app(["rag_method=nope"], shared_cache, tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "Could not find 'rag_method/nope'" in proc.stderr
+
+
+def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
+    """Real generation with the offline model on 2 questions per method."""
+    run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path, timeout=1500)
+    client, runs = mlflow_runs(tmp_path)
+    assert len(runs) == 2
+    by_method = {r.data.params["rag_method.name"]: r for r in runs}
+    oracle = by_method["oracle"].data.metrics
+    assert oracle["FinQA/mrr_at_3"] == 100.0 and oracle["FinQA/recall_at_1"] == 100.0
+    assert "FinQA/nm" in oracle and oracle["prompt_tokens"] > 0 and oracle["completion_tokens"] > 0
+    pre = by_method["pretrained_only"].data.metrics
+    assert "FinQA/nm" in pre and "FinQA/mrr_at_3" not in pre
+    rows = _artifact_rows(client, by_method["oracle"].info.run_id)
+    assert all(r["generation"] for r in rows)
+    assert {"id", "subset", "context_id", "retrieved", "generation", "prediction", "gold", "nm"} <= set(rows[0])
+    lb = _artifact_rows(client, by_method["oracle"].info.run_id, "leaderboard.jsonl")
+    assert set(lb[0]) == {"id", "subset", "context_id", "prediction"}

@@ -1,0 +1,383 @@
+"""`python -m t2exp.score` and `t2exp.score(...)`: hand-made predictions with known scores."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+import t2exp
+from t2exp.data import Question, load_subsets
+from t2exp.metrics import aggregate, question_metrics
+from t2exp.score import main as cli_main
+from t2exp.scoring import score
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLE = ROOT / "data" / "t2ragbench"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+ENV.pop("T2EXP_PARENT_RUN_ID", None)
+# what dataset=bundled means for a run (conf/dataset/bundled.yaml, conf/config.yaml)
+LIMIT = int(OmegaConf.load(ROOT / "conf" / "dataset" / "bundled.yaml").limit)
+SEED = int(OmegaConf.load(ROOT / "conf" / "config.yaml").seed)
+
+
+@pytest.fixture(scope="module")
+def finqa() -> list[Question]:
+    (sub,) = load_subsets(subsets=["FinQA"], path=BUNDLE, source="local")
+    return sub.questions
+
+
+@pytest.fixture(scope="module")
+def gold(finqa) -> list[Question]:
+    qs = finqa[:6]
+    assert all(q.gold not in (None, 0.0) for q in qs)
+    return qs
+
+
+@pytest.fixture(scope="module")
+def bundled_sample() -> list[Question]:
+    """The questions a default run (dataset=bundled: its limit, seed) scores."""
+    assert LIMIT >= 6
+    subs = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
+    return [q for s in subs for q in s.questions]
+
+
+def hand_made(gold: list[Question]) -> list[dict]:
+    q = gold
+    return [
+        {"id": q[0].id, "prediction": q[0].gold},  # exact → right
+        {"id": q[1].id, "prediction": q[1].gold * 100},  # off by a power of ten → right
+        {"id": q[2].id, "prediction": f"The change was -{q[2].gold:.4f} percent"},  # negated text → right (|a|)
+        {"id": q[3].id, "prediction": "N/A"},  # unparsable → wrong
+        {"id": q[4].id, "prediction": ""},  # unparsable → wrong
+        # q[5]: missing → wrong in the headline
+        {"id": "finqa_dev_999999", "prediction": 1.0},  # unknown id
+        {"id": q[0].id, "prediction": 0.0},  # duplicate: the first row is kept
+    ]
+
+
+# ranks of the gold context per question (None: not retrieved; "null": retrieved is null)
+RANKS = [1, 2, 5, 3, "null"]
+
+
+def with_retrieved(gold: list[Question]) -> list[dict]:
+    rows = hand_made(gold)
+    for row, q, rank in zip(rows, gold, RANKS):
+        ranked = [f"other_{i}" for i in range(5)]
+        if rank == "null":
+            row["retrieved"] = None
+            continue
+        ranked[rank - 1] = q.context_id
+        row["retrieved"] = ranked
+    rows[5]["retrieved"] = [gold[0].context_id]
+    rows[6]["retrieved"] = [gold[0].context_id]
+    return rows
+
+
+def test_hand_made_predictions_exact_numbers_and_counts(gold):
+    r = score(hand_made(gold), gold=gold)
+    c = r.counts
+    assert (c.rows, c.gold, c.scored, c.missing, c.unknown_ids, c.duplicate_ids, c.unparsable) == (7, 6, 5, 1, 1, 1, 2)
+    assert c.rows == c.scored + c.unknown_ids + c.duplicate_ids
+    assert r.metrics["FinQA/nm"] == pytest.approx(50.0)  # 3 right of 6 gold questions: the headline
+    assert r.metrics["avg/nm"] == pytest.approx(50.0)
+    assert r.metrics["FinQA/nm_submitted"] == pytest.approx(60.0)  # 3 right of 5 scored
+    assert r.metrics["FinQA/coverage"] == pytest.approx(500 / 6)
+    for name in ("scored", "missing", "unknown_ids", "duplicate_ids", "unparsable"):
+        assert r.metrics[name] == float(getattr(c, name))
+    assert r.table["FinQA"]["nm"].n == 6 and r.table["FinQA"]["nm_submitted"].n == 5
+    lo, hi = r.table["avg"]["nm"].ci_low, r.table["avg"]["nm"].ci_high
+    assert lo < 50.0 < hi
+    assert r.retrieval == "none" and not any("mrr" in k or "recall" in k for k in r.metrics)
+    text = str(r)
+    assert "NM (submitted)" in text and "missing 1" in text and "unknown ids 1" in text
+    assert "duplicate ids 1" in text and "unparsable 2" in text and "'finqa_dev_999999'" in text
+
+
+def test_ranked_retrieval_exact_mrr_and_recall(gold):
+    rows = with_retrieved(gold)
+    r = score(rows, gold=gold, k=3)
+    # ranks 1, 2, 5, 3, null(→miss), missing(→miss); out of 6 gold questions
+    assert r.retrieval == "ranked"
+    assert r.metrics["FinQA/mrr_at_3"] == pytest.approx(100 * (1 + 1 / 2 + 0 + 1 / 3) / 6)
+    assert r.metrics["FinQA/recall_at_1"] == pytest.approx(100 / 6)
+    assert r.metrics["FinQA/recall_at_3"] == pytest.approx(300 / 6)
+    assert r.metrics["FinQA/recall_at_5"] == pytest.approx(400 / 6)
+    assert r.metrics["FinQA/nm"] == pytest.approx(50.0)
+    assert any("empty `retrieved`" in n for n in r.notes)
+    r5 = score(rows, gold=gold, k=5)
+    assert r5.metrics["avg/mrr_at_5"] == pytest.approx(100 * (1 + 1 / 2 + 1 / 5 + 1 / 3) / 6)
+    assert "mrr_at_3" not in str(r5.metrics) and "MRR@5" in str(r5)
+
+
+def test_single_context_id_gives_rank1_only_and_says_so(gold):
+    rows = hand_made(gold)
+    rows[0]["context_id"] = gold[0].context_id  # right
+    rows[1]["context_id"] = gold[1].context_id  # right
+    rows[2]["context_id"] = gold[3].context_id  # wrong
+    r = score(rows, gold=gold, k=3)
+    assert r.retrieval == "rank1"
+    assert r.metrics["FinQA/mrr_at_3"] == pytest.approx(200 / 6)
+    assert r.metrics["FinQA/recall_at_1"] == r.metrics["FinQA/mrr_at_3"]
+    assert "FinQA/recall_at_3" not in r.metrics and "FinQA/recall_at_5" not in r.metrics
+    text = str(r)
+    assert "rank-1 metrics only" in text and "MRR@3 = R@1" in text
+    assert text.splitlines()[1].split()[-2:] == ["MRR@3", "R@1"]  # no R@3 / R@5 columns
+
+
+def test_input_forms_agree(gold, tmp_path):
+    rows = with_retrieved(gold)
+    base = score(rows, gold=gold, n_boot=200).metrics
+
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    csv = tmp_path / "p.csv"
+    pd.DataFrame([{**r, "retrieved": json.dumps(r["retrieved"]) if r["retrieved"] else ""} for r in rows]).to_csv(csv, index=False)
+    parquet = tmp_path / "p.parquet"
+    str_rows = [{**r, "prediction": str(r["prediction"])} for r in rows]
+    pd.DataFrame(str_rows).to_parquet(parquet)
+
+    for source in (jsonl, str(csv), parquet, pd.DataFrame(rows)):
+        got = score(source, gold=gold, n_boot=200).metrics
+        assert got == pytest.approx(base), source
+
+    # the dict form carries predictions only
+    as_dict = {r["id"]: r["prediction"] for r in reversed(rows)}  # last wins in a dict literal
+    d = score(as_dict, gold=gold).counts
+    assert (d.scored, d.unknown_ids, d.duplicate_ids) == (5, 1, 0)
+
+
+def test_retrieval_only_and_run_without_retrieval(gold):
+    rows = [{"id": q.id, "prediction": None, "retrieved": [q.context_id]} for q in gold]
+    r = score(rows, gold=gold)
+    assert "FinQA/nm" not in r.metrics and r.metrics["FinQA/mrr_at_3"] == 100.0
+    assert any("retrieval-only" in n for n in r.notes)
+    # a run without retrieval: `retrieved` is null and `context_id` is the gold context → no retrieval metrics
+    rows = [{"id": q.id, "context_id": q.context_id, "prediction": q.gold, "retrieved": None} for q in gold]
+    r = score(rows, gold=gold)
+    assert r.retrieval == "none" and r.metrics["FinQA/nm"] == 100.0
+    assert not any("mrr" in k for k in r.metrics)
+
+
+class _Method:
+    """Retrieval with known ranks: the gold context at rank ``i % 7 + 1`` (6, 7 = not retrieved)."""
+
+    name = "known-ranks"
+    needs_index = False
+
+    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        return None
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+        out = []
+        for q in questions:
+            i = int(re.sub(r"\D", "", q.id) or 0)
+            hits = [(f"decoy_{j}", 1.0 - j / 10) for j in range(k)]
+            if i % 7 < k:
+                hits[i % 7] = (q.context_id, hits[i % 7][1])
+            out.append(hits)
+        return out
+
+    def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
+        return []
+
+
+class _Generator:
+    """Answers by question text: right, right ×10, wrong, or no number."""
+
+    name = "fake"
+    batch_size = 4
+    fingerprint = "fake-generator-v1"
+
+    def __init__(self, questions: list[Question]) -> None:
+        self.by_text = {q.question: (i, q.gold) for i, q in enumerate(questions)}
+
+    def generate(self, prompts, sampling):  # noqa: ANN001, ANN201
+        from t2exp.generators import Generation
+
+        out = []
+        for p in prompts:
+            text = p[-1]["content"]
+            i, g = next(v for t, v in self.by_text.items() if f"Question: {t}" in text)
+            reply = [f"Final answer: {g}", f"Final answer: {g * 10}", f"Final answer: {g * 1.5 + 1}", "I cannot tell."][i % 4]
+            out.append(Generation(text=reply))
+        return out
+
+
+def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
+    from t2exp.experiment import Components, run_experiment
+    from t2exp.generators import Sampling
+    from t2exp.prompts import PromptLibrary
+
+    # the app loads dataset=bundled like this (app.build_components)
+    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
+    comps = Components(
+        subsets=subsets,
+        method=_Method(),
+        embedder=None,
+        store_factory=None,
+        generator=_Generator(bundled_sample),
+        prompts=PromptLibrary(ROOT / "prompts"),
+        sampling=Sampling(),
+        answer_mode="direct",
+        k=3,
+        variant="plain",
+        cache_dir=tmp_path / "cache",
+        run_dir=tmp_path / "run",
+    )
+    result = run_experiment(comps)
+    wanted = {k: v for k, v in result.metrics.items() if re.match(r"^(FinQA|TAT-DQA|avg)/(nm|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$", k)}
+    assert len(wanted) == 3 * 5 * 3
+    assert 0 < wanted["avg/nm"] < 100 and 0 < wanted["avg/mrr_at_3"] < 100
+
+    rescored = score(result.predictions_path, dataset="bundled")
+    assert rescored.counts.scored == 2 * LIMIT and rescored.counts.missing == rescored.counts.unknown_ids == 0
+    assert {k: rescored.metrics[k] for k in wanted} == wanted  # exactly, CIs included
+    assert rescored.metrics["avg/nm_submitted"] == wanted["avg/nm"]
+
+    # the same rows written by hand give the same numbers (question_metrics + aggregate, seed 0)
+    rows = [json.loads(line) for line in result.predictions_path.read_text().splitlines()]
+    by_id = {r["id"]: r for r in rows}
+    manual = [dict(subset=q.subset, **question_metrics(by_id[q.id]["retrieved"], q.context_id, 3, by_id[q.id]["prediction"], q.gold)) for q in bundled_sample]
+    table = aggregate(manual, ["nm", "mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5"], ci=True, seed=0)
+    assert rescored.metrics["avg/recall_at_5_ci_high"] == table["avg"]["recall_at_5"].ci_high
+    assert rescored.metrics["TAT-DQA/mrr_at_3"] == table["TAT-DQA"]["mrr_at_3"].mean
+
+    # the leaderboard file (top-1 context only): same NM, rank-1 retrieval = the run's R@1
+    board = score(comps.run_dir / "leaderboard.jsonl", dataset="bundled")
+    assert board.retrieval == "rank1"
+    for s in ("FinQA", "TAT-DQA", "avg"):
+        assert board.metrics[f"{s}/nm"] == wanted[f"{s}/nm"]
+        assert board.metrics[f"{s}/mrr_at_3"] == result.metrics[f"{s}/recall_at_1"]
+
+
+def test_outside_the_limit_sample_is_counted_apart(bundled_sample, finqa):
+    outside = next(q for q in finqa if q.id not in {b.id for b in bundled_sample})
+    rows = [{"id": q.id, "prediction": q.gold} for q in bundled_sample] + [{"id": outside.id, "prediction": 1}]
+    r = score(rows, dataset="bundled", n_boot=0)
+    assert (r.counts.scored, r.counts.unknown_ids, r.counts.outside_sample) == (2 * LIMIT, 1, 1)
+    assert r.metrics["avg/nm"] == 100.0 and "avg/nm_ci_low" not in r.metrics
+    assert any(f"outside its limit={LIMIT} sample" in n for n in r.notes)
+    full = score(rows, dataset="bundled", limit=None, n_boot=0)
+    assert full.counts.gold == 883 + 1142 and full.counts.scored == 2 * LIMIT + 1 and full.counts.unknown_ids == 0
+
+
+def test_package_export_is_lazy_and_survives_the_cli_module(gold):
+    code = "import sys, t2exp; print('t2exp.scoring' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout
+    assert out.split() == ["False", "False"]
+    import t2exp.score  # noqa: F401 - binds the module on the package
+
+    assert t2exp.score(hand_made(gold), gold=gold).counts.scored == 5
+    from t2exp import score as exported
+
+    assert exported({gold[0].id: gold[0].gold}, gold=gold).metrics["FinQA/nm_submitted"] == 100.0
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "t2exp.score", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300)
+
+
+def test_cli_prints_the_table(bundled_sample, tmp_path):
+    rows = with_retrieved(bundled_sample[:6])
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = _cli([str(path), "--dataset", "bundled"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = lines[1].split()
+    assert header[:4] == ["subset", "gold", "scored", "coverage"]
+    for label in ("NM", "MRR@3", "R@1", "R@3", "R@5"):
+        assert label in lines[1]
+    finqa = next(ln for ln in lines if ln.startswith("FinQA "))
+    # gold, scored, coverage, NM: 3 right of the LIMIT FinQA questions, none of TAT-DQA
+    assert finqa.split()[1:5] == [str(LIMIT), "5", f"{500 / LIMIT:.2f}", f"{300 / LIMIT:.2f}"]
+    assert next(ln for ln in lines if ln.startswith("TAT-DQA ")).split()[1:5] == [str(LIMIT), "0", "0.00", "0.00"]
+    assert any(ln.startswith(f"rows 7: scored 5 of {2 * LIMIT} gold questions") for ln in lines)
+    assert f"missing {2 * LIMIT - 5}" in proc.stdout and "duplicate ids 1" in proc.stdout
+
+
+def test_cli_mlflow_logs_one_run(bundled_sample, tmp_path):
+    rows = [{"id": q.id, "prediction": q.gold, "retrieved": [q.context_id]} for q in bundled_sample[: LIMIT + 2]]
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = tmp_path / "ml" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    proc = _cli([str(path), "--mlflow", "--tracking-uri", uri, "--experiment", "scores", "--k", "5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "logged MLflow run" in proc.stderr
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("scores").experiment_id])
+    m = run.data.metrics
+    assert m["FinQA/nm"] == 100.0 and m["TAT-DQA/nm"] == pytest.approx(200 / LIMIT)
+    assert m["avg/nm"] == pytest.approx(100 * (LIMIT + 2) / (2 * LIMIT))
+    assert m["avg/mrr_at_5"] == m["avg/nm"] and "avg/recall_at_5" in m and "avg/nm_ci_low" in m
+    assert (m["scored"], m["missing"], m["unknown_ids"], m["duplicate_ids"], m["unparsable"]) == (LIMIT + 2, LIMIT - 2, 0, 0, 0)
+    assert run.data.params["k"] == "5" and run.data.params["dataset"] == "bundled"
+    assert run.info.status == "FINISHED"
+    assert (tmp_path / "ml" / "artifacts").is_dir() and not (tmp_path / "mlruns").exists()
+
+
+def test_cli_missing_id_column_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "preds.csv"
+    path.write_text("qid,prediction\nfinqa_dev_0,1\n")
+    proc = _cli([str(path)], tmp_path)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("t2exp.score: error:") and "'id'" in err[0] and str(path) in err[0]
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "name, content, args, expect",
+    [
+        ("nope.jsonl", None, [], "no such file"),
+        ("p.txt", "id,prediction\n", [], "unknown format"),
+        ("p.jsonl", '{"id": "a", "prediction": 1}\nnot json\n', [], "line 2: not valid JSON"),
+        ("p.jsonl", '{"id": "a"}\n', [], "'prediction'"),
+        ("p.csv", 'id,prediction,retrieved\nfinqa_dev_0,1,"a, b"\n', [], "not a JSON list"),
+        ("p.jsonl", '{"id": "a", "prediction": 1}\n', ["--dataset", "nosuch"], "choose one of"),
+    ],
+)
+def test_cli_errors_are_one_line(tmp_path, capsys, name, content, args, expect):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    assert cli_main([str(path), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expect in err[0], err
+
+
+def test_cli_json_and_csv_formats(gold, bundled_sample, tmp_path, capsys):
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps({"id": q.id, "prediction": str(q.gold)}) + "\n" for q in bundled_sample))
+    assert cli_main([str(path), "--format", "json", "--bootstrap", "50", "--seed", "3"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["metrics"]["avg/nm"] == 100.0 and data["counts"]["scored"] == 2 * LIMIT and data["bootstrap"] == 50
+    assert cli_main([str(path), "--format", "csv", "--bootstrap", "0"]) == 0
+    frame = pd.read_csv(__import__("io").StringIO(capsys.readouterr().out), index_col="subset")
+    assert list(frame.index) == ["FinQA", "TAT-DQA", "avg"] and frame.loc["avg", "nm"] == 100.0
+    assert math.isnan(frame.loc["avg", "nm_ci_low"])
+
+
+def test_markdown_and_frame(gold):
+    r = score(with_retrieved(gold), gold=gold)
+    md = r._repr_markdown_()
+    assert md.startswith("| subset | gold | scored | coverage | NM | NM (submitted) | MRR@3 |")
+    f = r.to_frame()
+    assert f.loc["FinQA", "nm"] == pytest.approx(50.0) and f.loc["FinQA", "scored"] == 5
+    assert f.loc["avg", "recall_at_5"] == pytest.approx(400 / 6)
