@@ -21,7 +21,7 @@ from t2exp.experiment import Components, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
-from t2exp.tracking import Tracker, flatten, redact_text
+from t2exp.tracking import Tracker, finished_run_for, flatten, redact_text
 
 log = logging.getLogger("t2exp")
 
@@ -63,6 +63,8 @@ def build_components(cfg: DictConfig) -> Components:
         seed=int(cfg.seed),
         hub_revision=ds.get("hub_revision"),
         skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
+        corpus_size=ds.get("corpus_size"),
+        corpus_seed=ds.get("corpus_seed"),
     )
     reranker = _instantiate(cfg.get("reranker"))
     method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)
@@ -110,6 +112,11 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
     components = build_components(cfg)
     tr = cfg.tracking
     key = cell_key(resolved)
+    if cfg.get("resume"):
+        done = finished_run_for(tr.uri, tr.experiment, tr.get("artifact_location"), key)
+        if done is not None:
+            log.info("resume: cell %s already FINISHED as MLflow run %s; skipped", key, done.info.run_id)
+            return Result(metrics=dict(done.data.metrics), predictions_path=components.run_dir / "predictions.jsonl", skipped=True)
     tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(overrides or [])}
     tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), _run_name(cfg), tags)
     log.info("MLflow run %s (%s) in %s", tracker.run_id, _run_name(cfg), tr.uri)

@@ -208,6 +208,23 @@ def sample_questions(questions: list[Question], limit: int | None, seed: int) ->
     return [q for i, q in enumerate(questions) if i in keep]
 
 
+def subsample_corpus(subset: Subset, size: int | None, seed: int) -> Subset:
+    """Keep a seeded subsample of ``size`` documents and the questions whose gold is in it.
+
+    Subsamples are nested: for one seed, the documents of a smaller size are a prefix of the
+    same permutation, so they are contained in every larger one (corpus-size curves).
+    """
+    if not size or size >= len(subset.corpus):
+        return subset
+    order = sorted(subset.corpus, key=lambda d: d.context_id)
+    random.Random(f"corpus:{seed}").shuffle(order)
+    keep = order[:size]
+    ids = {d.context_id for d in keep}
+    questions = [q for q in subset.questions if q.context_id in ids]
+    stats = dict(subset.stats, corpus_subsampled_from=len(subset.corpus))
+    return Subset(name=subset.name, questions=questions, corpus=keep, sources=subset.sources, stats=stats)
+
+
 def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame]]:
     try:
         import datasets  # type: ignore[import-not-found]
@@ -233,6 +250,8 @@ def load_subsets(
     seed: int = 0,
     hub_revision: str | None = None,
     skip_empty_questions: bool = True,
+    corpus_size: int | None = None,
+    corpus_seed: int | None = None,
 ) -> list[Subset]:
     """Load each subset from local files (``path``) or the hub.
 
@@ -259,6 +278,7 @@ def load_subsets(
         else:
             frames = _load_hub(name, hub_revision)
         subset = rows_to_subset(name, frames, question_splits=question_splits, skip_empty_questions=skip_empty_questions)
+        subset = subsample_corpus(subset, corpus_size, seed if corpus_seed is None else corpus_seed)
         subset.stats["questions_total"] = len(subset.questions)
         subset.questions = sample_questions(subset.questions, limit, seed)
         if not subset.questions:

@@ -55,6 +55,7 @@ class Result:
     predictions_path: Path
     params: dict[str, Any] = field(default_factory=dict)
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: bool = False  # resume=true found this cell already FINISHED
 
 
 def metric_names(k: int) -> list[str]:

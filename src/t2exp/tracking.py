@@ -116,3 +116,17 @@ class Tracker:
         if not self.closed:
             self.client.set_terminated(self.run_id, status=status)
             self.closed = True
+
+
+def finished_run_for(uri: str, experiment: str, artifact_location: str | None, key: str):  # noqa: ANN201
+    """The newest FINISHED run with ``t2exp.cell_key == key``, or None."""
+    from mlflow.tracking import MlflowClient
+
+    exp_id = ensure_tracking(uri, experiment, artifact_location)
+    runs = MlflowClient(tracking_uri=uri).search_runs(
+        [exp_id],
+        filter_string=f"tags.`t2exp.cell_key` = '{key}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return runs[0] if runs else None

@@ -1,0 +1,77 @@
+"""Hydra callback: one MLflow parent run per sweep, every job a child run.
+
+``on_multirun_start`` runs in the launching process: it initialises the tracking store there
+first (concurrent first-time SQLite schema creation fails), creates the parent run and exports its
+id in ``T2EXP_PARENT_RUN_ID`` so jobs (basic, joblib, submitit launchers) attach as children.
+``on_multirun_end`` closes the parent as FINISHED, or FAILED when a child failed; because Hydra
+does not call it when a job raises, an ``atexit`` hook closes a still-running parent as FAILED.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from t2exp.tracking import PARENT_ENV, ensure_tracking
+
+log = logging.getLogger(__name__)
+
+
+class MLflowSweepCallback(Callback):
+    def __init__(self) -> None:
+        self.parent_id: str | None = None
+        self.uri: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from mlflow.tracking import MlflowClient
+
+        tr = config.tracking
+        self.uri = str(tr.uri)
+        exp_id = ensure_tracking(self.uri, str(tr.experiment), tr.get("artifact_location"))
+        client = MlflowClient(tracking_uri=self.uri)
+        overrides = " ".join(OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or [])
+        name = f"sweep {overrides}"[:250]
+        run = client.create_run(
+            exp_id,
+            run_name=name,
+            tags={"t2exp.sweep": "parent", "t2exp.sweep_dir": str(config.hydra.sweep.dir), "t2exp.overrides": overrides},
+        )
+        self.parent_id = run.info.run_id
+        os.environ[PARENT_ENV] = self.parent_id
+        atexit.register(self._close_if_running)
+        log.info("MLflow parent run %s for sweep: %s", self.parent_id, overrides)
+
+    def _children_status(self) -> str:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.uri)
+        parent = client.get_run(self.parent_id)
+        children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}'")
+        if any(c.info.status in ("FAILED", "KILLED") for c in children):
+            return "FAILED"
+        return "FINISHED"
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.parent_id is None:
+            return
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=self.uri).set_terminated(self.parent_id, status=self._children_status())
+        os.environ.pop(PARENT_ENV, None)
+
+    def _close_if_running(self) -> None:
+        if self.parent_id is None:
+            return
+        try:
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(tracking_uri=self.uri)
+            if client.get_run(self.parent_id).info.status == "RUNNING":
+                client.set_terminated(self.parent_id, status="FAILED")
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
