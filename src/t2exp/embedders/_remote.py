@@ -126,6 +126,45 @@ def one_line(text: object, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def with_retries(
+    call: Callable[[], Any],
+    classify: Callable[[BaseException], Failure | None],
+    max_retries: int,
+    delay: Callable[[int, float | None], float],
+    sleep: Callable[[float], None],
+    error_line: Callable[[Failure, int], str],
+    label: str,
+) -> Any:
+    """Run ``call``; retry retryable failures ``max_retries`` times, then raise one RemoteError line.
+
+    ``classify`` reads an exception as a Failure (None: not a remote failure, re-raised as is).
+    """
+    attempts = max_retries + 1
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised when not remote
+            failure = classify(exc) or transport_failure(exc)
+            if failure is None:
+                raise
+            if not failure.retryable or attempt == attempts - 1:
+                raise RemoteError(error_line(failure, attempt + 1)) from exc
+            wait = delay(attempt, failure.retry_after)
+            log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, failure.status, one_line(failure.message, 120),
+                        attempt + 1, max_retries, wait)
+            if wait > 0:
+                sleep(wait)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:
+    """Exponential backoff with jitter, at least ``Retry-After`` (both capped at ``cap``)."""
+    wait = min(cap, base * (2.0**attempt))
+    if retry_after is not None:
+        wait = max(wait, min(retry_after, cap))
+    return wait * (1.0 + 0.25 * random.random()) if wait > 0 else 0.0
+
+
 class RemoteEmbedder:
     """Base class: batching, bounded retries, normalisation, fingerprint, token estimate."""
 
@@ -250,31 +289,17 @@ class RemoteEmbedder:
         return np.concatenate(rows, axis=0)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        delay = min(self.backoff_max, self.backoff_base * (2.0**attempt))
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.backoff_max))
-        return delay * (1.0 + 0.25 * random.random()) if delay > 0 else 0.0
+        return backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max)
 
     def _with_retries(self, call: Callable[[], list[Sequence[float]]]) -> list[Sequence[float]]:
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
+        def count_and_call() -> list[Sequence[float]]:
             self.requests_sent += 1
-            try:
-                return call()
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised when not remote
-                failure = self._failure(exc) or transport_failure(exc)
-                if failure is None:
-                    raise
-                if not failure.retryable or attempt == attempts - 1:
-                    raise RemoteError(self._error_line(failure, attempt + 1)) from exc
-                delay = self._delay(attempt, failure.retry_after)
-                log.warning(
-                    "%s embeddings: %s (%s); retry %d/%d in %.1fs",
-                    self.provider, failure.status, one_line(failure.message, 120), attempt + 1, self.max_retries, delay,
-                )
-                if delay > 0:
-                    self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+            return call()
+
+        return with_retries(
+            count_and_call, self._failure, self.max_retries, self._delay, self._sleep, self._error_line,
+            f"{self.provider} embeddings",
+        )
 
     def _error_line(self, failure: Failure, attempts: int) -> str:
         status = failure.status

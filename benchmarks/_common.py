@@ -1,0 +1,184 @@
+"""Helpers shared by the benchmark scripts (not a library: the scripts import it from their folder).
+
+Everything here builds t2exp's own components the way ``t2exp.app`` does (Hydra config from the
+project's ``conf/``), so a benchmark measures the code a run uses, with the defaults a run uses.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT / "data" / "t2ragbench"
+SHARED_CACHE = ROOT / ".t2exp_cache"
+
+
+def compose(overrides: Sequence[str] = ()) -> Any:
+    """The composed t2exp config (``conf/config.yaml`` + ``overrides``), as ``python -m t2exp`` sees it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from t2exp.paths import CONF_DIR, register_resolvers
+
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def instantiate(node: Any) -> Any:
+    from hydra.utils import instantiate as hydra_instantiate
+    from omegaconf import OmegaConf
+
+    if node is None:
+        return None
+    d = OmegaConf.to_container(node, resolve=True)
+    for key in ("answer_mode", "sampling", "aux_sampling"):  # run keys, not constructor arguments
+        d.pop(key, None)
+    return hydra_instantiate(d)
+
+
+def method_config(name: str, extra: Sequence[str] = ()) -> tuple[dict, str, Any]:
+    """(rag_method dict, document variant, reranker config node) for ``rag_method=name``."""
+    from omegaconf import OmegaConf
+
+    cfg = compose([f"rag_method={name}", "generator=none", *extra])
+    return OmegaConf.to_container(cfg.rag_method, resolve=True), str(cfg.document.variant), cfg.get("reranker")
+
+
+def raw_embedder() -> Any:
+    """The default offline embedder (``embedder=minilm``), model loaded."""
+    emb = instantiate(compose(["generator=none"]).embedder)
+    emb.embed_queries(["warm up"])  # load the model outside every timed region
+    return emb
+
+
+def cached_embedder(inner: Any, cache_dir: Path) -> Any:
+    from t2exp.cache import KVCache
+    from t2exp.embedders.cached import CachedEmbedder
+
+    return CachedEmbedder(inner, KVCache(Path(cache_dir) / "embeddings.sqlite"))
+
+
+def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None) -> Any:
+    """A ``Services`` object as ``t2exp.experiment.run_experiment`` builds it."""
+    from t2exp.methods import Services
+    from t2exp.prompts import PromptLibrary
+    from t2exp.stores.lancedb_store import LanceDBStore
+
+    return Services(
+        embedder=embedder,
+        store_factory=lambda: LanceDBStore(str(store_uri)),
+        generator=generator,
+        prompts=PromptLibrary(ROOT / "prompts"),
+        variant=variant,
+        lock_dir=Path(cache_dir) / "locks",
+    )
+
+
+@contextmanager
+def timed() -> Iterator[list[float]]:
+    box = [0.0]
+    t0 = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box[0] = time.perf_counter() - t0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
+
+
+def growth(t1: float, t2: float, n1: float, n2: float) -> float:
+    """Growth exponent between two sizes: 1 = linear, < 1 sub-linear, 0 = constant."""
+    if t1 <= 0 or t2 <= 0 or n1 <= 0 or n2 <= 0 or n1 == n2:
+        return float("nan")
+    return math.log(t2 / t1) / math.log(n2 / n1)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def rss_mb() -> float:
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+    except ImportError:  # pragma: no cover
+        return float("nan")
+
+
+def machine() -> str:
+    flags = ""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        line = next(line for line in text.splitlines() if line.startswith("flags"))
+        have = set(line.split(":", 1)[1].split())
+        flags = " ".join(f for f in ("avx2", "avx512f") if f in have)
+    except (OSError, StopIteration):
+        pass
+    gpu = "no GPU"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
+    except ImportError:  # pragma: no cover
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores ({flags or 'no AVX2'}), {gpu}, Python {sys.version.split()[0]}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], floatfmt: str = ".2f") -> str:
+    """A plain Markdown table (renders in the README, readable on a terminal)."""
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "-" if math.isnan(v) else format(v, floatfmt)
+        return str(v)
+
+    cells = [[cell(v) for v in r] for r in rows]
+    widths = [max(len(str(h)), *(len(r[i]) for r in cells)) if cells else len(str(h)) for i, h in enumerate(headers)]
+    out = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths)) + " |"]
+    out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in cells:
+        out.append("| " + " | ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))) + " |")
+    return "\n".join(out)
+
+
+def ratio_line(name: str, **values: Any) -> str:
+    """The one line each script ends with; tests and the README look for ``RATIO <name>:``."""
+
+    def fmt(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    line = f"RATIO {name}: " + " ".join(f"{k}={fmt(v)}" for k, v in values.items())
+    print(line, flush=True)
+    return line
+
+
+def quiet_logs() -> None:
+    import logging
+    import warnings
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("t2exp", "lancedb", "bm25s", "sentence_transformers", "transformers", "mlflow", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore")

