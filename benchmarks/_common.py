@@ -143,7 +143,9 @@ def machine() -> str:
             gpu = torch.cuda.get_device_name(0)
     except ImportError:  # pragma: no cover
         pass
-    return f"{platform.machine()}, {os.cpu_count()} cores ({flags or 'no AVX2'}), {gpu}, Python {sys.version.split()[0]}"
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{platform.machine()}, {os.cpu_count()} cores ({flags or 'no AVX2'}), {gpu}, Python {sys.version.split()[0]}, "
+            f"load average at start {load}")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], floatfmt: str = ".2f") -> str:

@@ -112,7 +112,7 @@ def score(ranked: list[list[str]], gold: list[str], k: int) -> dict[str, float]:
     return {"mrr": 100.0 * mrr / n, **{f"r@{r}": 100.0 * rec[r] / n for r in RECALLS}}
 
 
-def ours(subset, emb, cache_dir: Path, k: int, depth: int) -> dict[str, tuple[list[list[str]], float]]:
+def ours(subset, emb, cache_dir: Path, k: int, depth: int, reranker: bool = True) -> dict[str, tuple[list[list[str]], float]]:
     from t2exp.methods import build_method
 
     out: dict[str, tuple[list[list[str]], float]] = {}
@@ -141,32 +141,33 @@ def ours(subset, emb, cache_dir: Path, k: int, depth: int) -> dict[str, tuple[li
     run("hybrid (relative, bm25s)", "hybrid")
     run("hybrid (rrf, bm25s)", "hybrid", ["rag_method.fusion=rrf"])
     run("hybrid (relative, store BM25)", "hybrid", ["rag_method.lexical=store"])
-    run("reranker (chunk_maxsim)", "reranker")
+    if reranker:
+        run("reranker (chunk_maxsim)", "reranker")
     run("metadata_hybrid", "metadata_hybrid")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])  # noqa: E501
     ap.add_argument("--data", default=str(C.DEFAULT_DATA), help="directory of <Subset>_<split>.parquet|jsonl files, or one file")
     ap.add_argument("--subset", action="append", help="subset name(s) to load (default: every subset found in --data)")
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None, help="questions per subset (seeded sample); default all")
     ap.add_argument("--corpus-size", type=int, default=None, help="seeded nested document subsample per subset")
     ap.add_argument("--cache-dir", default=str(C.SHARED_CACHE), help="embedding cache + LanceDB tables (default: the project's)")
-    ap.add_argument("--quick", action="store_true", help="40-document corpora, 40 questions per subset")
+    ap.add_argument("--no-reranker", action="store_true", help="skip rag_method=reranker (cold, it embeds every candidate's passages)")
+    ap.add_argument("--quick", action="store_true", help="30-document corpora, 30 questions per subset, no reranker")
     args = ap.parse_args(argv)
     C.quiet_logs()
 
     from t2exp.data import SUBSETS, discover_files, load_subsets
 
     if args.quick:
-        args.corpus_size = args.corpus_size or 40
-        args.limit = args.limit or 40
+        args.corpus_size = args.corpus_size or 30
+        args.limit = args.limit or 30
+        args.no_reranker = True
     data = Path(args.data)
-    names = args.subset or [s for s in SUBSETS if s in discover_files(data, SUBSETS)] if data.is_dir() else (args.subset or [])
-    if data.is_file() and not names:
-        names = list(discover_files(data, SUBSETS))
+    names = args.subset or list(discover_files(data, SUBSETS))  # a file not named <Subset>_<split> needs --subset
     if not names:
         sys.exit(f"retrieval_quality: no <Subset>_<split>.parquet|jsonl under {data}")
     cache_dir = Path(args.cache_dir)
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         gold = [q.context_id for q in subset.questions]
         counts[subset.name] = len(gold)
         rows: dict[str, dict[str, float]] = {}
-        for label, (ranked, secs) in ours(subset, emb, cache_dir, args.k, depth).items():
+        for label, (ranked, secs) in ours(subset, emb, cache_dir, args.k, depth, not args.no_reranker).items():
             rows[label] = {**score(ranked, gold, args.k), "s": secs}
         ids = [d.context_id for d in subset.corpus]
         texts = [d.text for d in subset.corpus]

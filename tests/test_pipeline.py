@@ -17,10 +17,14 @@ def _artifact_rows(client, run_id, name="predictions.jsonl"):
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
 
 
-def test_retrieval_sweep_reuses_index_and_logs_everything(shared_cache, tmp_path):
-    run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=40"], shared_cache, tmp_path)
+def test_retrieval_sweep_reuses_index_and_logs_everything(tmp_path):
+    fresh = tmp_path / "cache"  # its own cache, so the first cell really builds the index
+    run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=40"], fresh, tmp_path)
     client, runs = mlflow_runs(tmp_path)
-    assert len(runs) == 2
+    parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    runs = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+    assert len(runs) == 2 and len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in runs)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     for r in runs:
         assert r.info.status == "FINISHED"
@@ -38,11 +42,24 @@ def test_retrieval_sweep_reuses_index_and_logs_everything(shared_cache, tmp_path
     # the second cell (hybrid) found the index the first (base) built
     assert by_method["hybrid"].data.metrics["FinQA/index_cache_hit"] == 1.0
     assert by_method["hybrid"].data.metrics["TAT-DQA/index_cache_hit"] == 1.0
+    assert by_method["hybrid"].data.metrics["FinQA/index_inserted"] == 0.0  # reopened: zero inserts
+    assert by_method["base"].data.metrics["FinQA/index_inserted"] == 299.0
     # retrieval metrics recomputed from the artifact equal the logged ones
     rows = _artifact_rows(client, by_method["hybrid"].info.run_id)
     finqa = [x for x in rows if x["subset"] == "FinQA"]
     mrr = 100 * sum(x["mrr_at_3"] for x in finqa) / len(finqa)
     assert by_method["hybrid"].data.metrics["FinQA/mrr_at_3"] == pytest.approx(mrr)
+    # re-scoring the run's own artifact with t2exp.score reproduces every logged metric exactly
+    from t2exp import score
+
+    logged = by_method["hybrid"].data.metrics
+    result = score(client.download_artifacts(by_method["hybrid"].info.run_id, "predictions.jsonl"), dataset="bundled", limit=40)
+    compared = 0
+    for name, value in result.metrics.items():
+        if name in logged and "/" in name:
+            assert value == logged[name], name
+            compared += 1
+    assert compared >= 3 * 4 * 3  # 3 tables x 4 retrieval metrics x (mean, ci_low, ci_high)
 
 
 def test_local_files_outside_the_bundle(shared_cache, tmp_path):
@@ -55,7 +72,7 @@ def test_local_files_outside_the_bundle(shared_cache, tmp_path):
     rows.to_parquet(data_dir / "TAT-DQA_test.parquet")
     run_app(["dataset=tatdqa", f"dataset.path={data_dir}", "rag_method=base", "k=5", "generator=none"], shared_cache, tmp_path)
     _, runs = mlflow_runs(tmp_path)
-    (run,) = runs
+    (run,) = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
     assert run.data.metrics["TAT-DQA/questions"] == 20
     assert run.data.metrics["TAT-DQA/corpus_size"] == rows.context_id.nunique()
     assert "TAT-DQA/mrr_at_5" in run.data.metrics
@@ -83,7 +100,10 @@ def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
     """Real generation with the offline model on 2 questions per method."""
     run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path, timeout=1500)
     client, runs = mlflow_runs(tmp_path)
-    assert len(runs) == 2
+    parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    runs = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+    assert len(runs) == 2 and len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in runs)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     oracle = by_method["oracle"].data.metrics
     assert oracle["FinQA/mrr_at_3"] == 100.0 and oracle["FinQA/recall_at_1"] == 100.0
@@ -95,3 +115,27 @@ def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
     assert {"id", "subset", "context_id", "retrieved", "generation", "prediction", "gold", "nm"} <= set(rows[0])
     lb = _artifact_rows(client, by_method["oracle"].info.run_id, "leaderboard.jsonl")
     assert set(lb[0]) == {"id", "subset", "context_id", "prediction"}
+
+
+def test_qwq_through_an_openai_compatible_server(shared_cache, tmp_path):
+    """`python -m t2exp generator=qwq32b generator.backend=openai generator.base_url=...` end to end
+    against a local server speaking the chat-completions wire format (reasoning model output)."""
+    from fakes.openai_server import FakeOpenAIServer
+
+    def reply(messages):
+        return "<think>The table says revenue was 42 and I should double check it.</think>\nFinal answer: 42"
+
+    with FakeOpenAIServer(model="Qwen/QwQ-32B-AWQ", reply=reply) as srv:
+        run_app(["generator=qwq32b", "generator.backend=openai", f"generator.base_url={srv.base_url}",
+                 "rag_method=oracle", "dataset=finqa", "dataset.limit=3"], shared_cache, tmp_path)
+        assert len(srv.requests) == 3 and not srv.errors
+        req = srv.requests[0]
+        assert req["model"] == "Qwen/QwQ-32B-AWQ" and req["temperature"] == 0.0 and req["max_tokens"] == 8192
+    client, runs = mlflow_runs(tmp_path)
+    (run,) = runs
+    m = run.data.metrics
+    assert m["reasoning_tokens"] > 0 and m["truncated_generations"] == 0 and m["prompt_tokens"] > 0
+    rows = _artifact_rows(client, run.info.run_id)
+    assert [r["prediction"] for r in rows] == [42.0, 42.0, 42.0]
+    assert all("<think>" not in r["generation"] for r in rows)
+    assert run.data.params["generator.sampling.max_tokens"] == "8192"

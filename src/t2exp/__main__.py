@@ -1,34 +1,187 @@
-"""``python -m t2exp``: the Hydra application (config path: the project's ``conf/``)."""
+"""``python -m t2exp``: the Hydra application (config path: the project's ``conf/``).
+
+Before Hydra starts (Hydra creates its output directory and writes ``.hydra/*.yaml`` before the
+task runs), the command line gets a pre-flight check:
+
+- secrets given as overrides (``generator.api_key=sk-...``, any key named like ``api_key``,
+  ``token``, ``secret``, ``password``) move into this process's environment and the override
+  becomes ``key=${oc.env:T2EXP_SECRET_<KEY>}``, so Hydra's own files (``.hydra/config.yaml``,
+  ``overrides.yaml``, ``hydra.yaml``, ``multirun.yaml``), the logs and the MLflow tags never hold
+  them; every log record is redacted as well (``tracking.install_log_redaction``);
+- the config of every job (each cell of a ``-m`` sweep with the basic sweeper) is composed and
+  validated (``validation.validate``), and local data files are loaded and checked: a bad value
+  or a bad file stops the command with one line and exit status 2, and nothing is written (no
+  Hydra output directory, no MLflow run, no cache file).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import T2ExpError
 from t2exp.paths import CONF_DIR, register_resolvers
+from t2exp.tracking import install_log_redaction, is_secret_key, redact_text
 
 register_resolvers()
 log = logging.getLogger("t2exp")
 
+SECRET_ENV_PREFIX = "T2EXP_SECRET_"
+_BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+PREFLIGHT_MAX_JOBS = 1000  # larger sweeps are validated per job, after Hydra made the job's directory
+
+
+def _fail(exc: BaseException, status: int = 2) -> None:
+    print(f"t2exp: error: {redact_text(' '.join(str(exc).split()))}", file=sys.stderr)
+    sys.exit(status)
+
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def main(cfg: DictConfig) -> float | None:
+def hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from t2exp.app import run
+    from t2exp.experiment import Interrupted
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:
         result = run(cfg, overrides)
     except T2ExpError as exc:
-        print(f"t2exp: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _fail(exc)
+    except Interrupted as exc:
+        msg = str(exc) if " " in str(exc) else f"interrupted by {exc.signal_name} before the run started; nothing to resume"
+        print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
+        sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
     return result.metrics.get("avg/nm", result.metrics.get(f"avg/mrr_at_{cfg.k}"))
+
+
+# --- pre-flight -------------------------------------------------------------------------------------
+def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
+    """Replace ``key=VALUE`` overrides of secret-named keys by ``key=${oc.env:T2EXP_SECRET_KEY}``
+    and put VALUE into ``environ`` (default ``os.environ``; child processes inherit it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    environ = os.environ if environ is None else environ
+    out: list[str] = []
+    parser = None
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if arg.startswith("-") or not sep or not is_secret_key(key.lstrip("+~")) or value in ("", "null") or "${" in value:
+            out.append(arg)
+            continue
+        parser = parser or OverridesParser.create()
+        try:
+            (o,) = parser.parse_overrides([arg])
+        except Exception:  # noqa: BLE001 - not an override Hydra accepts: Hydra reports it
+            out.append(arg)
+            continue
+        if o.is_sweep_override() or o.is_delete():
+            out.append(arg)
+            continue
+        env = SECRET_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", o.key_or_group).upper()
+        environ[env] = str(o.value())
+        out.append(f"{o.get_key_element()}=${{oc.env:{env}}}")
+    return out
+
+
+class _Skip(Exception):
+    """The command line is not a plain run/multirun of our config: leave it all to Hydra."""
+
+
+def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """The overrides of every job Hydra will run (basic sweeper), composing nothing yet."""
+    from hydra import compose
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(overrides)
+    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
+    base = compose("config", overrides=plain, return_hydra_config=True)
+    mode = OmegaConf.select(base, "hydra.mode", default=None)
+    multirun = multirun or getattr(mode, "name", str(mode)) == "MULTIRUN"
+    if not multirun:
+        if len(plain) != len(parsed):
+            raise _Skip("sweep without --multirun")  # Hydra explains
+        return [overrides]
+    if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != _BASIC_SWEEPER:
+        raise _Skip("another sweeper")
+    params = OmegaConf.to_container(base.hydra.sweeper.get("params") or {}, resolve=False)
+    params_list = [f"{k}={v}" for k, v in params.items()]
+    (batch,) = BasicSweeper.split_arguments(parser.parse_overrides(params_list + overrides), None)
+    return batch
+
+
+def preflight(argv: list[str]) -> int:
+    """Validate every job's config and its local data before Hydra writes anything. Raises
+    ``T2ExpError``; returns the number of jobs checked (0 when the command is left to Hydra)."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.utils import get_args_parser
+
+    from t2exp import validation
+    from t2exp.app import dataset_kwargs
+    from t2exp.data import discover_files, load_subsets
+
+    args_parser = get_args_parser()
+
+    def _error(message: str) -> None:
+        raise _Skip(message)
+
+    args_parser.error = _error  # type: ignore[method-assign]
+    if any(a in ("--version", "-h", "--help", "-hh", "--hydra-help") for a in argv):
+        return 0
+    try:
+        args = args_parser.parse_args(argv)
+    except (_Skip, SystemExit):
+        return 0
+    if args.cfg or args.info or args.shell_completion or args.config_path or args.config_name or args.config_dir:
+        return 0
+    if getattr(args, "experimental_rerun", None):
+        return 0
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="t2exp"):
+            jobs = _job_overrides(list(args.overrides), bool(args.multirun))
+            if len(jobs) > PREFLIGHT_MAX_JOBS:
+                log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))
+                return 0
+            cfgs = [compose("config", overrides=job) for job in jobs]
+    except _Skip:
+        return 0
+    except Exception:  # noqa: BLE001 - a composition error: Hydra reports it in its own words
+        return 0
+    datasets: dict[str, dict[str, Any]] = {}
+    for cfg in cfgs:
+        validation.validate(cfg)
+        kw = dataset_kwargs(cfg)
+        datasets.setdefault(json.dumps(kw, sort_keys=True, default=str), kw)
+    for kw in datasets.values():
+        path = kw.get("path")
+        if kw["source"] == "hub" or path is None:
+            continue
+        if kw["source"] == "auto" and set(discover_files(Path(path), kw["subsets"])) != set(kw["subsets"]):
+            continue  # some subsets come from the hub: checked when the job loads them
+        load_subsets(**kw)
+    return len(cfgs)
+
+
+def main() -> None:
+    """Console entry point (``t2exp``) and ``python -m t2exp``."""
+    sys.argv[1:] = move_secret_overrides(sys.argv[1:])
+    install_log_redaction()
+    try:
+        preflight(sys.argv[1:])
+    except T2ExpError as exc:
+        _fail(exc)
+    hydra_main()
 
 
 if __name__ == "__main__":

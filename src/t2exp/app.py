@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,12 @@ from t2exp import validation
 from t2exp.cache import atomic_write_text
 from t2exp.data import load_subsets
 from t2exp.errors import ConfigError, T2ExpError
-from t2exp.experiment import Components, Result, cell_key, run_experiment
+from t2exp import experiment
+from t2exp.experiment import Components, Interrupted, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
-from t2exp.tracking import Tracker, finished_run_for, flatten, redact_text
+from t2exp.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
 
 log = logging.getLogger("t2exp")
 
@@ -29,8 +32,10 @@ log = logging.getLogger("t2exp")
 GENERATOR_RUN_KEYS = ("answer_mode", "sampling", "aux_sampling")
 
 
-class Interrupted(BaseException):
-    """Raised from a SIGTERM/SIGINT handler so the run is closed as KILLED."""
+# seconds between the first SIGTERM/SIGINT (finish the requests in flight, write their
+# predictions, stop) and the hard stop; a second signal stops at once
+STOP_GRACE_ENV = "T2EXP_STOP_GRACE_SECONDS"
+DEFAULT_STOP_GRACE = 5.0
 
 
 def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
@@ -51,10 +56,10 @@ def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
         raise ConfigError(f"{d.get('name', d['_target_'])}: {str(exc).splitlines()[-1][:300]}") from None
 
 
-def build_components(cfg: DictConfig) -> Components:
-    """Load data and build every component from config (no work on the corpus yet)."""
+def dataset_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """``load_subsets`` arguments of a config (shared with the pre-flight check in ``__main__``)."""
     ds = cfg.dataset
-    subsets = load_subsets(
+    return dict(
         subsets=list(ds.subsets),
         source=ds.source,
         path=ds.get("path"),
@@ -66,6 +71,11 @@ def build_components(cfg: DictConfig) -> Components:
         corpus_size=ds.get("corpus_size"),
         corpus_seed=ds.get("corpus_seed"),
     )
+
+
+def build_components(cfg: DictConfig) -> Components:
+    """Load data and build every component from config (no work on the corpus yet)."""
+    subsets = load_subsets(**dataset_kwargs(cfg))
     reranker = _instantiate(cfg.get("reranker"))
     method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)
     embedder = _instantiate(cfg.embedder) if method.needs_index else None
@@ -97,17 +107,72 @@ def _run_name(cfg: DictConfig) -> str:
     return f"{cfg.rag_method.name}-{cfg.embedder.name}-{cfg.generator.name}-k{cfg.k}"
 
 
-def _install_signal_handlers() -> None:
-    def handler(signum, frame):  # noqa: ANN001, ARG001
-        raise Interrupted(signal.Signals(signum).name)
+def _stop_grace() -> float:
+    try:
+        return max(0.0, float(os.environ.get(STOP_GRACE_ENV, DEFAULT_STOP_GRACE)))
+    except ValueError:
+        return DEFAULT_STOP_GRACE
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+
+def _install_signal_handlers() -> Callable[[], None]:
+    """SIGTERM/SIGINT: the first asks the experiment to stop at its next safe point (after the
+    predictions in flight are written and their LLM answers cached) and arms a timer; a second
+    signal, or the timer after ``$T2EXP_STOP_GRACE_SECONDS`` (default 5), raises ``Interrupted``
+    at once. Returns a function that restores the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # signal handlers can only be set from the main thread
+    grace = _stop_grace()
+    state: dict[str, Any] = {"closing": False, "timer": None}
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(signum, frame):  # noqa: ANN001, ARG001
+        name = signal.Signals(signum).name
+        if state["closing"]:  # closing the MLflow run: finish that first
+            log.warning("%s received while closing the run; exiting when done", name)
+            experiment.request_stop(name)
+            return
+        if experiment.STOP.is_set() or grace <= 0:
+            raise Interrupted(name)
+        experiment.request_stop(name)
+        log.warning("%s: stopping after the requests in flight (at most %.0fs; send %s again to stop now)", name, grace, name)
+        timer = threading.Timer(grace, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        state["timer"] = timer
+
+    for s in previous:
+        signal.signal(s, handler)
+
+    def closing() -> None:
+        state["closing"] = True
+
+    def restore() -> None:
+        if state["timer"] is not None:
+            state["timer"].cancel()
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    restore.closing = closing  # type: ignore[attr-defined]
+    return restore
 
 
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
-    """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input."""
+    """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
+    ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
     validation.validate(cfg)
+    experiment.STOP.clear()
+    restore = _install_signal_handlers()
+    try:
+        result = _run(cfg, overrides, restore)
+        signal_name = experiment.stop_signal()
+        if signal_name:  # the signal came after the last safe point: the run is complete and logged
+            raise Interrupted(signal_name)
+        return result
+    finally:
+        restore()
+
+
+def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None]) -> Result:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     components = build_components(cfg)
     tr = cfg.tracking
@@ -117,11 +182,11 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
         if done is not None:
             log.info("resume: cell %s already FINISHED as MLflow run %s; skipped", key, done.info.run_id)
             return Result(metrics=dict(done.data.metrics), predictions_path=components.run_dir / "predictions.jsonl", skipped=True)
-    tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(overrides or [])}
+    experiment.check_stop()
+    tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
     tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), _run_name(cfg), tags)
     log.info("MLflow run %s (%s) in %s", tracker.run_id, _run_name(cfg), tr.uri)
     status = "FAILED"
-    _install_signal_handlers()
     try:
         params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
         params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.subsets})
@@ -134,7 +199,11 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
         return result
     except Interrupted as exc:
         status = "KILLED"
-        log.error("interrupted by %s; predictions so far are kept in %s", exc, components.run_dir)
+        exc.args = (
+            f"interrupted by {exc.signal_name}; MLflow run {tracker.run_id} marked KILLED; the predictions so far "
+            f"are kept in {components.run_dir}: run the same command again to resume",
+        )
+        log.error("%s", exc.args[0])
         raise
     except T2ExpError as exc:
         tracker.set_tags({"t2exp.error": str(exc)})
@@ -143,11 +212,12 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
         tracker.set_tags({"t2exp.error": f"{type(exc).__name__}: {exc}"[:2000]})
         raise
     finally:
+        getattr(restore, "closing", lambda: None)()
         tracker.finish(status)
 
 
 def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Result) -> None:
-    secrets = [v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and len(v) >= 8]
+    secrets = env_secrets()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_p = Path(tmp)
         pred_text = redact_text(result.predictions_path.read_text(encoding="utf-8"), secrets)

@@ -21,6 +21,26 @@ from typing import Any
 
 from filelock import FileLock
 
+from t2exp.errors import T2ExpError
+
+
+class CorruptCacheError(T2ExpError):
+    """A cache file is damaged beyond the torn last line a killed writer can leave."""
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a new or renamed directory entry durable (POSIX; a no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
 
 def content_key(*parts: object) -> str:
     """sha256 over the JSON form of ``parts`` (stable across processes and runs)."""
@@ -37,9 +57,14 @@ class KVCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table = table
         self._local = threading.local()
-        conn = self._conn()
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-        conn.commit()
+        try:
+            conn = self._conn()
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+            conn.commit()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptCacheError(
+                f"{self.path}: not a usable SQLite cache ({exc}); delete it (and its -wal/-shm files) to start it afresh"
+            ) from None
         self.hits = 0
         self.misses = 0
 
@@ -106,10 +131,13 @@ class JsonlLog:
 
     def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        new = not self.path.exists()
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
+        if new:
+            _fsync_dir(self.path.parent)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -126,7 +154,10 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
         except json.JSONDecodeError:
             if i == len(lines) - 1:
                 return
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+            raise CorruptCacheError(
+                f"{path}: line {i + 1} is not valid JSON (a damaged file); delete that line, or the file "
+                "to recompute it (LLM answers and embeddings stay cached)"
+            ) from None
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -139,6 +170,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

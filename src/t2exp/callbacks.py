@@ -3,6 +3,9 @@
 ``on_multirun_start`` runs in the launching process: it initialises the tracking store there
 first (concurrent first-time SQLite schema creation fails), creates the parent run and exports its
 id in ``T2EXP_PARENT_RUN_ID`` so jobs (basic, joblib, submitit launchers) attach as children.
+``on_job_start`` runs in the job process and sets the variable again from this callback's own
+``parent_id`` (launchers pickle the callbacks to their workers): a loky worker reused by a later
+sweep in the same interpreter would otherwise still carry the previous sweep's id.
 ``on_multirun_end`` closes the parent as FINISHED, or FAILED when a child failed; because Hydra
 does not call it when a job raises, an ``atexit`` hook closes a still-running parent as FAILED.
 """
@@ -45,6 +48,10 @@ class MLflowSweepCallback(Callback):
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)
         log.info("MLflow parent run %s for sweep: %s", self.parent_id, overrides)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.parent_id is not None:
+            os.environ[PARENT_ENV] = self.parent_id
 
     def _children_status(self) -> str:
         from mlflow.tracking import MlflowClient

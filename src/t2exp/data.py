@@ -6,6 +6,7 @@ questions can be restricted to some splits (``question_splits``) and sampled (``
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -72,9 +73,12 @@ class Subset:
 
 
 def _clean(value: Any) -> str:
+    """A cell as text; missing values (None, NaN, pd.NA, NaT) are empty."""
     if value is None:
         return ""
     if isinstance(value, float) and math.isnan(value):
+        return ""
+    if pd.api.types.is_scalar(value) and not isinstance(value, str) and pd.isna(value):
         return ""
     return str(value)
 
@@ -101,13 +105,65 @@ def discover_files(path: Path, subsets: Sequence[str]) -> dict[str, list[Path]]:
     return found
 
 
+# Frames read in this process, by (path, mtime, size): the command line's pre-flight check and
+# the run (and every cell of a sequential sweep) read each file once. Rows are never mutated.
+_FRAMES: dict[tuple[str, int, int], pd.DataFrame] = {}
+_FRAMES_MAX = 32
+
+
+def _read_jsonl(f: Path) -> pd.DataFrame:
+    """JSON Lines, one object per line; a bad line is reported with its line number."""
+    records: list[dict[str, Any]] = []
+    with open(f, encoding="utf-8") as fh:
+        try:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{f}: line {n}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+                if not isinstance(rec, dict):
+                    raise DataError(f"{f}: line {n}: expected a JSON object per line, got {type(rec).__name__}")
+                records.append(rec)
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return pd.DataFrame.from_records(records)
+
+
 def _read_file(f: Path) -> pd.DataFrame:
     try:
-        if f.suffix == ".parquet":
-            return pd.read_parquet(f)
-        return pd.read_json(f, lines=True, dtype=False)
+        st = f.stat()
+        key = (str(f.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError as exc:
+        raise DataError(f"{f}: cannot read ({exc.strerror or exc})") from None
+    if key in _FRAMES:
+        return _FRAMES[key]
+    try:
+        df = pd.read_parquet(f) if f.suffix == ".parquet" else _read_jsonl(f)
+    except DataError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
-        raise DataError(f"{f}: cannot read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise DataError(f"{f}: cannot read ({type(exc).__name__}: {first})") from None
+    if len(_FRAMES) >= _FRAMES_MAX:
+        _FRAMES.pop(next(iter(_FRAMES)))
+    _FRAMES[key] = df
+    return df
+
+
+def _missing_columns_message(source: str, missing: list[str], columns: Sequence[Any]) -> str:
+    present = [str(c) for c in columns]
+    hints = []
+    for m in missing:
+        close = difflib.get_close_matches(m, [c for c in present if c not in REQUIRED_COLUMNS], n=1, cutoff=0.6)
+        if close:
+            hints.append(f"{close[0]!r} for {m!r}")
+    hint = f"; renamed? found {', '.join(hints)}" if hints else ""
+    return (
+        f"{source}: missing column(s) {', '.join(missing)} (row 0){hint}; T²-RAGBench files need "
+        f"{', '.join(REQUIRED_COLUMNS)}"
+    )
 
 
 def _split_from_name(f: Path) -> str:
@@ -131,12 +187,11 @@ def rows_to_subset(
     stats = {"empty_questions_skipped": 0, "non_numeric_gold": 0, "rows": 0}
     for source, df in frames:
         sources.append(source)
+        if len(df) == 0:
+            continue  # no rows to check; an empty subset is reported below
         missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
         if missing:
-            raise DataError(
-                f"{source}: missing column(s) {', '.join(missing)} (row 0); T²-RAGBench files need "
-                f"{', '.join(REQUIRED_COLUMNS)}"
-            )
+            raise DataError(_missing_columns_message(source, missing, list(df.columns)))
         default_split = _split_from_name(Path(source))
         records = df.to_dict(orient="records")
         for i, row in enumerate(records):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,35 @@ from t2exp.prompts import PromptLibrary
 from t2exp.stores import Store
 
 log = logging.getLogger(__name__)
+
+
+class Interrupted(BaseException):
+    """The run was stopped by SIGTERM/SIGINT; its MLflow run is closed as KILLED."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+# Set by the signal handler (t2exp.app): the experiment stops at the next safe point, after the
+# predictions in flight are written, so a resumed run repeats no finished work.
+STOP = threading.Event()
+_stop_reason = ["SIGTERM"]
+
+
+def request_stop(signal_name: str) -> None:
+    _stop_reason[0] = signal_name
+    STOP.set()
+
+
+def stop_signal() -> str | None:
+    """The signal that asked this run to stop, or None."""
+    return _stop_reason[0] if STOP.is_set() else None
+
+
+def check_stop() -> None:
+    if STOP.is_set():
+        raise Interrupted(_stop_reason[0])
 
 
 @dataclass
@@ -78,17 +108,19 @@ def run_experiment(c: Components) -> Result:
     )
     depth = max(c.k, max(RECALL_KS))
     rows: list[dict[str, Any]] = []
-    tokens = {"prompt_tokens": 0, "completion_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0}
+    tokens = {"prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0}
     n_generated = 0
 
     for subset in c.subsets:
         # --- index -------------------------------------------------------------------------
+        check_stop()
         t0 = time.perf_counter()
         index = c.method.prepare(subset, services)
         timings["index_seconds"] += time.perf_counter() - t0
         if index is not None and index.store is not None:
             extra[f"{subset.name}/index_cache_hit"] = float(index.cache_hit)
             extra[f"{subset.name}/index_build_seconds"] = index.build_seconds
+            extra[f"{subset.name}/index_inserted"] = float(getattr(index.store, "inserted", 0))
             extra[f"{subset.name}/corpus_size"] = float(index.size())
             extra[f"{subset.name}/doc_truncated_frac"] = truncation_fraction(index.embedder, list(index.texts.values()))
         extra[f"{subset.name}/questions"] = float(len(subset.questions))
@@ -104,6 +136,7 @@ def run_experiment(c: Components) -> Result:
         # --- generate + score, one prediction written as soon as it exists --------------------
         batch = max(1, getattr(generator, "batch_size", 1)) if generator else len(todo) or 1
         for start in range(0, len(todo), batch):
+            check_stop()
             chunk = todo[start : start + batch]
             chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
             contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits)]
@@ -121,10 +154,14 @@ def run_experiment(c: Components) -> Result:
                         tokens["model_seconds"] += g.seconds
                     tokens["prompt_tokens"] += g.prompt_tokens
                     tokens["completion_tokens"] += g.completion_tokens
+                    tokens["reasoning_tokens"] += int(g.extra.get("reasoning_tokens", 0) or 0)
                     tokens["truncated_generations"] += int(g.finish_reason == "length")
                 preds.write(row)
                 done[q.id] = row
         rows.extend(done[q.id] for q in subset.questions)
+        close = getattr(getattr(index, "store", None), "close", None)
+        if close is not None:
+            close()
 
     # --- score ---------------------------------------------------------------------------------
     names = metric_names(c.k)
@@ -192,4 +229,15 @@ def _write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:
 def cell_key(resolved: dict[str, Any]) -> str:
     """Deterministic key of a sweep cell: hash of the resolved config without bookkeeping keys."""
     semantic = {k: v for k, v in resolved.items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
-    return content_key(semantic)[:16]
+    return content_key(_mask_secrets(semantic))[:16]
+
+
+def _mask_secrets(d: Any) -> Any:
+    """A set API key does not change the cell (a rotated key resumes the same predictions)."""
+    from t2exp.tracking import is_secret_key
+
+    if isinstance(d, dict):
+        return {k: ("***" if is_secret_key(str(k)) and v not in (None, "") else _mask_secrets(v)) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_mask_secrets(v) for v in d]
+    return d

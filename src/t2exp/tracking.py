@@ -12,7 +12,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "T2EXP_PARENT_RUN_ID"
-_SECRET_KEY_RE = re.compile(r"(api[_-]?key|token|secret|password)", re.IGNORECASE)
+# a key (last dotted component) or env var NAME that holds a secret: api_key, OPENAI_API_KEY,
+# HF_TOKEN, secret, AWS_SECRET_ACCESS_KEY, db_password; not max_tokens or api_key_env (a name)
+_SECRET_KEY_RE = re.compile(r"(^|[_.-])(api[_-]?key|token|secret|secret[_-]?(access[_-]?)?key|password|passwd)$", re.IGNORECASE)
 _SECRET_VALUE_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,})\b")
 REDACTED = "***"
 
@@ -20,18 +22,71 @@ REDACTED = "***"
 def redact_value(key: str, value: Any) -> Any:
     if value is None or value == "":
         return value
-    if _SECRET_KEY_RE.search(key):
+    if is_secret_key(key):
         return REDACTED
     if isinstance(value, str):
         return _SECRET_VALUE_RE.sub(REDACTED, value)
     return value
 
 
+def is_secret_key(key: str) -> bool:
+    """A config key or environment variable name that holds a secret (``generator.api_key``,
+    ``OPENAI_API_KEY``, ``HF_TOKEN``, ...)."""
+    return bool(_SECRET_KEY_RE.search(key))
+
+
+def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of secret-named environment variables (8+ characters), longest first."""
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if is_secret_key(k) and isinstance(v, str) and len(v) >= 8}
+    return sorted(values, key=len, reverse=True)
+
+
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    for s in secrets or []:
+    """Replace the given secrets, every secret-named environment variable's value and
+    ``sk-…``/``AIza…`` key patterns by ``***``."""
+    for s in [*(secrets or []), *env_secrets()]:
         if s:
             text = text.replace(s, REDACTED)
     return _SECRET_VALUE_RE.sub(REDACTED, text)
+
+
+def redact_overrides(overrides: list[str]) -> list[str]:
+    """Command-line overrides with the values of secret-named keys replaced by ``***``."""
+    out = []
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if sep and is_secret_key(key) and value and not value.startswith("${") and value != "null":
+            o = f"{key}={REDACTED}"
+        out.append(redact_text(o))
+    return out
+
+
+_factory_installed = False
+
+
+def install_log_redaction() -> None:
+    """Redact secrets from every log record of this process, whatever its logger or handler
+    (Hydra's job log file, stderr): the message is formatted once and passed through
+    ``redact_text``. Idempotent."""
+    global _factory_installed
+    if _factory_installed:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string: leave it to the handler to report
+            return record
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _factory_installed = True
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -79,7 +134,7 @@ class Tracker:
         self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         self.experiment_id = ensure_tracking(uri, experiment, artifact_location)
-        tags = dict(tags)
+        tags = {k: redact_text(str(redact_value(k, v))) for k, v in tags.items()}
         parent = os.environ.get(PARENT_ENV)
         if parent:
             tags["mlflow.parentRunId"] = parent
@@ -91,7 +146,7 @@ class Tracker:
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k, str(v)[:5000]) for k, v in params.items()]
+        items = [Param(k, redact_text(str(redact_value(k, v)))[:5000]) for k, v in params.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
@@ -107,7 +162,7 @@ class Tracker:
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         for k, v in tags.items():
-            self.client.set_tag(self.run_id, k, str(v)[:5000])
+            self.client.set_tag(self.run_id, k, redact_text(str(redact_value(k, v)))[:5000])
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)

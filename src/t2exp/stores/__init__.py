@@ -35,3 +35,6 @@ class Store(Protocol):
     def hybrid(
         self, queries: Sequence[str], query_vectors: np.ndarray, k: int, alpha: float, fusion: str = "relative_score"
     ) -> list[Hits]: ...
+
+    def close(self) -> None:
+        """Release connections (a no-op for embedded stores)."""

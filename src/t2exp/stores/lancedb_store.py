@@ -124,3 +124,7 @@ class LanceDBStore:
         dense = self.dense(query_vectors, depth)
         lexical = self.bm25(queries, depth)
         return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical)]
+
+    def close(self) -> None:
+        """Nothing to release for the embedded store (kept for the Store contract)."""
+        self.table = None

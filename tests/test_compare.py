@@ -1,0 +1,171 @@
+"""Paired statistics (hand-made vectors with known answers) and ``python -m t2exp.compare`` on real runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, mlflow_runs, run_app
+from t2exp.compare import compare, pair_predictions, question_value
+from t2exp.stats import paired_bootstrap, permutation_test
+
+# --- stats ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [5, 200])  # exact enumeration and Monte Carlo
+def test_identical_runs_have_zero_difference_and_p_one(n):
+    a = [float(i % 2) for i in range(n)]
+    boot = paired_bootstrap(a, a, n_boot=2000, seed=0)
+    assert (boot.diff, boot.ci_low, boot.ci_high, boot.n) == (0.0, 0.0, 0.0, n)
+    perm = permutation_test(a, a, n_perm=2000, seed=0)
+    assert perm.p_value == 1.0 and perm.diff == 0.0
+    assert perm.exact is (n == 5)
+
+
+def test_winning_every_question_is_significant():
+    a, b = [1.0] * 50, [0.0] * 50
+    boot = paired_bootstrap(a, b, n_boot=5000, seed=1)
+    assert (boot.mean_a, boot.mean_b, boot.diff, boot.ci_low, boot.ci_high) == (1.0, 0.0, 1.0, 1.0, 1.0)
+    perm = permutation_test(a, b, n_perm=5000, seed=1)
+    assert not perm.exact
+    assert perm.p_value < 0.01
+    assert perm.p_value == pytest.approx(1 / 5001)  # only the observed signs (and their mirror) reach |sum| = 50
+    # the reverse comparison: same p (two-sided), negative difference
+    rev = permutation_test(b, a, n_perm=5000, seed=1)
+    assert rev.p_value == perm.p_value and rev.diff == -1.0
+
+
+def test_exact_p_values_by_hand():
+    # d = [1, 1, 1]: of 8 sign patterns only +++ and --- reach |sum| = 3
+    r = permutation_test([1, 1, 1], [0, 0, 0], n_perm=10000)
+    assert r.exact and r.n_perm == 8 and r.p_value == pytest.approx(2 / 8)
+    # d = [1, 1, 1, 1, 0]: the zero's sign is free: 2 (all same) x 2 of 32 patterns
+    r = permutation_test([1, 1, 1, 1, 0], [0, 0, 0, 0, 0], n_perm=10000)
+    assert r.p_value == pytest.approx(4 / 32)
+    # d = [1, -1]: observed sum 0, every pattern is at least as extreme
+    assert permutation_test([1, 0], [0, 1], n_perm=10000).p_value == 1.0
+    # reciprocal ranks (1/2 + 1/3 - 1/6 = 2/3): |sum| >= 2/3 for +++ --- ++- --+ (4 of 8)
+    r = permutation_test([0.5, 1 / 3, 0.0], [0.0, 0.0, 1 / 6], n_perm=10000)
+    assert r.p_value == pytest.approx(4 / 8)
+
+
+def test_monte_carlo_p_is_close_to_the_exact_one():
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2, 14).astype(float)
+    b = rng.integers(0, 2, 14).astype(float)
+    exact = permutation_test(a, b, n_perm=2**14)
+    approx = permutation_test(a, b, n_perm=5000, seed=0)
+    assert exact.exact and not approx.exact
+    assert approx.p_value == pytest.approx(exact.p_value, abs=0.03)
+
+
+def test_bootstrap_ci_matches_the_normal_approximation():
+    a = [1.0] * 50 + [0.0] * 50
+    b = [0.0] * 100
+    r = paired_bootstrap(a, b, n_boot=10000, seed=0)
+    assert r.diff == 0.5
+    half = 1.96 * (0.25 / 100) ** 0.5  # ≈ 0.098
+    assert r.ci_low == pytest.approx(0.5 - half, abs=0.02)
+    assert r.ci_high == pytest.approx(0.5 + half, abs=0.02)
+
+
+def test_deterministic_by_seed():
+    rng = np.random.default_rng(7)
+    a, b = rng.random(300), rng.random(300)
+    assert paired_bootstrap(a, b, n_boot=3000, seed=5) == paired_bootstrap(a, b, n_boot=3000, seed=5)
+    assert permutation_test(a, b, n_perm=3000, seed=5) == permutation_test(a, b, n_perm=3000, seed=5)
+    assert paired_bootstrap(a, b, n_boot=3000, seed=5) != paired_bootstrap(a, b, n_boot=3000, seed=6)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError):
+        paired_bootstrap([1.0, 0.0], [1.0])
+    with pytest.raises(ValueError):
+        permutation_test([1.0, float("nan")], [1.0, 0.0])
+    empty = paired_bootstrap([], [])
+    assert empty.n == 0 and empty.diff != empty.diff
+
+
+# --- pairing ------------------------------------------------------------------------------------
+
+
+def _row(qid, subset="FinQA", nm=None, retrieved=None, gold="c1", **extra):
+    return {"id": qid, "subset": subset, "context_id": gold, "nm": nm, "retrieved": retrieved, **extra}
+
+
+def test_question_value_reads_or_recomputes_rank_metrics():
+    r = _row("q", retrieved=["c9", "c8", "c1", "c7", "c6"], mrr_at_3=1 / 3)
+    assert question_value(r, "mrr_at_3") == pytest.approx(1 / 3)
+    assert question_value(r, "mrr_at_5") == pytest.approx(1 / 3)  # not logged: from the ranking
+    assert question_value(r, "recall_at_1") == 0.0
+    assert question_value(r, "mrr_at_2") == 0.0
+    assert question_value(_row("q", retrieved=["c9"] * 5), "recall_at_10") is None  # gold may be below depth 5
+    assert question_value(_row("q", retrieved=None), "mrr_at_3") is None  # pretrained_only
+    assert question_value(_row("q", nm=None), "nm") is None  # generator=none
+
+
+def test_pairing_counts_dropped_questions():
+    a = [_row("1", nm=1.0), _row("2", nm=0.0), _row("3", nm=1.0), _row("9", subset="TAT-DQA", nm=1.0)]
+    b = [_row("2", nm=1.0), _row("3", nm=None), _row("4", nm=0.0), _row("9", subset="TAT-DQA", nm=0.0)]
+    p = pair_predictions(a, b, "nm")
+    assert (p.only_a, p.only_b, p.missing_value, p.n) == (1, 1, 1, 2)
+    assert p.values == {"FinQA": ([0.0], [1.0]), "TAT-DQA": ([1.0], [0.0])}
+    rows = compare(p, n_boot=500)
+    assert [r.subset for r in rows] == ["FinQA", "TAT-DQA", "overall"]
+    assert rows[-1].n == 2 and rows[-1].diff == 0.0 and rows[0].diff == -100.0
+
+
+# --- CLI on real runs ------------------------------------------------------------------------------
+
+
+def _compare_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "t2exp.compare", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.slow
+def test_compare_cli_on_two_real_runs(shared_cache, tmp_path):
+    run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=10"], shared_cache, tmp_path)
+    run_app(["rag_method=base", "generator=none", "dataset.limit=14"], shared_cache, tmp_path)
+    client, runs = mlflow_runs(tmp_path)
+    children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+    by = {(r.data.params["rag_method.name"], r.data.params["dataset.limit"]): r for r in children}
+    base, hybrid, base14 = by[("base", "10")], by[("hybrid", "10")], by[("base", "14")]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    # base vs hybrid on the same 20 questions (auto metric: retrieval-only runs have no NM → MRR@3)
+    proc = _compare_cli(hybrid.info.run_id, base.info.run_id, "--tracking-uri", uri, "--n-boot", "2000", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["metric"] == "mrr_at_3" and out["paired"] == 20
+    assert out["dropped"] == {"only_in_a": 0, "only_in_b": 0, "missing_value": 0, "duplicate_rows": 0}
+    rows = {r["subset"]: r for r in out["rows"]}
+    for subset in ("FinQA", "TAT-DQA"):
+        assert rows[subset]["n"] == 10
+        assert rows[subset]["mean_a"] == pytest.approx(hybrid.data.metrics[f"{subset}/mrr_at_3"])
+        assert rows[subset]["mean_b"] == pytest.approx(base.data.metrics[f"{subset}/mrr_at_3"])
+    assert rows["overall"]["mean_a"] == pytest.approx(hybrid.data.metrics["avg/mrr_at_3"])
+    assert rows["overall"]["diff"] == pytest.approx(hybrid.data.metrics["avg/mrr_at_3"] - base.data.metrics["avg/mrr_at_3"])
+    assert rows["overall"]["ci_low"] <= rows["overall"]["diff"] <= rows["overall"]["ci_high"]
+    assert 0.0 < rows["overall"]["p_value"] <= 1.0
+
+    # a run against itself: difference 0, p = 1
+    proc = _compare_cli(base.info.run_id, base.info.run_id, "--tracking-uri", uri, "--metric", "recall_at_5", "--format", "json")
+    same = json.loads(proc.stdout)
+    assert all(r["diff"] == 0.0 and r["p_value"] == 1.0 for r in same["rows"])
+
+    # different question samples: only the common ids are paired, the rest counted as dropped
+    proc = _compare_cli(base.info.run_id, base14.info.run_id, "--tracking-uri", uri, "--metric", "mrr_at_3")
+    assert proc.returncode == 0, proc.stderr
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("paired"))
+    n_paired = int(header.split()[1])
+    only_a = int(header.split("(")[1].split()[0])
+    assert n_paired + only_a == 20 and f"{28 - n_paired} only in B" in header
+    assert "overall" in proc.stdout and "FinQA" in proc.stdout
+
+    # retrieval-only runs have no NM: one-line error, exit 2
+    proc = _compare_cli(base.info.run_id, hybrid.info.run_id, "--tracking-uri", uri, "--metric", "nm")
+    assert proc.returncode == 2 and "--metric mrr_at_3" in proc.stderr

@@ -1,0 +1,146 @@
+"""``python -m t2exp.report`` on real sweeps: tables equal the children's logged metrics."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, mlflow_runs, run_app
+from t2exp.metrics import reciprocal_rank
+
+pytestmark = pytest.mark.slow
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _report(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "t2exp.report", *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _assert_png(path: Path) -> None:
+    import matplotlib.image
+
+    assert path.is_file() and path.read_bytes()[:8] == PNG_MAGIC
+    img = matplotlib.image.imread(path)
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+
+
+def _split(runs):
+    parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+@pytest.fixture(scope="module")
+def method_sweep(shared_cache, tmp_path_factory):
+    tracking = tmp_path_factory.mktemp("report_sweep")
+    run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=10"], shared_cache, tracking)
+    return tracking
+
+
+def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
+    client, runs = mlflow_runs(method_sweep)
+    (parent,), children = _split(runs)
+    assert len(children) == 2
+    out = tmp_path / "report"
+    uri = f"sqlite:///{method_sweep / 'mlflow.db'}"
+    _report(parent.info.run_id, "--tracking-uri", uri, "--out", str(out))
+
+    rows = {r["run_id"]: r for r in _csv(out / "table3.csv")}
+    assert set(rows) == {c.info.run_id for c in children}
+    md = (out / "table3.md").read_text(encoding="utf-8")
+    assert "| Generator | RAG method | FinQA MRR@3 | TAT-DQA MRR@3 | Avg MRR@3 | Δ vs best (p) |" in md
+    for child in children:
+        m, row = child.data.metrics, rows[child.info.run_id]
+        assert row["rag_method"] == child.data.params["rag_method.name"] and row["generator"] == "none"
+        for subset in ("FinQA", "TAT-DQA", "avg"):
+            for suffix in ("", "_ci_low", "_ci_high"):
+                key = f"{subset}/mrr_at_3{suffix}"
+                assert float(row[key]) == m[key], key  # exact: the CSV holds the logged float
+            key = f"{subset}/mrr_at_3"
+            cell = f"{m[key]:.1f} [{m[key + '_ci_low']:.1f}, {m[key + '_ci_high']:.1f}]"
+            line = next(x for x in md.splitlines() if x.startswith(f"| none | {child.data.params['rag_method.name']} |"))
+            assert cell in line.split(" | "), (cell, line)
+        assert not any(k.startswith("FinQA/nm") for k in row)  # retrieval only: NM column left out
+    # Δ vs best: the best row says so; the other is compared on the 20 shared questions
+    best = max(children, key=lambda c: c.data.metrics["avg/mrr_at_3"])
+    other = next(c for c in children if c is not best)
+    assert rows[best.info.run_id]["delta_vs_best"] == "0.0"
+    delta = float(rows[other.info.run_id]["delta_vs_best"])
+    assert delta == pytest.approx(other.data.metrics["avg/mrr_at_3"] - best.data.metrics["avg/mrr_at_3"])
+    assert rows[other.info.run_id]["delta_n"] == "20" and 0 < float(rows[other.info.run_id]["delta_p"]) <= 1
+    assert "| best |" in md
+
+    _assert_png(out / "table3_bars.png")
+    assert not (out / "table4.csv").exists()  # no embedder in the sweep
+    logged = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report.md", "table3.md", "table3.csv", "table3_bars.png"} <= logged
+
+
+def test_report_on_experiment_makes_a_report_run(method_sweep, tmp_path):
+    uri = f"sqlite:///{method_sweep / 'mlflow.db'}"
+    for i in range(2):  # a second report must not count the first report run as a result
+        _report("t2exp", "--tracking-uri", uri, "--out", str(tmp_path / f"r{i}"))
+        assert len(_csv(tmp_path / f"r{i}" / "table3.csv")) == 2
+    client, runs = mlflow_runs(method_sweep)
+    reports = [r for r in runs if r.data.tags.get("t2exp.report") == "1"]
+    assert len(reports) == 2 and all(r.info.run_name == "report" and r.info.status == "FINISHED" for r in reports)
+    logged = {Path(a.path).name for a in client.list_artifacts(reports[0].info.run_id, "report")}
+    assert {"report.md", "table3.csv", "table3_bars.png"} <= logged
+
+
+def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
+    tracking = tmp_path / "track"
+    run_app(["-m", "dataset.corpus_size=20,40", "dataset.corpus_seed=0,1", "embedder=minilm", "rag_method=base",
+             "generator=none", "dataset.limit=null", "k=5"], shared_cache, tracking)
+    client, runs = mlflow_runs(tracking)
+    (parent,), children = _split(runs)
+    assert len(children) == 4
+    out = tmp_path / "report"
+    uri = f"sqlite:///{tracking / 'mlflow.db'}"
+    _report(parent.info.run_id, "--tracking-uri", uri, "--out", str(out), "--k", "3", "--no-log")
+
+    # Table 4 layout (the sweep sets the embedder): R@1, R@5, MRR@5 as logged (k=5)
+    t4 = {r["run_id"]: r for r in _csv(out / "table4.csv")}
+    for c in children:
+        row = t4[c.info.run_id]
+        assert row["embedder"] == "minilm"
+        assert (row["dataset.corpus_size"], row["dataset.corpus_seed"]) == (c.data.params["dataset.corpus_size"], c.data.params["dataset.corpus_seed"])
+        for subset in ("FinQA", "TAT-DQA", "avg"):
+            for metric in ("recall_at_1", "recall_at_5", "mrr_at_5"):
+                assert float(row[f"{subset}/{metric}"]) == c.data.metrics[f"{subset}/{metric}"]
+    _assert_png(out / "table4_bars.png")
+
+    # --k 3 on k=5 runs: MRR@3 is not logged, so it is recomputed from predictions.jsonl (marked †)
+    t3 = {r["run_id"]: r for r in _csv(out / "table3.csv")}
+    c0 = children[0]
+    path = Path(client.download_artifacts(c0.info.run_id, "predictions.jsonl", str(tmp_path)))
+    preds = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    finqa = [reciprocal_rank(p["retrieved"], p["context_id"], 3) for p in preds if p["subset"] == "FinQA"]
+    assert float(t3[c0.info.run_id]["FinQA/mrr_at_3"]) == pytest.approx(100 * sum(finqa) / len(finqa))
+    assert "†" in (out / "table3.md").read_text(encoding="utf-8")
+
+    # MRR@3 vs corpus size: mean ± std over the two seeds of each size
+    curve = _csv(out / "corpus_size.csv")
+    assert {(r["subset"], r["corpus_size"]) for r in curve} == {(s, n) for s in ("FinQA", "TAT-DQA") for n in ("20", "40")}
+    for r in curve:
+        vals = [float(t3[c.info.run_id][f"{r['subset']}/mrr_at_3"]) for c in children
+                if c.data.params["dataset.corpus_size"] == r["corpus_size"]]
+        assert float(r["mrr_at_3_mean"]) == pytest.approx(statistics.fmean(vals))
+        assert float(r["mrr_at_3_std"]) == pytest.approx(statistics.stdev(vals))
+        assert float(r["documents"]) == float(r["corpus_size"]) and r["n_runs"] == "2"
+    _assert_png(out / "corpus_size_mrr_at_3.png")
+    assert not client.list_artifacts(parent.info.run_id, "report")  # --no-log
