@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         ref_h = rows["REF hybrid (rank fusion, d=5)"]["mrr"]
         hdr = ["method", f"MRR@{args.k}", "R@1", "R@3", "R@5", f"Δ MRR@{args.k} vs REF hybrid", "retrieve s"]
         print(C.table(hdr, [[lab, r["mrr"], r["r@1"], r["r@3"], r["r@5"], f"{r['mrr'] - ref_h:+.1f}", f"{r['s']:.2f}"] for lab, r in rows.items()]))
+        print("\n(retrieve s: ours per method, index already open; REF rows: one figure for all five reference rankings,"
+              " BM25 index build included)")
 
     # question-weighted average over subsets
     total = sum(counts.values())

@@ -46,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="30-document corpora, 60 questions, no generation")
     ap.add_argument("--corpus-size", type=int, default=None, help="documents per subset (seeded subsample)")
     ap.add_argument("--questions", type=int, default=None, help="questions per subset (default all)")
-    ap.add_argument("--generate", type=int, default=1, help="questions per subset answered by the offline generator (0 = skip)")
-    ap.add_argument("--naive-questions", type=int, default=200,
+    ap.add_argument("--generate", type=int, default=None,
+                    help="questions per subset answered by the offline generator (default 1; 0 = skip; --quick: 0)")
+    ap.add_argument("--naive-questions", type=int, default=100,
                     help="questions (over all subsets) for the naive one-at-a-time baseline; its rate is per question")
     ap.add_argument("--repeats", type=int, default=3, help="batched timings: best of this many runs (the machine is shared)")
     ap.add_argument("--k", type=int, default=3)
@@ -58,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         args.corpus_size = args.corpus_size or 30
         args.questions = args.questions or 30
         args.naive_questions = min(args.naive_questions, 30)
-        args.generate = 0
+        args.generate = 0 if args.generate is None else args.generate
+
+    if args.generate is None:
+        args.generate = 1
 
     from t2exp.cache import KVCache
     from t2exp.data import load_subsets
@@ -179,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         # ---- 3. end to end with the offline generator ---------------------------------------------
         e2e = {}
         if args.generate > 0:
-            e2e = end_to_end(args, subsets, raw, cache, tmp)
+            e2e = end_to_end(args, raw, cache, tmp)
         C.ratio_line(
             "throughput",
             hybrid_batched_over_naive_cached=round(dense_bm25[1], 1),
@@ -193,38 +197,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def end_to_end(args, subsets, raw, cache: Path, tmp: Path) -> dict:
-    from t2exp.data import Subset, sample_questions
-    from t2exp.experiment import Components, run_experiment
-    from t2exp.generators import Sampling
-    from t2exp.methods import build_method
-    from t2exp.prompts import PromptLibrary
-    from t2exp.stores.lancedb_store import LanceDBStore
-    from omegaconf import OmegaConf
+def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
+    """``run_experiment`` on the components ``python -m t2exp`` would build (``app.build_components``):
+    default config (hybrid, offline generator), ``dataset.limit`` questions per subset, the cache
+    directory of part 1 (embeddings and indexes warm, LLM cache empty at first)."""
+    from t2exp.app import build_components
+    from t2exp.experiment import run_experiment
 
-    cfg = C.compose([f"k={args.k}"])  # default generator: the offline Qwen2.5-Coder-0.5B
-    gen = C.instantiate(cfg.generator)
+    cfg = C.compose([f"k={args.k}", f"dataset.limit={args.generate}", f"paths.cache={cache}",
+                     f"paths.models={C.SHARED_CACHE / 'models'}"]
+                    + ([f"dataset.corpus_size={args.corpus_size}"] if args.corpus_size else []))
+    base = build_components(cfg)
+    base.embedder = raw  # the same embedder config, model already loaded
     t0 = time.perf_counter()
-    gen._model  # noqa: B018 - load (and, the first time ever, convert) the model outside the timing
+    base.generator._model  # noqa: B018 - load (and, the first time ever, convert) the model outside the timing
     load_s = time.perf_counter() - t0
-    small = [Subset(s.name, sample_questions(s.questions, args.generate, 0), s.corpus, s.sources, dict(s.stats)) for s in subsets]
-    n = sum(len(s.questions) for s in small)
+    n = sum(len(s.questions) for s in base.subsets)
 
     def once(run_dir: Path) -> dict:
-        comp = Components(
-            subsets=small, method=build_method(OmegaConf.to_container(cfg.rag_method, resolve=True)), embedder=raw,
-            store_factory=lambda: LanceDBStore(str(cache / "lancedb")), generator=gen, prompts=PromptLibrary(C.ROOT / "prompts"),
-            sampling=Sampling(**OmegaConf.to_container(cfg.generator.sampling, resolve=True)),
-            answer_mode=str(cfg.generator.answer_mode), k=args.k, variant="plain", cache_dir=cache, run_dir=run_dir,
-        )
+        comp = dataclasses.replace(base, run_dir=run_dir)
         t0 = time.perf_counter()
         res = run_experiment(comp)
         return {"s": time.perf_counter() - t0, "calls": res.metrics.get("llm_calls", 0.0),
-                "prompt_tokens": res.metrics.get("prompt_tokens", 0.0), "nm": res.metrics.get("avg/nm", float("nan"))}
+                "prompt_tokens": res.metrics.get("prompt_tokens", 0.0)}
 
     cold = once(tmp / "run_cold")
     warm = once(tmp / "run_warm")  # a new run directory: nothing resumed, every answer asked again
-    print(f"\n## end to end: {n} questions, hybrid k={args.k}, offline generator (model load {load_s:.1f}s, not counted)\n")
+    print(f"\n## end to end: {n} questions, {cfg.rag_method.name} k={args.k}, offline generator "
+          f"{cfg.generator.name} (model load {load_s:.1f}s, not counted)\n")
     print(C.table(["LLM cache", "seconds", "questions/s", "model calls", "prompt tokens"], [
         ["empty (every answer generated)", cold["s"], n / cold["s"], int(cold["calls"]), int(cold["prompt_tokens"])],
         ["warm (every answer from the cache)", warm["s"], n / warm["s"], int(warm["calls"]), int(warm["prompt_tokens"])],

@@ -28,7 +28,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.errors import T2ExpError
+from t2exp.errors import ConfigError, T2ExpError
 from t2exp.paths import CONF_DIR, register_resolvers
 from t2exp.tracking import install_log_redaction, is_secret_key, redact_text
 
@@ -58,7 +58,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
     except T2ExpError as exc:
         _fail(exc)
     except Interrupted as exc:
-        msg = str(exc) if " " in str(exc) else f"interrupted by {exc.signal_name} before the run started; nothing to resume"
+        msg = str(exc)
+        if msg == exc.signal_name:  # not explained by app.run: it came before the MLflow run was opened
+            msg = f"interrupted by {exc.signal_name} before the run started; nothing to resume"
         print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
         sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
     return result.metrics.get("avg/nm", result.metrics.get(f"avg/mrr_at_{cfg.k}"))
@@ -115,8 +117,8 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
         return [overrides]
     if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != _BASIC_SWEEPER:
         raise _Skip("another sweeper")
-    params = OmegaConf.to_container(base.hydra.sweeper.get("params") or {}, resolve=False)
-    params_list = [f"{k}={v}" for k, v in params.items()]
+    params = base.hydra.sweeper.get("params")
+    params_list = [f"{k}={v}" for k, v in (OmegaConf.to_container(params, resolve=False) if params else {}).items()]
     (batch,) = BasicSweeper.split_arguments(parser.parse_overrides(params_list + overrides), None)
     return batch
 
@@ -147,15 +149,25 @@ def preflight(argv: list[str]) -> int:
         return 0
     if getattr(args, "experimental_rerun", None):
         return 0
+    cfgs = []
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="t2exp"):
             jobs = _job_overrides(list(args.overrides), bool(args.multirun))
             if len(jobs) > PREFLIGHT_MAX_JOBS:
                 log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))
                 return 0
-            cfgs = [compose("config", overrides=job) for job in jobs]
+            for i, job in enumerate(jobs):
+                try:
+                    cfgs.append(compose("config", overrides=job))
+                except Exception as exc:  # noqa: BLE001 - Hydra's composition error
+                    if len(jobs) == 1:
+                        raise  # a single run: Hydra reports it, before it writes anything
+                    # a sweep would run the cells before this one first: stop now
+                    raise ConfigError(f"sweep cell #{i} ({' '.join(job)}): {' '.join(str(exc).split())}") from None
     except _Skip:
         return 0
+    except T2ExpError:
+        raise
     except Exception:  # noqa: BLE001 - a composition error: Hydra reports it in its own words
         return 0
     datasets: dict[str, dict[str, Any]] = {}

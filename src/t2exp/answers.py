@@ -17,6 +17,9 @@ from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval
 
 MODES = ("direct", "cot", "program")
+# stop sequences used when ``generator.sampling.stop`` is null: one-line answer modes stop at a
+# blank line (small models otherwise ramble until max_tokens), reasoning runs on
+MODE_STOPS: dict[str, tuple[str, ...]] = {"direct": ("\n\n",), "program": ("\n\n",), "cot": ()}
 _PROGRAM_RE = re.compile(r"program\s*:\s*(.+)", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```(?:python)?\s*\n?(.*?)```", re.DOTALL)
 

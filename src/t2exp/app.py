@@ -15,11 +15,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp import validation
-from t2exp.cache import atomic_write_text
+from t2exp import experiment, validation
+from t2exp.cache import atomic_write_text, cell_lock
 from t2exp.data import load_subsets
 from t2exp.errors import ConfigError, T2ExpError
-from t2exp import experiment
 from t2exp.experiment import Components, Interrupted, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
 from t2exp.methods import build_method
@@ -73,6 +72,15 @@ def dataset_kwargs(cfg: DictConfig) -> dict[str, Any]:
     )
 
 
+def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
+    """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
+    from t2exp.answers import MODE_STOPS
+
+    d = dict(OmegaConf.to_container(cfg, resolve=True)) if cfg is not None else {}
+    stop = d.pop("stop", None)
+    return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop))
+
+
 def build_components(cfg: DictConfig) -> Components:
     """Load data and build every component from config (no work on the corpus yet)."""
     subsets = load_subsets(**dataset_kwargs(cfg))
@@ -82,7 +90,7 @@ def build_components(cfg: DictConfig) -> Components:
     store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
     generator = _instantiate(cfg.generator)
     gen_cfg = cfg.generator
-    sampling = Sampling(**OmegaConf.to_container(gen_cfg.get("sampling", {}), resolve=True)) if generator else Sampling()
+    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")
     aux_sampling = Sampling(**OmegaConf.to_container(aux, resolve=True)) if aux else Sampling(max_tokens=160, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
@@ -166,7 +174,9 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
         result = _run(cfg, overrides, restore)
         signal_name = experiment.stop_signal()
         if signal_name:  # the signal came after the last safe point: the run is complete and logged
-            raise Interrupted(signal_name)
+            exc = Interrupted(signal_name)
+            exc.args = (f"interrupted by {signal_name} after the run had finished; its results are logged",)
+            raise exc
         return result
     finally:
         restore()
@@ -175,8 +185,19 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
 def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None]) -> Result:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     components = build_components(cfg)
-    tr = cfg.tracking
     key = cell_key(resolved)
+
+    def waiting() -> None:
+        log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", key)
+
+    with cell_lock(components.cache_dir / "locks", f"cell-{key}", on_wait=waiting):
+        return _run_cell(cfg, overrides, restore, resolved, components, key)
+
+
+def _run_cell(
+    cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], resolved: dict, components: Components, key: str
+) -> Result:
+    tr = cfg.tracking
     if cfg.get("resume"):
         done = finished_run_for(tr.uri, tr.experiment, tr.get("artifact_location"), key)
         if done is not None:

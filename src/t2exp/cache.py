@@ -3,7 +3,8 @@
 - ``KVCache``: a SQLite table of key → bytes (embeddings, LLM calls). Writes commit per batch,
   so a killed job keeps everything computed so far; several processes may share one file.
 - ``JsonlLog``: append-only JSONL with fsync per record and a reader that tolerates a torn last line.
-- ``build_lock``: a file lock so that two processes needing the same index build it once.
+- ``build_lock``: a file lock so that two processes needing the same index build it once;
+  ``cell_lock``: one process at a time runs a sweep cell (the second resumes from the first).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import os
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from t2exp.errors import T2ExpError
 
@@ -187,3 +188,23 @@ def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0) -> Itera
     lock_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock_dir / f"{key}.lock"), timeout=timeout):
         yield
+
+
+@contextmanager
+def cell_lock(lock_dir: str | Path, key: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the lock of one sweep cell for a whole run: a second process running the same cell
+    waits (``on_wait`` is called once) and then resumes from the first one's predictions. The OS
+    drops the lock of a killed holder."""
+    lock_dir = Path(lock_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_dir / f"{key}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if on_wait is not None:
+            on_wait()
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

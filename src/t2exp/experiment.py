@@ -100,7 +100,10 @@ def run_experiment(c: Components) -> Result:
     done = {r["id"]: r for r in preds.read()}
     if done:
         log.info("resuming: %d predictions already in %s", len(done), preds.path)
-    embedder = CachedEmbedder(c.embedder, KVCache(c.cache_dir / "embeddings.sqlite")) if c.embedder else None
+    # commit embeddings after every embedder batch (one API request), so a failure or a kill
+    # mid-corpus keeps everything embedded so far
+    chunk = max(1, int(getattr(c.embedder, "batch_size", 256) or 256))
+    embedder = CachedEmbedder(c.embedder, KVCache(c.cache_dir / "embeddings.sqlite"), chunk=chunk) if c.embedder else None
     generator = CachedGenerator(c.generator, KVCache(c.cache_dir / "llm.sqlite")) if c.generator else None
     services = Services(
         embedder=embedder, store_factory=c.store_factory, generator=generator, prompts=c.prompts,

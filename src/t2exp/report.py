@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import os
 import re
 import statistics
 import sys
@@ -308,7 +309,12 @@ def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot:
         return
     scored = [(table.cells[(r.run_id, AVG, primary)].mean, r) for r in table.runs]
     scored = [(v, r) for v, r in scored if v is not None]
-    best = max(scored, key=lambda x: x[0])[1]
+
+    def rank(item: tuple[float, RunInfo]) -> tuple[float, ...]:  # ties: the later metrics decide
+        later = [table.cells[(item[1].run_id, AVG, m)].mean for m in metrics[metrics.index(primary) + 1 :]]
+        return (item[0], *[-math.inf if v is None else v for v in later])
+
+    best = max(scored, key=rank)[1]
     table.primary, table.best = primary, best.run_id
     best_rows = source.predictions(best.run_id)
     if best_rows is None:
@@ -446,7 +452,7 @@ def plot_bars(t: Table, path: Path) -> bool:
         ax.set_xticks(range(len(subsets)))
         ax.set_xticklabels(["Avg" if s == AVG else s for s in subsets])
         ax.set_ylabel(f"{metric_label(metric)} (%)")
-        ax.set_ylim(0, 100)
+        ax.set_ylim(0, 105)
         ax.set_title(metric_label(metric))
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -584,13 +590,16 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
                 f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.", ""]
     sections += [f"Note: {n}" for n in target.notes]
     want = set(tables)
+    if want - {"auto", "table3", "table4"}:
+        raise ReportError(f"--tables: unknown {sorted(want - {'auto', 'table3', 'table4'})}; allowed: auto, table3, table4")
     auto = "auto" in want
 
     t3_metrics = ["nm", f"mrr_at_{k}"]
     t3 = build_table("table3", f"Table 3 layout: Number Match and MRR@{k}", runs, label_keys(runs, ["generator", "rag_method"]),
                      subsets, t3_metrics, source)
-    add_deltas(t3, t3_metrics, source, n_boot, seed)
-    built["table3"] = t3
+    if auto or "table3" in want:
+        add_deltas(t3, t3_metrics, source, n_boot, seed)
+        built["table3"] = t3
 
     has_embedder = any("embedder" in r.overrides for r in runs) or "embedder" in swept_keys(runs)
     if "table4" in want or (auto and has_embedder):
@@ -663,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
     try:
         from mlflow.tracking import MlflowClient
 

@@ -35,9 +35,28 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY_RE.search(key))
 
 
+def _environ_snapshot() -> dict[str, str]:
+    """A copy of ``os.environ`` that tolerates other threads deleting keys meanwhile (MLflow's
+    telemetry thread removes its session variable when it cannot reach the network)."""
+    for _ in range(10):
+        try:
+            keys = list(os.environ)
+            break
+        except RuntimeError:  # changed size during iteration
+            continue
+    else:  # pragma: no cover
+        keys = []
+    out = {}
+    for k in keys:
+        v = os.environ.get(k)
+        if v is not None:
+            out[k] = v
+    return out
+
+
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-named environment variables (8+ characters), longest first."""
-    env = os.environ if environ is None else environ
+    env = _environ_snapshot() if environ is None else environ
     values = {v for k, v in env.items() if is_secret_key(k) and isinstance(v, str) and len(v) >= 8}
     return sorted(values, key=len, reverse=True)
 
@@ -146,7 +165,8 @@ class Tracker:
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k, redact_text(str(redact_value(k, v)))[:5000]) for k, v in params.items()]
+        secrets = env_secrets()
+        items = [Param(k, redact_text(str(redact_value(k, v)), secrets)[:5000]) for k, v in params.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 

@@ -73,9 +73,25 @@ def validate(cfg: DictConfig) -> None:
     try:
         _validate(cfg)
     except OmegaConfBaseException as exc:  # e.g. ${oc.env:X} with X unset
-        key = getattr(exc, "full_key", None) or "config"
+        key = getattr(exc, "full_key", None) or _unresolvable_key(cfg) or "config"
         msg = " ".join(str(exc).split("\n")[0].split())
-        raise ConfigError(f"{key}: cannot resolve ({msg[:200]})") from None
+        raise ConfigError(f"{key}: cannot resolve its value ({msg[:200]})") from None
+
+
+def _unresolvable_key(node: Any, prefix: str = "") -> str | None:
+    """The first key (outside ``hydra``) whose value does not resolve."""
+    if not OmegaConf.is_config(node):
+        return None
+    keys = range(len(node)) if OmegaConf.is_list(node) else [k for k in node.keys() if not (prefix == "" and k == "hydra")]
+    for k in keys:
+        try:
+            child = node[k]
+        except OmegaConfBaseException:
+            return f"{prefix}{k}"
+        found = _unresolvable_key(child, f"{prefix}{k}.")
+        if found:
+            return found
+    return None
 
 
 def _validate(cfg: DictConfig) -> None:

@@ -1,0 +1,69 @@
+"""The benchmark scripts run (``--quick``) and print their ratio line.
+
+They are scripts, not timed tests: no speed is asserted here, only that each one completes on a
+small input and reports the figure it exists for. Together they take minutes on two CPU cores
+(each loads the embedder or starts t2exp processes), hence ``slow``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+def run_script(name: str, *args: str, timeout: float = 900) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "RUST_LOG": "error"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    proc = subprocess.run([sys.executable, str(BENCH / name), "--quick", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def ratio(out: str, name: str) -> dict[str, str]:
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"RATIO {name}: ")]
+    assert len(lines) == 1, f"no single 'RATIO {name}:' line in:\n{out[-3000:]}"
+    return dict(kv.split("=", 1) for kv in lines[0].split(": ", 1)[1].split())
+
+
+def test_retrieval_quality(tmp_path):
+    out = run_script("retrieval_quality.py", "--cache-dir", str(tmp_path / "cache"))
+    r = ratio(out, "retrieval_quality")
+    for subset in ("FinQA", "TAT-DQA"):
+        assert re.fullmatch(r"[+-]\d+\.\d", r[f"hybrid_minus_ref_{subset}"])
+        assert f"## {subset}:" in out
+    assert "REF hybrid (rank fusion, d=5)" in out and "metadata_hybrid" in out
+
+
+def test_throughput():
+    out = run_script("throughput.py")
+    r = ratio(out, "throughput")
+    assert float(r["hybrid_batched_over_naive_cached"]) > 0
+    assert float(r["build_warm_over_cold"]) > 0
+    assert "## query throughput" in out
+
+
+def test_scaling(tmp_path):
+    out = run_script("scaling.py", "--tmp", str(tmp_path))
+    r = ratio(out, "scaling")
+    assert r["span"] == "3k→10k"
+    for key in ("BM25_LanceDB_FTS_p50", "BM25_bm25s_p50", "dense_ANN_p50"):
+        float(r[key])  # a number (nan would mean a size was not measured)
+        assert r[key] != "nan"
+
+
+def test_sweep_reuse():
+    out = run_script("sweep_reuse.py")
+    r = ratio(out, "sweep_reuse")
+    assert r["cells"] == "2"
+    assert float(r["isolated_over_warm"]) > 0

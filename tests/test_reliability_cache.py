@@ -1,0 +1,112 @@
+"""Crash safety of the on-disk caches: append-only prediction logs with a tolerant reader,
+atomic file replacement, SQLite key-value caches shared by processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from t2exp import cache as cache_mod
+from t2exp.cache import CorruptCacheError, JsonlLog, KVCache, atomic_write_text, read_jsonl
+from t2exp.errors import T2ExpError
+
+
+def test_torn_last_line_is_dropped_and_appending_continues(tmp_path):
+    p = tmp_path / "predictions.jsonl"
+    p.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "gener')
+    assert [r["id"] for r in read_jsonl(p)] == ["a", "b"]  # the reader tolerates it
+    log = JsonlLog(p)  # opening repairs it
+    assert p.read_text() == '{"id": "a"}\n{"id": "b"}\n'
+    log.write({"id": "c"})
+    assert [r["id"] for r in log.read()] == ["a", "b", "c"]
+
+
+def test_unterminated_but_valid_last_line_is_redone(tmp_path):
+    p = tmp_path / "predictions.jsonl"
+    p.write_text('{"id": "a"}\n{"id": "b"}')  # no newline: the write may not be complete
+    assert [r["id"] for r in JsonlLog(p).read()] == ["a"]
+
+
+def test_damaged_middle_line_is_a_one_line_error(tmp_path):
+    p = tmp_path / "predictions.jsonl"
+    p.write_text('{"id": "a"}\n{"id": \x00\x00\n{"id": "c"}\n')
+    with pytest.raises(CorruptCacheError) as e:
+        JsonlLog(p).read()
+    assert isinstance(e.value, T2ExpError)
+    msg = str(e.value)
+    assert str(p) in msg and "line 2" in msg and "\n" not in msg
+
+
+def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
+    p = tmp_path / "leaderboard.jsonl"
+    atomic_write_text(p, "old\n")
+
+    def boom(src, dst):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache_mod.os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_text(p, "new\n")
+    assert p.read_text() == "old\n"
+    assert [f.name for f in tmp_path.iterdir()] == ["leaderboard.jsonl"]  # no temp file left
+
+
+def test_unusable_sqlite_cache_is_a_one_line_error(tmp_path):
+    p = tmp_path / "llm.sqlite"
+    p.write_bytes(b"this is not a database" * 300)
+    with pytest.raises(CorruptCacheError) as e:
+        KVCache(p)
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from t2exp.cache import JsonlLog, KVCache
+    log = JsonlLog(sys.argv[1])
+    kv = KVCache(sys.argv[2])
+    i = 0
+    print("ready", flush=True)
+    while True:
+        log.write({"id": f"q{i}", "generation": "x" * (i % 5000)})
+        kv.put_many({f"{sys.argv[3]}-{i}-{j}": b"v" * 100 for j in range(20)})
+        i += 1
+    """
+)
+
+
+def test_sigkill_mid_write_leaves_readable_caches(tmp_path):
+    """Two writers share one SQLite cache; one is SIGKILLed mid-stream. Everything committed
+    before the kill is readable, and the log holds only whole records."""
+    log_p, kv_p = tmp_path / "p.jsonl", tmp_path / "kv.sqlite"
+    KVCache(kv_p)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / f"p{n}.jsonl" if n else log_p), str(kv_p), f"w{n}"],
+                         stdout=subprocess.PIPE, text=True)
+        for n in range(2)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    rows = JsonlLog(log_p).read()
+    assert rows and [r["id"] for r in rows] == [f"q{i}" for i in range(len(rows))]
+    assert log_p.read_bytes().endswith(b"\n")
+    kv = KVCache(kv_p)
+    n = len(kv)
+    assert n > 0 and n % 20 == 0  # whole transactions only
+    assert all(json.loads(line) for line in log_p.read_text().splitlines())

@@ -1,0 +1,309 @@
+"""Config validation, the command line's pre-flight check, secret handling and the stop signal,
+in-process (the subprocess versions are in test_reliability_e2e.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from t2exp import app, experiment, validation
+from t2exp.__main__ import move_secret_overrides, preflight
+from t2exp.errors import ConfigError, DataError
+from t2exp.experiment import Interrupted, cell_key
+from t2exp.paths import CONF_DIR, register_resolvers
+from t2exp.tracking import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
+
+register_resolvers()
+KEY_ENVS = ("OPENAI_API_KEY", "OPENAI_COMPAT_API_KEY", "CO_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "VLLM_API_KEY", "WEAVIATE_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch):
+    for k in KEY_ENVS:
+        monkeypatch.delenv(k, raising=False)
+
+
+def cfg_for(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def one_line_error(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        validation.validate(cfg_for(*overrides))
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+# --- validation: key, bad value, allowed values ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "parts"),
+    [
+        (["k=0"], ["k=0", "an integer >= 1"]),
+        (["k=-2"], ["k=-2"]),
+        (["k=2.5"], ["k=2.5"]),
+        (["k=true"], ["k=True"]),
+        (["seed=x"], ["seed='x'"]),
+        (["rag_method.alpha=-0.1"], ["rag_method.alpha=-0.1", "[0, 1]"]),
+        (["rag_method.alpha=abc"], ["rag_method.alpha='abc'"]),
+        (["rag_method.fusion=max"], ["rag_method.fusion='max'", "relative_score, rrf"]),
+        (["rag_method.lexical=bm26"], ["rag_method.lexical='bm26'", "bm25s, store"]),
+        (["rag_method.candidate_depth=0"], ["rag_method.candidate_depth=0", ">= 1"]),
+        (["rag_method=reranker", "rag_method.candidates=4", "k=5"], ["rag_method.candidates=4", ">= k (5)"]),
+        (["rag_method=reranker", "rag_method.candidates=many"], ["rag_method.candidates='many'"]),
+        (["rag_method=reranker", "rag_method.first_stage=bm25"], ["rag_method.first_stage='bm25'", "base, hybrid"]),
+        (["rag_method=hyde", "rag_method.question_weight=2"], ["rag_method.question_weight=2"]),
+        (["rag_method=hyde", "generator=none"], ["generator='none'", "hyde"]),
+        (["rag_method.name=nope"], ["rag_method.name='nope'", "hybrid", "oracle"]),
+        (["dataset.subsets=[FinQA,finqa]"], ["dataset.subsets='finqa'", "FinQA, ConvFinQA, VQAonBD, TAT-DQA"]),
+        (["dataset.subsets=[]"], ["dataset.subsets=[]"]),
+        (["dataset.source=web"], ["dataset.source='web'", "auto, local, hub"]),
+        (["dataset.limit=0"], ["dataset.limit=0", "null or an integer >= 1"]),
+        (["dataset.corpus_size=0"], ["dataset.corpus_size=0"]),
+        (["dataset.path=/no/such/dir"], ["dataset.path='/no/such/dir'", "existing directory"]),
+        (["dataset.source=local", "dataset.path=null"], ["dataset.path=None"]),
+        (["document.variant=fancy"], ["document.variant='fancy'", "plain, metadata_prefix"]),
+        (["generator.answer_mode=guess"], ["generator.answer_mode='guess'", "direct, cot, program"]),
+        (["generator.sampling.max_tokens=0"], ["generator.sampling.max_tokens=0"]),
+        (["generator.sampling.temperature=-1"], ["generator.sampling.temperature=-1"]),
+        (["generator.sampling.top_p=0"], ["generator.sampling.top_p=0", "(0, 1]"]),
+        (["generator=openai_compat"], ["generator.model=None"]),
+        (["generator=openai_compat", "generator.model=m", "generator.max_concurrency=0"], ["generator.max_concurrency=0"]),
+        (["generator=openai_compat", "generator.model=m", "generator.timeout=0"], ["generator.timeout=0"]),
+        (["generator=llama33_70b", "generator.backend=tgi"], ["generator.backend='tgi'", "openai, vllm, vllm_server"]),
+        (["generator=vllm_server", "generator.command=[/no/such/python]"], ["generator.command='/no/such/python'"]),
+        (["embedder.batch_size=0"], ["embedder.batch_size=0"]),
+        (["tracking.uri="], ["tracking.uri=''"]),
+    ],
+)
+def test_bad_values_name_key_value_and_allowed(overrides, parts):
+    msg = one_line_error(*overrides)
+    assert msg.count("=") >= 1 and ("allowed" in msg), msg
+    for part in parts:
+        assert part in msg, (part, msg)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "envs"),
+    [
+        (["embedder=openai"], ["OPENAI_API_KEY"]),
+        (["embedder=gemini"], ["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+        (["embedder=cohere"], ["CO_API_KEY"]),
+        (["generator=openai_api"], ["OPENAI_API_KEY"]),
+        (["generator=openai_api", "generator.api_key_env=MY_KEY"], ["MY_KEY"]),
+        (["generator=openai_compat", "generator.model=m", "generator.base_url=null"], ["OPENAI_COMPAT_API_KEY"]),
+        (["generator=llama33_70b", "generator.base_url=null"], ["VLLM_API_KEY"]),
+    ],
+)
+def test_api_components_need_a_key(overrides, envs, monkeypatch):
+    msg = one_line_error(*overrides)
+    group = "embedder" if overrides[0].startswith("embedder") else "generator"
+    assert f"{group}.api_key=None" in msg and all(e in msg for e in envs), msg
+    monkeypatch.setenv(envs[-1], "k" * 20)  # any one of the variables will do
+    validation.validate(cfg_for(*overrides))
+    monkeypatch.delenv(envs[-1])
+    validation.validate(cfg_for(*overrides, f"{group}.api_key=explicit-key"))
+
+
+def test_local_servers_and_offline_components_need_no_key():
+    validation.validate(cfg_for())  # the defaults: offline embedder and generator
+    validation.validate(cfg_for("generator=openai_compat", "generator.model=m"))  # base_url: a local server
+    validation.validate(cfg_for("generator=llama33_70b"))
+    validation.validate(cfg_for("generator=openai_api", "generator.base_url=http://127.0.0.1:9/v1"))
+
+
+def test_vllm_backends_against_installed_extras(monkeypatch):
+    monkeypatch.setattr(validation, "_vllm_available", lambda: False)
+    msg = one_line_error("generator=llama33_70b", "generator.backend=vllm")
+    assert "generator.backend='vllm'" in msg and "install t2exp[vllm]" in msg
+    msg = one_line_error("generator=vllm_server")
+    assert "generator.command=None" in msg and "install t2exp[vllm]" in msg
+    validation.validate(cfg_for("generator=vllm_server", f"generator.command=[{sys.executable},-m,vllm]"))
+    monkeypatch.setattr(validation, "_vllm_available", lambda: True)
+    validation.validate(cfg_for("generator=llama33_70b", "generator.backend=vllm"))
+    validation.validate(cfg_for("generator=vllm_server"))
+
+
+def test_weaviate_cloud_needs_url_and_key(monkeypatch):
+    msg = one_line_error("store=weaviate", "store.connection=cloud")
+    assert "store.cluster_url=None" in msg
+    msg = one_line_error("store=weaviate", "store.connection=cloud", "store.cluster_url=https://x.weaviate.cloud")
+    assert "WEAVIATE_API_KEY" in msg
+    monkeypatch.setenv("WEAVIATE_API_KEY", "w" * 20)
+    validation.validate(cfg_for("store=weaviate", "store.connection=cloud", "store.cluster_url=https://x.weaviate.cloud"))
+
+
+def test_unresolvable_interpolation_names_the_key():
+    msg = one_line_error("generator=openai_api", "generator.api_key=${oc.env:T2EXP_TEST_NO_SUCH_VAR}")
+    assert msg.startswith("generator.api_key:") and "T2EXP_TEST_NO_SUCH_VAR" in msg
+
+
+def test_every_shipped_option_validates(monkeypatch):
+    """No false alarms: every config group option passes (keys set, vllm pretended present)."""
+    for k in KEY_ENVS:
+        monkeypatch.setenv(k, "k" * 20)
+    monkeypatch.setattr(validation, "_vllm_available", lambda: True)
+    for group in ("dataset", "embedder", "generator", "rag_method", "store", "reranker"):
+        for f in sorted((CONF_DIR / group).glob("*.yaml")):
+            extra = ["generator.model=m"] if f.stem == "openai_compat" else []
+            if group == "reranker":
+                overrides = ["rag_method=reranker", f"reranker={f.stem}"]
+            else:
+                overrides = [f"{group}={f.stem}"]
+            validation.validate(cfg_for(*overrides, *extra))
+
+
+# --- pre-flight: every sweep cell, and local data, before Hydra writes anything -----------------------
+def test_preflight_checks_every_cell_of_a_sweep():
+    assert preflight(["-m", "k=3,5", "rag_method=base,hybrid", "generator=none"]) == 4
+    with pytest.raises(ConfigError, match=r"^k=0 is invalid"):
+        preflight(["-m", "k=3,0", "generator=none"])
+    with pytest.raises(ConfigError, match=r"rag_method.alpha=2"):
+        preflight(["--multirun", "rag_method=hybrid,metadata_hybrid", "rag_method.alpha=2"])
+    # a cell that does not compose stops the sweep before its first cell runs
+    with pytest.raises(ConfigError, match=r"sweep cell #0 \(rag_method=base rag_method.alpha=0.5\): .*alpha"):
+        preflight(["--multirun", "rag_method=base,hybrid", "rag_method.alpha=0.5"])
+    with pytest.raises(ConfigError, match=r"^k=0"):
+        preflight(["k=0", "hydra.mode=MULTIRUN"])
+
+
+def test_preflight_leaves_other_commands_to_hydra():
+    assert preflight(["--cfg", "job", "k=0"]) == 0
+    assert preflight(["--help"]) == 0
+    assert preflight(["--info"]) == 0
+    assert preflight(["rag_method=nope"]) == 0  # Hydra's own "Could not find 'rag_method/nope'"
+    assert preflight(["k=3,5"]) == 0  # a sweep without -m: Hydra explains
+    assert preflight(["--no-such-flag"]) == 0
+    assert preflight(["-m", "k=range(1,3)", "generator=none"]) == 2
+
+
+def test_preflight_loads_local_data(tmp_path):
+    import pandas as pd
+
+    df = pd.DataFrame({"id": ["a", "a"], "context_id": ["c", "c"], "question": ["q?", "q2?"], "program_answer": ["1", "2"],
+                       "context": ["t", "t"]})
+    df.to_parquet(tmp_path / "FinQA_test.parquet")
+    with pytest.raises(DataError, match=r"FinQA_test.parquet: row 1: column 'id' value 'a' duplicates"):
+        preflight(["dataset=finqa", f"dataset.path={tmp_path}", "generator=none"])
+
+
+# --- secrets -------------------------------------------------------------------------------------------
+def test_secret_overrides_move_to_the_environment():
+    env: dict[str, str] = {}
+    argv = ["-m", "k=3", "generator.api_key=sk-abcdefghijklmnop", "+embedder.api_key='quoted key'", "generator.api_key_env=X",
+            "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job", "hf_token=abc123456789"]
+    out = move_secret_overrides(argv, env)
+    assert out == [
+        "-m", "k=3", "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}", "+embedder.api_key=${oc.env:T2EXP_SECRET_EMBEDDER_API_KEY}",
+        "generator.api_key_env=X", "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job",
+        "hf_token=${oc.env:T2EXP_SECRET_HF_TOKEN}",
+    ]
+    assert env == {"T2EXP_SECRET_GENERATOR_API_KEY": "sk-abcdefghijklmnop", "T2EXP_SECRET_EMBEDDER_API_KEY": "quoted key",
+                   "T2EXP_SECRET_HF_TOKEN": "abc123456789"}
+
+
+def test_moved_secret_resolves_in_the_composed_config(monkeypatch):
+    env: dict[str, str] = {}
+    (o,) = move_secret_overrides(["generator.api_key=sk-resolvesfine123"], env)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    cfg = cfg_for("generator=openai_api", o)
+    assert OmegaConf.to_container(cfg.generator, resolve=True)["api_key"] == "sk-resolvesfine123"
+    assert "sk-resolvesfine123" not in OmegaConf.to_yaml(cfg)  # what Hydra writes to .hydra/config.yaml
+
+
+def test_secret_names_and_redaction():
+    for k in ("OPENAI_API_KEY", "generator.api_key", "HF_TOKEN", "apikey", "db.password", "AWS_SECRET_ACCESS_KEY"):
+        assert is_secret_key(k), k
+    for k in ("generator.sampling.max_tokens", "max_context_tokens", "api_key_env", "TOKENIZERS_PARALLELISM", "prompt_tokens"):
+        assert not is_secret_key(k), k
+    flat = flatten({"generator": {"api_key": "abc", "api_key_env": "OPENAI_API_KEY", "sampling": {"max_tokens": 96}}})
+    assert flat == {"generator.api_key": "***", "generator.api_key_env": "OPENAI_API_KEY", "generator.sampling.max_tokens": 96}
+    assert redact_overrides(["k=3", "generator.api_key=plain", "x=sk-abcdefghijkl"]) == ["k=3", "generator.api_key=***", "x=***"]
+
+
+def test_environment_secrets_are_redacted_from_text_and_logs(monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789-secret")
+    assert redact_text("header tok-0123456789-secret here") == "header *** here"
+    install_log_redaction()
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("t2exp.test").info("calling with %s", "tok-0123456789-secret")
+    assert "tok-0123456789" not in caplog.text and "calling with ***" in caplog.text
+
+
+def test_cell_key_ignores_the_value_of_a_set_key():
+    base = {"k": 3, "generator": {"name": "g", "api_key": None}}
+    a = cell_key({**base, "generator": {"name": "g", "api_key": "key-one"}})
+    b = cell_key({**base, "generator": {"name": "g", "api_key": "key-two"}})
+    assert a == b  # a rotated key resumes the same cell
+    assert cell_key(base) == cell_key({"k": 3, "generator": {"name": "g", "api_key": None}})  # unset keys: unchanged
+
+
+# --- SIGTERM / SIGINT handling -------------------------------------------------------------------------
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_first_signal_asks_to_stop_second_stops_now(monkeypatch):
+    monkeypatch.setenv(app.STOP_GRACE_ENV, "30")
+    experiment.STOP.clear()
+    before = signal.getsignal(signal.SIGTERM)
+    restore = app._install_signal_handlers()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert experiment.STOP.is_set() and experiment.stop_signal() == "SIGTERM"
+        with pytest.raises(Interrupted):
+            experiment.check_stop()  # the experiment's next safe point
+        with pytest.raises(Interrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)
+    finally:
+        restore()
+        experiment.STOP.clear()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
+    monkeypatch.setenv(app.STOP_GRACE_ENV, "0.3")
+    experiment.STOP.clear()
+    restore = app._install_signal_handlers()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(Interrupted):
+            os.kill(os.getpid(), signal.SIGINT)
+            while time.monotonic() - t0 < 10:  # "busy" work that never checks the flag
+                time.sleep(0.01)
+    finally:
+        restore()
+        experiment.STOP.clear()
+    assert time.monotonic() - t0 < 5
+
+
+def test_handlers_are_not_installed_off_the_main_thread():
+    out = []
+    t = threading.Thread(target=lambda: out.append(app._install_signal_handlers()))
+    t.start()
+    t.join()
+    out[0]()  # a no-op restore
+
+
+def test_error_line_is_redacted(monkeypatch, capsys):
+    from t2exp.__main__ import _fail
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-print-1234")
+    with pytest.raises(SystemExit) as e:
+        _fail(ConfigError("bad\nthing sk-should-not-print-1234"))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "t2exp: error: bad thing ***\n"
+    assert re.fullmatch(r"t2exp: error: [^\n]*\n", err)

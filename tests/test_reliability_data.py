@@ -1,0 +1,174 @@
+"""Dataset validation: each bad input is one line naming file, row and column (the cases
+tests/test_data.py does not cover)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pandas as pd
+import pytest
+
+from t2exp.data import load_subsets, rows_to_subset
+from t2exp.errors import DataError
+from t2exp.metrics import aggregate, question_metrics
+
+
+def frame(n: int = 4) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(n)],
+            "context_id": [f"c{i % 2}" for i in range(n)],
+            "split": ["test"] * n,
+            "question": [f"What is value {i}?" for i in range(n)],
+            "program_answer": [str(float(i + 1)) for i in range(n)],
+            "original_answer": [str(i + 1) for i in range(n)],
+            "context": [f"context text {i % 2}" for i in range(n)],
+        }
+    )
+
+
+def load_error(tmp_path, df: pd.DataFrame, name: str = "FinQA_test.parquet") -> str:
+    f = tmp_path / name
+    if name.endswith(".parquet"):
+        df.to_parquet(f)
+    else:
+        df.to_json(f, orient="records", lines=True)
+    with pytest.raises(DataError) as e:
+        load_subsets(subsets=["FinQA"], path=tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(f) in msg, msg
+    return msg
+
+
+def test_renamed_column_is_named_with_a_hint(tmp_path):
+    msg = load_error(tmp_path, frame().rename(columns={"program_answer": "programAnswer"}))
+    assert "missing column(s) program_answer (row 0)" in msg and "'programAnswer' for 'program_answer'" in msg
+
+
+def test_several_missing_columns(tmp_path):
+    msg = load_error(tmp_path, frame().drop(columns=["id", "context_id"]))
+    assert "missing column(s) id, context_id (row 0)" in msg
+
+
+@pytest.mark.parametrize("value", [None, "", "   ", float("nan")])
+def test_empty_id_names_the_row(tmp_path, value):
+    df = frame()
+    df["id"] = df["id"].astype(object)
+    df.loc[2, "id"] = value
+    msg = load_error(tmp_path, df)
+    assert "row 2: column 'id' is empty" in msg
+
+
+def test_missing_value_is_empty_not_the_text_nan_or_na(tmp_path):
+    df = frame()
+    df["id"] = pd.array(["q0", "q1", pd.NA, "q3"], dtype="string")
+    msg = load_error(tmp_path, df)
+    assert "row 2: column 'id' is empty" in msg
+
+
+def test_empty_context_id_and_context(tmp_path):
+    df = frame()
+    df.loc[1, "context_id"] = ""
+    assert "row 1: column 'context_id' is empty" in load_error(tmp_path, df)
+    df = frame()
+    df.loc[3, "context"] = None
+    assert "row 3: column 'context' is empty for context_id 'c1'" in load_error(tmp_path, df)
+
+
+def test_duplicate_id_across_files_names_both(tmp_path):
+    frame(2).to_parquet(tmp_path / "FinQA_dev.parquet")
+    msg = load_error(tmp_path, frame(3), "FinQA_test.parquet")
+    assert "row 0: column 'id' value 'q0' duplicates" in msg and "FinQA_dev.parquet row 0" in msg
+
+
+def test_same_context_id_with_other_text_across_files(tmp_path):
+    other = frame(2)
+    other["id"] = ["d0", "d1"]
+    other.loc[1, "context"] = "another text for c1"
+    other.to_parquet(tmp_path / "FinQA_dev.parquet")
+    msg = load_error(tmp_path, frame(3), "FinQA_test.parquet")
+    assert "row 1: column 'context' for context_id 'c1' differs from" in msg and "FinQA_dev.parquet row 1" in msg
+
+
+def test_empty_corpus(tmp_path):
+    frame(0).to_parquet(tmp_path / "FinQA_test.parquet")
+    with pytest.raises(DataError, match=r"subset FinQA: the corpus is empty \(sources: .*FinQA_test.parquet\)"):
+        load_subsets(subsets=["FinQA"], path=tmp_path)
+
+
+def test_empty_jsonl_file_is_an_empty_corpus(tmp_path):
+    (tmp_path / "FinQA_test.jsonl").write_text("")
+    with pytest.raises(DataError, match="the corpus is empty"):
+        load_subsets(subsets=["FinQA"], path=tmp_path)
+
+
+def test_bad_jsonl_line_is_named(tmp_path):
+    f = tmp_path / "FinQA_test.jsonl"
+    good = frame(2).to_json(orient="records", lines=True).strip().splitlines()
+    f.write_text(good[0] + "\n" + '{"id": "q1", "context_id": ' + "\n" + good[1] + "\n")
+    with pytest.raises(DataError) as e:
+        load_subsets(subsets=["FinQA"], path=tmp_path)
+    assert str(e.value).startswith(f"{f}: line 2: not valid JSON")
+    f.write_text(good[0] + "\n[1, 2]\n")
+    with pytest.raises(DataError, match=r"line 2: expected a JSON object per line, got list"):
+        load_subsets(subsets=["FinQA"], path=tmp_path)
+    f.write_bytes(good[0].encode() + b"\n\xff\xfe\n")
+    with pytest.raises(DataError, match=r"not UTF-8"):
+        load_subsets(subsets=["FinQA"], path=tmp_path)
+
+
+def test_jsonl_blank_lines_are_skipped(tmp_path):
+    f = tmp_path / "FinQA_test.jsonl"
+    lines = frame(3).to_json(orient="records", lines=True).strip().splitlines()
+    f.write_text("\n".join([lines[0], "", lines[1], "   ", lines[2]]) + "\n")
+    (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    assert [q.id for q in sub.questions] == ["q0", "q1", "q2"]
+
+
+def test_non_numeric_gold_is_counted_logged_and_left_out_of_nm(tmp_path, caplog):
+    df = frame(4)
+    df.loc[1, "program_answer"] = "yes"
+    df.loc[3, "program_answer"] = None
+    df.to_parquet(tmp_path / "FinQA_test.parquet")
+    with caplog.at_level(logging.WARNING, logger="t2exp.data"):
+        (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    assert sub.stats["non_numeric_gold"] == 2
+    assert "2 questions have a non-numeric gold answer; excluded from NM" in caplog.text
+    rows = []
+    for q in sub.questions:  # every prediction "1": right for q0, wrong for q2, no NM for q1/q3
+        m = question_metrics(["c0"], q.context_id, 3, 1.0, q.gold)
+        rows.append({"subset": q.subset, **m})
+    assert [r["nm"] for r in rows] == [1.0, None, 0.0, None]
+    table = aggregate(rows, ["nm"])
+    assert table["FinQA"]["nm"].n == 2 and math.isclose(table["FinQA"]["nm"].mean, 50.0)
+
+
+def test_numeric_looking_golds_parse(tmp_path):
+    df = frame(3)
+    df["program_answer"] = ["1,234.5", "-0.25", "12%"]
+    df.to_parquet(tmp_path / "FinQA_test.parquet")
+    (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    assert [q.gold for q in sub.questions] == [1234.5, -0.25, 12.0]
+
+
+def test_rows_to_subset_reports_the_source_it_was_given():
+    df = frame(2)
+    df.loc[1, "id"] = "q0"
+    with pytest.raises(DataError, match=r"^hub:G4KMU/t2-ragbench/FinQA/test: row 1: column 'id' value 'q0' duplicates"):
+        rows_to_subset("FinQA", [("hub:G4KMU/t2-ragbench/FinQA/test", df)])
+
+
+def test_files_are_read_once_per_process(tmp_path, monkeypatch):
+    from t2exp import data
+
+    frame(3).to_parquet(tmp_path / "FinQA_test.parquet")
+    calls = []
+    real = pd.read_parquet
+    monkeypatch.setattr(data.pd, "read_parquet", lambda f, *a, **k: calls.append(f) or real(f, *a, **k))
+    load_subsets(subsets=["FinQA"], path=tmp_path)
+    load_subsets(subsets=["FinQA"], path=tmp_path, limit=1)
+    assert len(calls) == 1
+    frame(2).to_parquet(tmp_path / "FinQA_test.parquet")  # a changed file is read again
+    (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    assert len(calls) == 2 and len(sub.questions) == 2

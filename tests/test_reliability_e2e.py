@@ -1,0 +1,464 @@
+"""Reliability end to end through ``python -m t2exp`` as a real subprocess.
+
+Remote endpoints are local fakes speaking the real wire formats (``tests/fakes``), run in this
+test process so a test can script failures, slow answers down and count requests:
+
+- bad config / bad data / missing key: one line, exit 2, nothing written (no Hydra dir, no MLflow
+  run, no cache);
+- an endpoint that fails after N answers: the run fails with one line; after the endpoint
+  recovers, the re-run completes and the endpoint sees only the requests not answered before;
+- SIGTERM mid-generation: the MLflow run is KILLED, and the re-run finishes with predictions
+  identical to an uninterrupted run while the fake answers each question exactly once;
+- two concurrent processes needing the same index build it once;
+- API keys (env and ``generator.api_key=``) appear in no MLflow param, tag, artifact, Hydra file,
+  log or captured output.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, app_overrides, mlflow_runs
+
+try:
+    from tests.fakes.openai_server import FakeOpenAIServer
+    from tests.fakes.providers import OpenAIFake
+except ImportError:  # tests/ itself is on sys.path
+    from fakes.openai_server import FakeOpenAIServer
+    from fakes.providers import OpenAIFake
+
+pytest.importorskip("openai")
+
+MODEL = "fake-model"
+# environment variables that would change what a run does (keys, endpoints) are dropped
+_DROP = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_COMPAT_API_KEY", "VLLM_API_KEY", "CO_API_KEY", "COHERE_API_KEY",
+         "GEMINI_API_KEY", "GOOGLE_API_KEY", "T2EXP_PARENT_RUN_ID", "HYDRA_FULL_ERROR")
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+def app_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("T2EXP_SECRET_")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+def app_cmd(args: list[str], cache: Path, track: Path) -> list[str]:
+    return [sys.executable, "-m", "t2exp", *args, *app_overrides(cache, track)]
+
+
+def run_t2exp(args, cache, track, *, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run(app_cmd(args, cache, track), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env or app_env())
+
+
+def popen_t2exp(args, cache, track, out_dir: Path, *, env=None) -> subprocess.Popen:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        app_cmd(args, cache, track), cwd=ROOT, env=env or app_env(),
+        stdout=open(out_dir / "stdout.txt", "w"), stderr=open(out_dir / "stderr.txt", "w"),  # noqa: SIM115
+    )
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("t2exp:")]
+
+
+def prediction_file(cache: Path) -> Path:
+    (path,) = sorted(cache.glob("runs/*/predictions.jsonl"))
+    return path
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def short_reply(messages) -> str:
+    """Deterministic, short and question-specific."""
+    return f"Final answer: {sum(map(ord, messages[-1]['content'])) % 997}"
+
+
+def gen_args(base_url: str, n_questions: int, *extra: str) -> list[str]:
+    return [
+        "rag_method=oracle", "dataset=finqa", f"dataset.limit={n_questions}",
+        "generator=openai_compat", f"generator.base_url={base_url}", f"generator.model={MODEL}",
+        "generator.max_concurrency=1", "generator.batch_size=1", "generator.max_retries=1", "generator.backoff_base=0",
+        *extra,
+    ]
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    return tmp_path / "cache", tmp_path / "track"
+
+
+# --- 1. bad input: one line, exit 2, nothing written ------------------------------------------------
+def _bad_parquet(tmp_path: Path) -> Path:
+    df = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(4)
+    bad = tmp_path / "data" / "FinQA_test.parquet"
+    bad.parent.mkdir()
+    df.rename(columns={"context": "contexts"}).to_parquet(bad)
+    return bad
+
+
+BAD_INPUT = {
+    "alpha": (["rag_method.alpha=1.5"], ["rag_method.alpha=1.5", "[0, 1]"]),
+    "sweep_cell": (["-m", "k=3,0", "generator=none"], ["k=0", "integer >= 1"]),
+    "subset": (["dataset.subsets=[FinQA,FinQB]"], ["dataset.subsets='FinQB'", "TAT-DQA"]),
+    "reranker_candidates": (["rag_method=reranker", "rag_method.candidates=2", "k=5"], ["rag_method.candidates=2", ">= k (5)"]),
+    "vllm_missing": (["generator=llama33_70b", "generator.backend=vllm"], ["generator.backend='vllm'", "t2exp[vllm]"]),
+    "vllm_server_no_command": (["generator=vllm_server"], ["generator.command=None", "t2exp[vllm]"]),
+    "vllm_server_bad_command": (["generator=vllm_server", "generator.command=[/nonexistent/python,-m,vllm]"],
+                                ["generator.command='/nonexistent/python'", "executable"]),
+    "api_key_missing": (["embedder=openai", "generator=none"], ["embedder.api_key=None", "OPENAI_API_KEY"]),
+    "renamed_column": (None, ["FinQA_test.parquet", "row 0", "context", "'contexts'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path):
+    args, expected = BAD_INPUT[case]
+    if case.startswith("vllm") and case != "vllm_server_bad_command" and importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    if args is None:
+        args = ["dataset=finqa", f"dataset.path={_bad_parquet(tmp_path)}", "generator=none"]
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    proc = run_t2exp(args, cache, track, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1 and proc.stderr.strip() == lines[0], proc.stderr  # ONE line, nothing else
+    for part in expected:
+        assert part in lines[0], (part, lines[0])
+    assert "Traceback" not in proc.stderr
+    # nothing written: no cache, no MLflow store, no Hydra run or sweep directory
+    assert not cache.exists() and not track.exists(), sorted(p.name for p in tmp_path.rglob("*"))
+
+
+# --- 3. remote failures: one line, nothing computed is lost ------------------------------------------
+@pytest.mark.slow
+def test_generation_endpoint_fails_after_n_answers_then_resume_sends_only_the_rest(dirs):
+    cache, track = dirs
+    n_q, n_ok = 5, 2
+    srv = FakeOpenAIServer(model=MODEL, script=["ok"] * n_ok, default="429", reply=short_reply).start()
+    port = srv.port
+    try:
+        proc = run_t2exp(gen_args(srv.base_url, n_q), cache, track)
+    finally:
+        srv.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = error_lines(proc.stderr)
+    assert "HTTP 429" in line and srv.base_url in line and "after 2 attempts" in line, line
+    assert "Traceback" not in proc.stderr
+    assert len(srv.requests) == n_ok + 2  # two answers, then one request tried twice
+    client, runs = mlflow_runs(track)
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert "HTTP 429" in runs[0].data.tags["t2exp.error"]
+    assert len(read_rows(prediction_file(cache))) == n_ok  # the answers so far are on disk
+
+    healthy = FakeOpenAIServer(model=MODEL, reply=short_reply, port=port).start()  # the endpoint is back
+    try:
+        proc = run_t2exp(gen_args(healthy.base_url, n_q), cache, track)
+    finally:
+        healthy.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(healthy.requests) == n_q - n_ok  # only the questions not answered before
+    _, runs = mlflow_runs(track)
+    assert [r.info.status for r in runs] == ["FAILED", "FINISHED"]
+    assert runs[1].data.metrics["llm_calls"] == n_q - n_ok
+    rows = read_rows(prediction_file(cache))
+    assert len(rows) == n_q and len({r["id"] for r in rows}) == n_q
+    assert all(r["generation"].startswith("Final answer:") for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["down", "hang", "malformed", "500"])
+def test_generation_endpoint_errors_end_the_run_with_one_line(mode, dirs):
+    cache, track = dirs
+    srv = None
+    if mode == "down":
+        base_url = f"http://127.0.0.1:{free_port()}/v1"
+    else:
+        srv = FakeOpenAIServer(model=MODEL, default=mode).start()
+        base_url = srv.base_url
+    try:
+        proc = run_t2exp(gen_args(base_url, 2, "generator.timeout=1"), cache, track)
+    finally:
+        if srv is not None:
+            srv.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = error_lines(proc.stderr)
+    expected = {"down": "connection error", "hang": "timeout", "malformed": "malformed response", "500": "HTTP 500"}[mode]
+    assert expected in line and base_url in line and "after 2 attempts" in line, line
+    assert "Traceback" not in proc.stderr
+    _, runs = mlflow_runs(track)
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
+class FlakyEmbeddings(OpenAIFake):
+    """OpenAI embeddings endpoint that answers ``budget`` requests, then 503 until healed."""
+
+    def __init__(self, budget: int | None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.budget = budget
+        self.embedded: list[str] = []  # texts of answered requests
+
+    def handle(self, rec):
+        if rec.path.startswith("/v1/embeddings"):
+            with self._lock:
+                ok = self.budget is None or self.budget > 0
+                if ok and self.budget is not None:
+                    self.budget -= 1
+            if not ok:
+                with self._lock:
+                    self.requests.append(rec)
+                return self.error_reply(503, "injected outage")
+        reply = super().handle(rec)
+        if reply.status == 200 and rec.path.startswith("/v1/embeddings"):
+            with self._lock:
+                self.embedded.extend(rec.body["input"])
+        return reply
+
+
+def _small_finqa(tmp_path: Path, n_docs: int = 12) -> tuple[Path, pd.DataFrame]:
+    src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet")
+    docs = src.drop_duplicates("context_id").head(n_docs)
+    rows = src[src.context_id.isin(docs.context_id)].drop_duplicates("context_id").copy()
+    rows["split"] = "test"
+    d = tmp_path / "data"
+    d.mkdir(exist_ok=True)
+    rows.to_parquet(d / "FinQA_test.parquet")
+    return d, rows
+
+
+def embed_args(data_dir: Path, base_url: str, method: str = "base") -> list[str]:
+    return [
+        "dataset=finqa", f"dataset.path={data_dir}", "dataset.limit=null", f"rag_method={method}", "generator=none",
+        "embedder=openai", f"embedder.base_url={base_url}", "embedder.api_key=sk-test", "embedder.dim=8",
+        "embedder.batch_size=4", "embedder.max_retries=1", "embedder.backoff_base=0",
+    ]
+
+
+@pytest.mark.slow
+def test_embedding_endpoint_outage_keeps_embeddings_and_resume_embeds_only_the_rest(tmp_path, dirs):
+    cache, track = dirs
+    data_dir, rows = _small_finqa(tmp_path, 12)  # 12 documents = 3 requests of 4
+    fake = FlakyEmbeddings(budget=2).start()
+    try:
+        proc = run_t2exp(embed_args(data_dir, fake.base_url), cache, track)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        (line,) = error_lines(proc.stderr)
+        assert "embedder=openai" in line and "503" in line, line
+        assert "Traceback" not in proc.stderr
+        first = list(fake.embedded)
+        assert len(first) == 8
+        fake.budget = None  # the endpoint recovers
+        fake.embedded.clear()
+        proc = run_t2exp(embed_args(data_dir, fake.base_url), cache, track)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    finally:
+        fake.stop()
+    docs = set(rows.context)
+    again = [t for t in fake.embedded if t in docs]
+    assert len(again) == 4 and not set(again) & set(first)  # only the 4 documents not embedded before
+    _, runs = mlflow_runs(track)
+    assert [r.info.status for r in runs] == ["FAILED", "FINISHED"]
+    assert runs[1].data.metrics["FinQA/corpus_size"] == 12
+
+
+# --- 4. SIGTERM mid-generation -----------------------------------------------------------------------
+def slow_reply(messages) -> str:
+    time.sleep(0.4)
+    return short_reply(messages)
+
+
+def _wait_for_rows(cache: Path, n: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        files = sorted(cache.glob("runs/*/predictions.jsonl"))
+        if files and len(read_rows(files[0])) >= n:
+            return
+        assert proc.poll() is None, "the run ended before it was interrupted"
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} predictions within {timeout}s")
+
+
+@pytest.mark.slow
+def test_sigterm_mid_generation_is_killed_resumable_and_repeats_no_work(tmp_path, dirs):
+    cache, track = dirs
+    n_q = 6
+    srv = FakeOpenAIServer(model=MODEL, reply=slow_reply).start()
+    try:
+        proc = popen_t2exp(gen_args(srv.base_url, n_q), cache, track, tmp_path / "run1")
+        try:
+            _wait_for_rows(cache, 2, proc)
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        stderr = (tmp_path / "run1" / "stderr.txt").read_text()
+        assert rc == 128 + signal.SIGTERM, stderr[-3000:]
+        (line,) = error_lines(stderr)
+        assert "interrupted by SIGTERM" in line and "KILLED" in line and "resume" in line, line
+        assert "Traceback" not in stderr
+        _, runs = mlflow_runs(track)
+        assert [r.info.status for r in runs] == ["KILLED"]
+        kept = read_rows(prediction_file(cache))
+        # the request in flight was finished and written: every answer the server gave is kept
+        assert 2 <= len(kept) < n_q and len(srv.requests) == len(kept)
+
+        proc2 = run_t2exp(gen_args(srv.base_url, n_q), cache, track)
+        assert proc2.returncode == 0, proc2.stderr[-3000:]
+        assert len(srv.requests) == n_q  # across both runs: each question asked exactly once
+        _, runs = mlflow_runs(track)
+        assert [r.info.status for r in runs] == ["KILLED", "FINISHED"]
+        assert runs[1].data.metrics["llm_calls"] == n_q - len(kept)
+        resumed = read_rows(prediction_file(cache))
+    finally:
+        srv.close()
+
+    # an uninterrupted run (fresh cache, fresh server) gives identical predictions
+    ref_cache, ref_track = tmp_path / "ref_cache", tmp_path / "ref_track"
+    ref = FakeOpenAIServer(model=MODEL, reply=short_reply).start()
+    try:
+        proc3 = run_t2exp(gen_args(ref.base_url, n_q), ref_cache, ref_track)
+    finally:
+        ref.close()
+    assert proc3.returncode == 0, proc3.stderr[-3000:]
+    reference = read_rows(prediction_file(ref_cache))
+    assert sorted(resumed, key=lambda r: r["id"]) == sorted(reference, key=lambda r: r["id"])
+    assert [r["id"] for r in resumed] == [r["id"] for r in reference]  # same order too
+
+
+# --- 5. concurrent sweep cells build a shared index once ---------------------------------------------
+class SlowEmbeddings(FlakyEmbeddings):
+    def handle(self, rec):
+        if rec.path.startswith("/v1/embeddings"):
+            time.sleep(0.3)
+        return super().handle(rec)
+
+
+@pytest.mark.slow
+def test_two_processes_needing_one_index_build_it_once(tmp_path):
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    data_dir, rows = _small_finqa(tmp_path, 32)  # 8 document requests of 0.3 s: a build takes >= 2.4 s
+    fake = SlowEmbeddings(budget=None).start()
+    procs: list[subprocess.Popen] = []
+    try:
+        # both cells share one MLflow store; create it first (concurrent schema creation is racy)
+        from t2exp.tracking import ensure_tracking
+
+        ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
+        procs += [popen_t2exp(embed_args(data_dir, fake.base_url, m), cache, track, tmp_path / m) for m in ("base", "hybrid")]
+        rcs = [p.wait(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        fake.stop()
+    assert rcs == [0, 0], [(tmp_path / m / "stderr.txt").read_text()[-2000:] for m in ("base", "hybrid")]
+    _, runs = mlflow_runs(track)
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+    hits = sorted(r.data.metrics["FinQA/index_cache_hit"] for r in runs)
+    assert hits == [0.0, 1.0]  # exactly one built, the other reused
+    inserted = sorted(r.data.metrics.get("FinQA/index_inserted", -1) for r in runs)
+    assert inserted in ([0.0, 32.0], [-1, -1])  # (-1: a store without the counter)
+    docs = set(rows.context)
+    embedded_docs = [t for t in fake.embedded if t in docs]
+    assert len(embedded_docs) == len(docs) == 32  # no document embedded twice
+
+
+@pytest.mark.slow
+def test_the_same_cell_run_twice_at_once_asks_each_question_once(tmp_path, dirs):
+    """A second process running the same cell waits for the first (cell lock), then resumes
+    from its predictions: no question is answered twice, no prediction written twice."""
+    cache, track = dirs
+    n_q = 6
+    srv = FakeOpenAIServer(model=MODEL, reply=slow_reply).start()
+    procs: list[subprocess.Popen] = []
+    try:
+        from t2exp.tracking import ensure_tracking
+
+        ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
+        procs += [popen_t2exp(gen_args(srv.base_url, n_q), cache, track, tmp_path / f"p{i}") for i in range(2)]
+        rcs = [p.wait(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        srv.close()
+    assert rcs == [0, 0], [(tmp_path / f"p{i}" / "stderr.txt").read_text()[-2000:] for i in range(2)]
+    assert len(srv.requests) == n_q
+    rows = read_rows(prediction_file(cache))
+    assert len(rows) == n_q == len({r["id"] for r in rows})
+    _, runs = mlflow_runs(track)
+    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    assert sorted(r.data.metrics["llm_calls"] for r in runs) == [0.0, float(n_q)]
+
+
+# --- 6. secrets ----------------------------------------------------------------------------------------
+ENV_SECRET = "sk-envSECRETaaaaaaaaaaaaaaaa1111"
+ENV_SECRET_2 = "sk-openaiENVbbbbbbbbbbbbbbbb2222"
+CLI_SECRET = "sk-cliSECRETcccccccccccccccccc3333"
+SECRETS = (ENV_SECRET, ENV_SECRET_2, CLI_SECRET)
+
+
+def _files_containing(root: Path, needles: tuple[str, ...]) -> list[str]:
+    found = []
+    for p in root.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            found += [f"{p}: {n}" for n in needles if n.encode() in data]
+    return found
+
+
+@pytest.mark.slow
+def test_api_keys_appear_in_no_param_tag_artifact_hydra_file_or_output(tmp_path, dirs):
+    cache, track = dirs
+    srv = FakeOpenAIServer(model=MODEL, reply=short_reply).start()
+    env = app_env(OPENAI_COMPAT_API_KEY=ENV_SECRET, OPENAI_API_KEY=ENV_SECRET_2)
+    try:
+        single = run_t2exp(gen_args(srv.base_url, 2), cache, track, env=env)  # the key from the environment
+        # a sweep with the key as an override (another sampling seed: not answered from the LLM cache)
+        swept = run_t2exp(
+            ["-m", *gen_args(srv.base_url, 2, f"generator.api_key={CLI_SECRET}", "generator.sampling.seed=1")], cache, track, env=env
+        )
+    finally:
+        srv.close()
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    # the keys were really used
+    assert set(srv.authorization) == {f"Bearer {ENV_SECRET}", f"Bearer {CLI_SECRET}"}
+
+    client, runs = mlflow_runs(track)
+    assert len(runs) == 3  # one run, one sweep parent, one sweep child
+    for run in runs:
+        assert all(s not in v for s in SECRETS for v in run.data.params.values())
+        assert all(s not in v for s in SECRETS for v in run.data.tags.values())
+        assert all(s not in run.info.run_name for s in SECRETS)
+        art = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "dl" / run.info.run_id)))
+        assert _files_containing(art, SECRETS) == []
+    assert sorted(r.data.params.get("generator.api_key", "-") for r in runs) == ["***", "-", "None"]  # child, parent, run
+    # Hydra's own files (.hydra/config.yaml, overrides.yaml, hydra.yaml, multirun.yaml, job logs),
+    # the MLflow database and artifact store, and the cache
+    assert (track / "hydra" / ".hydra" / "config.yaml").exists() and (track / "multirun" / "multirun.yaml").exists()
+    assert _files_containing(track, SECRETS) == []
+    assert _files_containing(cache, SECRETS) == []
+    for proc in (single, swept):
+        assert all(s not in proc.stdout + proc.stderr for s in SECRETS)

@@ -1,0 +1,162 @@
+"""Sweeps through ``hydra/launcher=slurm`` on a real local Slurm cluster.
+
+Start the cluster first (root, Debian): ``bash scripts/slurm_local.sh up``. The launching process
+runs inside the cluster's network namespace (``scripts/in_slurm_ns.sh``), submits every cell as a
+task of one Slurm job array (hydra-submitit-launcher) and waits for them; each cell is an MLflow
+child run under the sweep's parent run. Skipped, with the reason, when no cluster answers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, app_overrides, mlflow_runs
+
+pytestmark = pytest.mark.slurm
+
+WRAPPER = ROOT / "scripts" / "in_slurm_ns.sh"
+SWEEP_TIMEOUT_S = 900          # a 2x2 sweep on two cores with a cold cache takes ~4 min
+READY_STATES = {"idle", "mixed", "allocated", "completing"}
+
+
+def _in_ns(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(WRAPPER), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _why_no_slurm() -> str | None:
+    hint = "start it with `bash scripts/slurm_local.sh up` (root, Debian; T2EXP_SLURM_NS names its namespace)"
+    try:
+        proc = _in_ns("sinfo", "-h", "-p", "debug", "-o", "%T")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"no local Slurm cluster: `in_slurm_ns.sh sinfo` failed ({exc}); {hint}"
+    if proc.returncode == 3:  # the wrapper found no cluster; its message says how to start one
+        return proc.stderr.strip().replace("in_slurm_ns: ", "", 1)
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"local Slurm cluster not answering: `in_slurm_ns.sh sinfo` exited {proc.returncode} ({last[0]}); {hint}"
+    states = proc.stdout.split()
+    if not READY_STATES.intersection(states):
+        return f"local Slurm cluster has no usable node in partition debug (states: {states or 'none'}); {hint}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> None:
+    reason = _why_no_slurm()
+    if reason:
+        pytest.skip(reason)
+
+
+def _sweep(args: list[str], cache: Path, tracking_dir: Path) -> subprocess.CompletedProcess:
+    """``python -m t2exp -m ARGS hydra/launcher=slurm`` inside the cluster's namespace."""
+    name = f"t2exp-test-{uuid.uuid4().hex[:8]}"
+    cmd = [
+        "bash", str(WRAPPER), sys.executable, "-m", "t2exp", "-m", *args,
+        "hydra/launcher=slurm",
+        "hydra.launcher.partition=debug",
+        "hydra.launcher.cpus_per_task=1",     # two cells at once on a two-core node
+        "hydra.launcher.mem_gb=1",
+        "hydra.launcher.timeout_min=10",      # bounded: Slurm ends a stuck cell
+        f"hydra.launcher.name={name}",
+        *app_overrides(cache, tracking_dir),
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    # pytest's marker variable makes MLflow switch its telemetry off; a real sweep has it on
+    # (and, on an offline node, its background thread edits os.environ while the cell runs)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    if sys.prefix != sys.base_prefix:
+        env["VIRTUAL_ENV"] = sys.prefix       # the launcher's setup line activates this venv
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        _in_ns("scancel", f"--name={name}")   # leave no cells behind
+        raise
+
+
+def _settled_runs(tracking_dir: Path, n_children: int, timeout_s: float = 120):
+    """Parent and children once no child is RUNNING any more (bounded wait)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        client, runs = mlflow_runs(tracking_dir)
+        parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+        children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+        if (len(children) >= n_children and all(r.info.status != "RUNNING" for r in children)) or time.monotonic() > deadline:
+            return client, parents, children
+        time.sleep(2)
+
+
+def _array_job_ids(tracking_dir: Path) -> list[str]:
+    scripts = sorted((tracking_dir / "multirun" / ".submitit").glob("*/*_submission.sh"))
+    return [p.parent.name for p in scripts]
+
+
+def _sacct_states(job_id: str, n_tasks: int, timeout_s: float = 60) -> dict[str, tuple[str, str]]:
+    """{array task id: (State, ExitCode)} from Slurm accounting, once every task has ended: the
+    launcher returns as soon as a cell wrote its result, while its process may still be exiting."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        proc = _in_ns("sacct", "-j", job_id, "-X", "-n", "-P", "-o", "JobID,State,ExitCode")
+        out = {}
+        for line in proc.stdout.splitlines():
+            jid, state, code = line.split("|")
+            out[jid] = (state, code)
+        ended = len(out) == n_tasks and all(s not in ("PENDING", "RUNNING", "COMPLETING") for s, _ in out.values())
+        if ended or time.monotonic() > deadline:
+            return out
+        time.sleep(1)
+
+
+def test_sweep_2x2_on_slurm_gives_four_finished_children(slurm_cluster, shared_cache, tmp_path):
+    proc = _sweep(["rag_method=base,hybrid", "k=3,5", "generator=none", "dataset.limit=5"], shared_cache, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    client, parents, children = _settled_runs(tmp_path, 4)
+    (parent,) = parents
+    assert parent.info.status == "FINISHED"
+    assert len(children) == 4
+    cells = set()
+    for r in children:
+        assert r.info.status == "FINISHED", r.data.tags.get("t2exp.error")
+        assert r.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        k = int(r.data.params["k"])
+        cells.add((r.data.params["rag_method.name"], k))
+        assert r.data.metrics["FinQA/questions"] == 5 and f"avg/mrr_at_{k}" in r.data.metrics
+    assert cells == {("base", 3), ("base", 5), ("hybrid", 3), ("hybrid", 5)}
+    # one job array on partition debug, its setup activating the venv; Slurm saw every task complete
+    (job_id,) = _array_job_ids(tmp_path)
+    script = (tmp_path / "multirun" / ".submitit" / job_id / f"{job_id}_submission.sh").read_text()
+    assert "#SBATCH --partition=debug" in script and "#SBATCH --array=0-3" in script
+    assert f'source "{sys.prefix}/bin/activate"' in script or sys.prefix == sys.base_prefix
+    states = _sacct_states(job_id, 4)
+    assert sorted(states) == [f"{job_id}_{i}" for i in range(4)]
+    assert {s for s, _ in states.values()} == {"COMPLETED"}
+
+
+def test_crashing_cell_fails_its_child_run_and_the_parent(slurm_cluster, shared_cache, tmp_path):
+    # store=weaviate cannot connect (nothing listens inside the cluster's namespace): the cell
+    # raises a T2ExpError after its MLflow run was opened, prints one line and exits 2
+    proc = _sweep(["rag_method=base", "store=lancedb,weaviate", "generator=none", "dataset.limit=5"], shared_cache, tmp_path)
+    assert proc.returncode != 0
+    # submitit reports the task that died without a result (Slurm accounting: FAILED), with its stderr
+    assert "UncompletedJobError" in proc.stderr and "state: FAILED" in proc.stderr
+    assert "t2exp: error: store=weaviate" in proc.stderr
+    client, parents, children = _settled_runs(tmp_path, 2)
+    (parent,) = parents
+    assert parent.info.status == "FAILED"
+    assert len(children) == 2 and all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in children)
+    by_store = {r.data.params["store._target_"].rsplit(".", 1)[-1]: r for r in children}
+    assert by_store["LanceDBStore"].info.status == "FINISHED"
+    failed = by_store["WeaviateStore"]
+    assert failed.info.status == "FAILED"
+    assert "store=weaviate" in failed.data.tags["t2exp.error"]
+    (job_id,) = _array_job_ids(tmp_path)
+    states = _sacct_states(job_id, 2)
+    assert states[f"{job_id}_0"] == ("COMPLETED", "0:0")
+    assert states[f"{job_id}_1"] == ("FAILED", "2:0")
