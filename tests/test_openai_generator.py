@@ -380,3 +380,27 @@ def test_vllm_in_process_generates_in_one_batch():
     assert all(g.finish_reason in ("stop", "length") for g in out)
     cut = gen.generate(prompts[:1], Sampling(max_tokens=1))
     assert cut[0].finish_reason == "length" and cut[0].completion_tokens == 1
+
+
+def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
+    """A batch whose last request fails for good: the answers that did arrive are in the LLM
+    cache, so the re-run sends only the failed request."""
+    from t2exp.cache import KVCache
+    from t2exp.errors import RemoteError
+    from t2exp.generators import Sampling
+    from t2exp.generators.cached import CachedGenerator
+    from t2exp.generators.openai_compat import OpenAICompatGenerator
+
+    from fakes.openai_server import FakeOpenAIServer
+
+    prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(3)]
+    with FakeOpenAIServer(model="m", script=["ok", "ok", "500"]) as srv:
+        inner = OpenAICompatGenerator("g", model="m", base_url=srv.base_url, api_key="x", max_concurrency=1,
+                                      max_retries=0, backoff_base=0.0, batch_size=64)
+        gen = CachedGenerator(inner, KVCache(tmp_path / "llm.sqlite"))
+        with pytest.raises(RemoteError):
+            gen.generate(prompts, Sampling(max_tokens=8))
+        assert len(gen.cache) == 2
+        again = gen.generate(prompts, Sampling(max_tokens=8))
+        assert len(srv.requests) == 4  # 3 in the failed batch + only the missing one
+        assert [g.cached for g in again] == [True, True, False]

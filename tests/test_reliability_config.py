@@ -102,16 +102,17 @@ def test_bad_values_name_key_value_and_allowed(overrides, parts):
         (["generator=openai_api", "generator.api_key_env=MY_KEY"], ["MY_KEY"]),
         (["generator=openai_compat", "generator.model=m", "generator.base_url=null"], ["OPENAI_COMPAT_API_KEY"]),
         (["generator=llama33_70b", "generator.base_url=null"], ["VLLM_API_KEY"]),
+        (["rag_method=reranker", "reranker=cohere"], ["CO_API_KEY"]),
     ],
 )
 def test_api_components_need_a_key(overrides, envs, monkeypatch):
     msg = one_line_error(*overrides)
-    group = "embedder" if overrides[0].startswith("embedder") else "generator"
+    group = next(g for g in ("embedder", "reranker", "generator") if any(o.startswith(f"{g}=") for o in overrides))
     assert f"{group}.api_key=None" in msg and all(e in msg for e in envs), msg
     monkeypatch.setenv(envs[-1], "k" * 20)  # any one of the variables will do
     validation.validate(cfg_for(*overrides))
     monkeypatch.delenv(envs[-1])
-    validation.validate(cfg_for(*overrides, f"{group}.api_key=explicit-key"))
+    validation.validate(cfg_for(*overrides, f"++{group}.api_key=explicit-key"))
 
 
 def test_local_servers_and_offline_components_need_no_key():
@@ -119,6 +120,7 @@ def test_local_servers_and_offline_components_need_no_key():
     validation.validate(cfg_for("generator=openai_compat", "generator.model=m"))  # base_url: a local server
     validation.validate(cfg_for("generator=llama33_70b"))
     validation.validate(cfg_for("generator=openai_api", "generator.base_url=http://127.0.0.1:9/v1"))
+    validation.validate(cfg_for("embedder=openai", "rag_method=pretrained_only"))  # no embedder is built
 
 
 def test_vllm_backends_against_installed_extras(monkeypatch):

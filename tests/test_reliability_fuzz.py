@@ -262,20 +262,21 @@ def test_rows_to_subset_raises_only_data_errors(dfs, splits, skip_empty):
 
 
 # --- pinned defects (outside this suite's files; see the reliability report) ---------------------------
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason="metrics.number_match: ratio beyond float range (e.g. a model "
-                   "writing 1e300 against gold 1e-9, or 5e-324 against 1) raises OverflowError instead of returning False")
-@pytest.mark.parametrize(("pred", "gold"), [(1e300, 1e-10), (5e-324, 1.0)])
-def test_number_match_extreme_ratios_do_not_raise(pred, gold):
-    assert number_match(pred, gold) is False
+@pytest.mark.parametrize(("pred", "gold", "ok"), [(3e300, 1e-10, False), (5e-324, 1.0, False), (1e300, 1e-10, True), (1e300, 1e-8, True)])
+def test_number_match_extreme_ratios_do_not_raise(pred, gold, ok):
+    # a ratio beyond float range is handled in log space (1e300 / 1e-10 = 1e310 is a power of ten)
+    assert number_match(pred, gold) is ok
 
 
-@pytest.mark.xfail(strict=True, raises=UnsafeProgram, reason="safe_eval: every literal becomes a float, so round(x, n) "
-                   "fails ('float' object cannot be interpreted as an integer)")
 def test_safe_eval_round_with_digits():
     assert safe_eval("round(1.2345, 2)") == 1.23
+    with pytest.raises(UnsafeProgram):
+        safe_eval("round(1.2345, 2.5)")
 
 
-@pytest.mark.xfail(strict=True, reason="safe_eval._clean strips '%' (percent signs), so the whitelisted % operator never "
-                   "parses, and removes ',' before 3 digits, so max(1,234) reads as max(1234)")
-def test_safe_eval_modulo_and_tight_argument_lists():
-    assert safe_eval("7 % 4") == 3.0 and safe_eval("max(1,234)") == 234.0
+def test_safe_eval_percent_signs_and_thousands_separators():
+    # documented choices: '%' is a percent sign in model output, never modulo; ',' + 3 digits is a
+    # thousands separator ("1,234.5"), so a tight argument list needs a space
+    assert safe_eval("12.5% * 2") == 25.0
+    assert safe_eval("1,234.5 - 234.5") == 1000.0
+    assert safe_eval("max(1, 234)") == 234.0

@@ -157,8 +157,10 @@ def number_match(pred: float | None, gold: float | None, eps: float = EPS) -> bo
         return True
     if a_star == 0.0 or a == 0.0:
         return False
-    ratio = a_star / a
-    q = ratio * 10.0 ** (-round(math.log10(ratio)))
+    # q = (a*/a) * 10^-round(log10(a*/a)), computed in log space so that no ratio over- or
+    # underflows a float
+    log_ratio = math.log10(a_star) - math.log10(a)
+    q = 10.0 ** (log_ratio - round(log_ratio))
     return abs(q - 1.0) < eps
 
 

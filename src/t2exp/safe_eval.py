@@ -1,8 +1,9 @@
 """A small, safe evaluator for model-written arithmetic (Program-of-Thoughts answers).
 
-Only numeric literals, + - * / // % **, unary minus/plus, parentheses and the functions
+Only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
 abs/round/min/max/sum over literals are allowed: no names, attributes, calls to anything else,
-imports or builtins. Sizes are bounded (source length, AST nodes, exponent), so evaluation time is
+imports or builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is
+never the modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded (source length, AST nodes, exponent), so evaluation time is
 bounded too.
 """
 
@@ -66,6 +67,11 @@ def _eval(node: ast.AST) -> float:
                 args.append([_eval(e) for e in a.elts])
             else:
                 args.append(_eval(a))
+        if node.func.id == "round" and len(args) == 2:  # round(x, ndigits): ndigits must be an int
+            digits = args[1]
+            if not isinstance(digits, float) or not digits.is_integer() or abs(digits) > 15:
+                raise UnsafeProgram("round() digits must be a small integer")
+            args[1] = int(digits)
         return float(_FUNCS[node.func.id](*args))
     raise UnsafeProgram(f"{type(node).__name__} is not allowed")
 

@@ -222,10 +222,15 @@ def _is_openai_compat_generator(gen: Any) -> bool:
 
 
 def _validate_api_keys(cfg: DictConfig) -> None:
+    from t2exp.methods import REGISTRY
+
+    method = REGISTRY.get(OmegaConf.select(cfg, "rag_method.name", default=None))
     for group in ("embedder", "generator", "reranker"):
         comp = cfg.get(group)
         if comp is None or not comp.get("_target_"):
             continue
+        if group == "embedder" and method is not None and not getattr(method, "needs_index", True):
+            continue  # the run builds no embedder
         provider = comp.get("provider")
         if group == "generator" and _is_openai_compat_generator(comp):
             if comp.get("base_url"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
+from collections.abc import Callable
+
 Messages = list[dict[str, str]]
 
 
@@ -33,6 +35,9 @@ class Generation:
     extra: dict = field(default_factory=dict)
 
 
+OnResult = Callable[[int, "Generation"], None]
+
+
 @runtime_checkable
 class Generator(Protocol):
     name: str
@@ -42,4 +47,6 @@ class Generator(Protocol):
     def fingerprint(self) -> str:
         """Identifies the model (and weights) whose outputs a cache may reuse."""
 
-    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]: ...
+    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+        """Backends that answer concurrently may also accept ``on_result(i, generation)``, called
+        as each answer completes (the LLM cache uses it to keep finished answers of a failed batch)."""

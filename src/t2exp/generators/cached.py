@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 from t2exp.cache import KVCache, content_key
@@ -24,6 +25,11 @@ class CachedGenerator:
     def key(self, prompt: Messages, sampling: Sampling) -> str:
         return content_key("llm", self.inner.fingerprint, prompt, sampling.as_dict())
 
+    @staticmethod
+    def _encode(g: Generation) -> bytes:
+        fields = ("text", "prompt_tokens", "completion_tokens", "seconds", "finish_reason", "extra")
+        return json.dumps({f: getattr(g, f) for f in fields}).encode()
+
     def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
         keys = [self.key(p, sampling) for p in prompts]
         found = self.cache.get_many(keys)
@@ -34,12 +40,16 @@ class CachedGenerator:
         todo = [(k, p) for k, p in dict(zip(keys, prompts)).items() if k not in out]
         for start in range(0, len(todo), max(1, self.inner.batch_size)):
             chunk = todo[start : start + max(1, self.inner.batch_size)]
-            gens = self.inner.generate([p for _, p in chunk], sampling)
+
+            def keep(i: int, g: Generation, chunk=chunk) -> None:  # noqa: ANN001
+                self.cache.put(chunk[i][0], self._encode(g))
+
+            if "on_result" in inspect.signature(self.inner.generate).parameters:
+                gens = self.inner.generate([p for _, p in chunk], sampling, on_result=keep)
+            else:
+                gens = self.inner.generate([p for _, p in chunk], sampling)
+                self.cache.put_many({k: self._encode(g) for (k, _), g in zip(chunk, gens)})
             self.calls += len(chunk)
-            payload = {}
             for (k, _), g in zip(chunk, gens):
                 out[k] = g
-                d = {f: getattr(g, f) for f in ("text", "prompt_tokens", "completion_tokens", "seconds", "finish_reason", "extra")}
-                payload[k] = json.dumps(d).encode()
-            self.cache.put_many(payload)
         return [out[k] for k in keys]

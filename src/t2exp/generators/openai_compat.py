@@ -15,12 +15,12 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from t2exp.cache import content_key
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.generators import Generation, Messages, Sampling
+from t2exp.generators import Generation, Messages, OnResult, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,9 @@ class OpenAICompatGenerator:
                     raise RemoteError(f"generator={self.name}: {self.endpoint} failed: {status}; {hint}") from exc
 
     # --- protocol ---------------------------------------------------------------------------------
-    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+        """Concurrent requests; ``on_result(i, generation)`` is called as each one completes, so a
+        caller can persist finished answers even when a later request of the batch fails."""
         if not prompts:
             return []
         stop = threading.Event()
@@ -246,6 +248,11 @@ class OpenAICompatGenerator:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"t2exp-{self.name}") as pool:
             futures: list[Future[Generation]] = [pool.submit(self._generate_one, p, sampling, stop) for p in prompts]
             try:
+                if on_result is not None:
+                    index = {f: i for i, f in enumerate(futures)}
+                    for f in as_completed(futures):
+                        if f.exception() is None:
+                            on_result(index[f], f.result())
                 return [f.result() for f in futures]
             except BaseException:
                 stop.set()
