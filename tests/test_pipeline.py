@@ -139,3 +139,18 @@ def test_qwq_through_an_openai_compatible_server(shared_cache, tmp_path):
     assert [r["prediction"] for r in rows] == [42.0, 42.0, 42.0]
     assert all("<think>" not in r["generation"] for r in rows)
     assert run.data.params["generator.sampling.max_tokens"] == "8192"
+
+
+def test_cell_key_changes_with_prompt_text(tmp_path):
+    """An edited prompt template must start a new cell (no resume from stale predictions)."""
+    from t2exp.experiment import cell_key
+
+    d = tmp_path / "prompts"
+    d.mkdir()
+    (d / "answer_direct.j2").write_text("Question: {{ question }}")
+    cfg = {"k": 3, "rag_method": {"name": "oracle"}, "paths": {"prompts": str(d)}}
+    before = cell_key(cfg)
+    assert cell_key(cfg) == before
+    (d / "answer_direct.j2").write_text("Question: {{ question }}\nFinal answer:")
+    assert cell_key(cfg) != before
+    assert cell_key({**cfg, "paths": {"prompts": str(d), "cache": "/elsewhere"}}) == cell_key(cfg)

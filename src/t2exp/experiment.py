@@ -230,9 +230,19 @@ def _write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def cell_key(resolved: dict[str, Any]) -> str:
-    """Deterministic key of a sweep cell: hash of the resolved config without bookkeeping keys."""
+    """Deterministic key of a sweep cell: hash of the resolved config without bookkeeping keys,
+    plus the content of the prompt templates (an edited prompt is a new cell, never a resume)."""
     semantic = {k: v for k, v in resolved.items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
+    prompts_dir = (resolved.get("paths") or {}).get("prompts")
+    semantic["_prompts"] = prompts_fingerprint(prompts_dir) if prompts_dir else None
     return content_key(_mask_secrets(semantic))[:16]
+
+
+def prompts_fingerprint(directory: str | Path) -> str:
+    """Hash of every ``*.j2`` template's name and text in ``directory``."""
+    d = Path(directory)
+    files = sorted(d.glob("*.j2")) if d.is_dir() else []
+    return content_key([(f.name, f.read_text(encoding="utf-8")) for f in files])[:16]
 
 
 def _mask_secrets(d: Any) -> Any:
