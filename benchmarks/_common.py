@@ -169,7 +169,7 @@ def ratio_line(name: str, **values: Any) -> str:
     """The one line each script ends with; tests and the README look for ``RATIO <name>:``."""
 
     def fmt(v: Any) -> str:
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+        return (f"{v:.2f}".rstrip("0").rstrip(".") or "0") if isinstance(v, float) else str(v)
 
     line = f"RATIO {name}: " + " ".join(f"{k}={fmt(v)}" for k, v in values.items())
     print(line, flush=True)
