@@ -154,3 +154,43 @@ def test_cell_key_changes_with_prompt_text(tmp_path):
     (d / "answer_direct.j2").write_text("Question: {{ question }}\nFinal answer:")
     assert cell_key(cfg) != before
     assert cell_key({**cfg, "paths": {"prompts": str(d), "cache": "/elsewhere"}}) == cell_key(cfg)
+
+
+def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import app_overrides
+
+    sweep = ["-m", "rag_method=base,hybrid", "k=3,5", "generator=none", "dataset.limit=5"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    proc = subprocess.Popen([sys.executable, "-m", "t2exp", *sweep, *app_overrides(shared_cache, tmp_path)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def finished_children():
+        _, runs = mlflow_runs(tmp_path)
+        return [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent" and r.info.status == "FINISHED"]
+
+    deadline = time.monotonic() + 600
+    while len(finished_children()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling MLflow for a condition, bounded by the deadline
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    done_before = {r.data.tags["t2exp.cell_key"] for r in finished_children()}
+    assert 2 <= len(done_before) < 4
+
+    run_app([*sweep, "resume=true"], shared_cache, tmp_path)
+    _, runs = mlflow_runs(tmp_path)
+    children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+    finished = [r for r in children if r.info.status == "FINISHED"]
+    keys = [r.data.tags["t2exp.cell_key"] for r in finished]
+    assert len(set(keys)) == 4 and len(keys) == 4  # every cell finished exactly once
+    parents = sorted((r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"), key=lambda r: r.info.start_time)
+    resumed = [r for r in children if r.data.tags.get("mlflow.parentRunId") == parents[-1].info.run_id]
+    assert len(resumed) == 4 - len(done_before)  # the resumed sweep ran only the unfinished cells
+    assert not {r.data.tags["t2exp.cell_key"] for r in resumed} & done_before
