@@ -24,7 +24,7 @@ from t2exp.generators import Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
 from t2exp.methods import RagMethod, Services
-from t2exp.metrics import RECALL_KS, aggregate, question_metrics
+from t2exp.metrics import RECALL_KS, aggregate, flatten_table, question_metrics
 from t2exp.prompts import PromptLibrary
 from t2exp.stores import Store
 
@@ -171,13 +171,7 @@ def run_experiment(c: Components) -> Result:
     if generator is None:
         names.remove("nm")
     table = aggregate(rows, names, ci=True, seed=0)
-    metrics: dict[str, float] = {}
-    for subset_name, values in table.items():
-        for name, mv in values.items():
-            metrics[f"{subset_name}/{name}"] = mv.mean
-            if mv.ci_low is not None:
-                metrics[f"{subset_name}/{name}_ci_low"] = mv.ci_low
-                metrics[f"{subset_name}/{name}_ci_high"] = mv.ci_high
+    metrics: dict[str, float] = flatten_table(table)
     metrics.update(timings)
     metrics.update(extra)
     if generator is not None:

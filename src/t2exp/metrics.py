@@ -254,3 +254,15 @@ def aggregate(
             avg[name] = MetricValue(mean, total, lo, hi)
         result["avg"] = avg
     return result
+
+
+def flatten_table(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, float]:
+    """``{subset: {metric: MetricValue}}`` → ``{"<subset>/<metric>": mean, ..._ci_low, ..._ci_high}``."""
+    out: dict[str, float] = {}
+    for subset, values in table.items():
+        for name, mv in values.items():
+            out[f"{subset}/{name}"] = mv.mean
+            if mv.ci_low is not None:
+                out[f"{subset}/{name}_ci_low"] = mv.ci_low
+                out[f"{subset}/{name}_ci_high"] = mv.ci_high
+    return out

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 from t2exp.data import Question, Subset, load_subsets, sample_questions
 from t2exp.errors import ConfigError, DataError
-from t2exp.metrics import RECALL_KS, MetricValue, aggregate, extract_number, question_metrics
+from t2exp.metrics import RECALL_KS, MetricValue, aggregate, extract_number, flatten_table, question_metrics
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -479,15 +479,6 @@ def _retrieval_mode(subs: list[Submitted], columns: set[str]) -> str:
     return "none"
 
 
-def _flatten(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for subset, values in table.items():
-        for name, mv in values.items():
-            out[f"{subset}/{name}"] = mv.mean
-            if mv.ci_low is not None:
-                out[f"{subset}/{name}_ci_low"] = mv.ci_low
-                out[f"{subset}/{name}_ci_high"] = mv.ci_high
-    return out
 
 
 def score_rows(
@@ -577,7 +568,7 @@ def score_rows(
         table[subset] = {"coverage": cov, **agg.get(subset, {})}
     shown = (["nm", "nm_submitted"] if with_nm else []) + [n for n in names if n != "nm"]
 
-    metrics = _flatten(table)
+    metrics = flatten_table(table)
     for subset, sc in subset_counts.items():
         if subset != "avg":
             metrics[f"{subset}/questions"] = float(sc["questions"])
