@@ -18,6 +18,15 @@ INPUT_TYPES = ("search_query", "search_document", "classification", "clustering"
 TRUNCATE = (None, "NONE", "START", "END")
 
 
+def cohere_failure(exc: BaseException, api_error: type[BaseException]) -> Failure | None:
+    """Read a cohere ``ApiError`` as a Failure (status, its ``message``, ``Retry-After``)."""
+    if isinstance(exc, api_error) and getattr(exc, "status_code", None) is not None:
+        body = exc.body
+        msg = body.get("message") if isinstance(body, dict) and body.get("message") else body
+        return Failure(int(exc.status_code), one_line(msg), retry_after_seconds(exc.headers))
+    return None
+
+
 class CohereEmbedder(RemoteEmbedder):
     provider = "cohere"
     key_envs = ("CO_API_KEY",)
@@ -76,8 +85,4 @@ class CohereEmbedder(RemoteEmbedder):
         return list(resp.embeddings.float_ or [])
 
     def _failure(self, exc: BaseException) -> Failure | None:
-        if isinstance(exc, self._api_error) and exc.status_code is not None:
-            body = exc.body
-            msg = body.get("message") if isinstance(body, dict) and body.get("message") else body
-            return Failure(int(exc.status_code), one_line(msg), retry_after_seconds(exc.headers))
-        return None
+        return cohere_failure(exc, self._api_error)

@@ -16,9 +16,9 @@ from t2exp.embedders._remote import (
     import_client,
     one_line,
     resolve_api_key,
-    retry_after_seconds,
     with_retries,
 )
+from t2exp.embedders.cohere_embedder import cohere_failure
 from t2exp.rerankers import TruncationCounter
 
 
@@ -46,11 +46,7 @@ class CohereReranker:
                                             log_warning_experimental_features=False)
 
     def _failure(self, exc: BaseException) -> Failure | None:
-        if isinstance(exc, self._api_error) and exc.status_code is not None:
-            body = exc.body
-            msg = body.get("message") if isinstance(body, dict) and body.get("message") else body
-            return Failure(int(exc.status_code), one_line(msg), retry_after_seconds(exc.headers))
-        return None
+        return cohere_failure(exc, self._api_error)
 
     def _error_line(self, failure: Failure, attempts: int) -> str:
         return (f"reranker={self.name} (cohere {self.model_id}): {failure.status} from {self.base_url} after "
