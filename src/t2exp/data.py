@@ -111,7 +111,7 @@ _FRAMES: dict[tuple[str, int, int], pd.DataFrame] = {}
 _FRAMES_MAX = 32
 
 
-def _read_jsonl(f: Path) -> pd.DataFrame:
+def read_jsonl_objects(f: Path) -> list[dict[str, Any]]:
     """JSON Lines, one object per line; a bad line is reported with its line number."""
     records: list[dict[str, Any]] = []
     with open(f, encoding="utf-8") as fh:
@@ -128,7 +128,11 @@ def _read_jsonl(f: Path) -> pd.DataFrame:
                 records.append(rec)
         except UnicodeDecodeError as exc:
             raise DataError(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return pd.DataFrame.from_records(records)
+    return records
+
+
+def _read_jsonl(f: Path) -> pd.DataFrame:
+    return pd.DataFrame.from_records(read_jsonl_objects(f))
 
 
 def _read_file(f: Path) -> pd.DataFrame:

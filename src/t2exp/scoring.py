@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from t2exp.data import Question, Subset, load_subsets, sample_questions
+from t2exp.data import Question, Subset, load_subsets, read_jsonl_objects, sample_questions
 from t2exp.errors import ConfigError, DataError
 from t2exp.metrics import RECALL_KS, MetricValue, aggregate, extract_number, flatten_table, question_metrics
 
@@ -243,18 +243,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: unknown format {path.suffix or '(no suffix)'!r}; use .jsonl, .json, .csv, .tsv or .parquet")
     try:
         if kind == "jsonl":
-            rows = []
-            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}: line {i}: not valid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise DataError(f"{path}: line {i}: expected a JSON object, got {type(obj).__name__}")
-                rows.append(obj)
-            return rows
+            return read_jsonl_objects(path)
         if kind == "json":
             try:
                 obj = json.loads(path.read_text(encoding="utf-8"))
