@@ -12,6 +12,17 @@ from conftest import ROOT, mlflow_runs, run_app
 pytestmark = pytest.mark.slow
 
 
+def _sweep_children(tracking_dir, n):
+    """The child runs of the one sweep logged in ``tracking_dir``, after checking that there are
+    ``n`` of them under a single FINISHED parent."""
+    client, runs = mlflow_runs(tracking_dir)
+    parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+    assert len(children) == n and len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in children)
+    return client, children
+
+
 def _artifact_rows(client, run_id, name="predictions.jsonl"):
     path = client.download_artifacts(run_id, name)
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
@@ -20,11 +31,7 @@ def _artifact_rows(client, run_id, name="predictions.jsonl"):
 def test_retrieval_sweep_reuses_index_and_logs_everything(tmp_path):
     fresh = tmp_path / "cache"  # its own cache, so the first cell really builds the index
     run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=40"], fresh, tmp_path)
-    client, runs = mlflow_runs(tmp_path)
-    parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
-    runs = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
-    assert len(runs) == 2 and len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in runs)
+    client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     for r in runs:
         assert r.info.status == "FINISHED"
@@ -99,11 +106,7 @@ def test_unknown_option_fails_with_hydras_message(shared_cache, tmp_path):
 def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
     """Real generation with the offline model on 2 questions per method."""
     run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path, timeout=1500)
-    client, runs = mlflow_runs(tmp_path)
-    parents = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
-    runs = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
-    assert len(runs) == 2 and len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in runs)
+    client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     oracle = by_method["oracle"].data.metrics
     assert oracle["FinQA/mrr_at_3"] == 100.0 and oracle["FinQA/recall_at_1"] == 100.0
