@@ -404,3 +404,33 @@ def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
         again = gen.generate(prompts, Sampling(max_tokens=8))
         assert len(srv.requests) == 4  # 3 in the failed batch + only the missing one
         assert [g.cached for g in again] == [True, True, False]
+
+
+def test_vllm_server_keeps_finished_answers_of_a_failed_batch(tmp_path, no_server_left):
+    """generator=vllm_server forwards on_result: a batch whose last request fails for good leaves
+    the answers that arrived in the LLM cache (before the fix the cache stayed empty)."""
+    from t2exp.cache import KVCache
+    from t2exp.errors import RemoteError
+    from t2exp.generators.cached import CachedGenerator
+
+    inner = _server_gen(tmp_path, "--script", "ok,ok,500", max_concurrency=1, max_retries=0)
+    gen = CachedGenerator(inner, KVCache(tmp_path / "llm.sqlite"))
+    prompts = [ask(f"q{i}") for i in range(3)]
+    with pytest.raises(RemoteError):
+        gen.generate(prompts, GREEDY)
+    assert len(gen.cache) == 2
+    again = gen.generate(prompts, GREEDY)
+    assert [g.cached for g in again] == [True, True, False]
+    inner.close()
+
+
+def test_cache_fingerprint_names_the_weights_not_only_the_id():
+    """Two servers serving different weights under one model id must not share LLM-cache entries
+    (before the fix the fingerprint was the id alone); the same weights on another port do."""
+    with FakeOpenAIServer(model=MODEL, root="/models/a") as a, FakeOpenAIServer(model=MODEL, root="/models/b") as b, \
+            FakeOpenAIServer(model=MODEL, root="/models/a") as a2:
+        fa, fb, fa2 = (client(s).fingerprint for s in (a, b, a2))
+        assert fa != fb
+        assert fa == fa2
+        pinned = [client(s, model_revision="sha256:1234").fingerprint for s in (a, b)]
+        assert pinned[0] == pinned[1] != fa

@@ -16,12 +16,12 @@ Each POST /v1/chat/completions takes the next action of ``script`` (then ``defau
 Requests are checked (model, messages of {role, content}, numeric temperature, integer
 max_tokens); a bad one gets 400/404 and its reason lands in ``errors``. ``gate_parties`` makes
 the first N requests wait on a ``threading.Barrier`` of N parties, so a test can prove N requests
-were in flight together. GET /v1/models lists ``model``.
+were in flight together. GET /v1/models lists ``model`` (with ``root``, as vLLM does, when given).
 
 Script mode (a stand-in for ``python -m vllm.entrypoints.openai.api_server``)::
 
     python tests/fakes/openai_server.py --model M --host 127.0.0.1 --port P [--not-ready-for N]
-        [--never-ready] [--crash MESSAGE]
+        [--never-ready] [--crash MESSAGE] [--script ok,ok,500]
 
 Unknown vLLM flags are accepted and ignored. The script serves until it is terminated.
 """
@@ -60,8 +60,10 @@ class FakeOpenAIServer:
         never_ready: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
+        root: str | None = None,
     ) -> None:
         self.model = model
+        self.root = root  # vLLM reports the --model path (the weights) as `root` of the served id
         self.script = list(script or [])
         self.default = default
         self.reply = reply
@@ -180,7 +182,10 @@ class FakeOpenAIServer:
                     not_ready = server.never_ready or server.model_requests <= server.not_ready_for
                 if not_ready:
                     return self._error(503, "model is loading")
-                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "fake"}]})
+                entry = {"id": server.model, "object": "model", "created": 0, "owned_by": "fake"}
+                if server.root is not None:
+                    entry["root"] = server.root
+                self._send(200, {"object": "list", "data": [entry]})
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib naming
                 length = int(self.headers.get("Content-Length") or 0)
@@ -236,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--not-ready-for", type=int, default=0, help="answer 503 to the first N GET /v1/models")
     ap.add_argument("--never-ready", action="store_true")
     ap.add_argument("--crash", default=None, help="print this to stderr and exit 1 instead of serving")
+    ap.add_argument("--script", default="", help="comma-separated actions for the chat completions (see above)")
     args, unknown = ap.parse_known_args(argv)
     print(f"fake server: pid={os.getpid()} args={' '.join(argv if argv is not None else sys.argv[1:])} ignored={unknown}", flush=True)
     if args.crash:
@@ -247,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         never_ready=args.never_ready,
         host=args.host,
         port=args.port,
+        script=[a for a in args.script.split(",") if a],
     )
     print(f"fake server: listening on {srv.base_url}", flush=True)
     try:

@@ -47,6 +47,7 @@ class Generator(Protocol):
     def fingerprint(self) -> str:
         """Identifies the model (and weights) whose outputs a cache may reuse."""
 
-    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
-        """Backends that answer concurrently may also accept ``on_result(i, generation)``, called
-        as each answer completes (the LLM cache uses it to keep finished answers of a failed batch)."""
+    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+        """Answers in prompt order. Every backend calls ``on_result(i, generation)`` as soon as
+        answer ``i`` is complete (before a later prompt can fail), so the LLM cache keeps the
+        finished answers of a failed or interrupted batch."""

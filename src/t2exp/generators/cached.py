@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 
 from t2exp.cache import KVCache, content_key
-from t2exp.generators import Generation, Generator, Messages, Sampling
+from t2exp.generators import Generation, Generator, Messages, OnResult, Sampling
 
 
 class CachedGenerator:
@@ -30,7 +29,7 @@ class CachedGenerator:
         fields = ("text", "prompt_tokens", "completion_tokens", "seconds", "finish_reason", "extra")
         return json.dumps({f: getattr(g, f) for f in fields}).encode()
 
-    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
         keys = [self.key(p, sampling) for p in prompts]
         found = self.cache.get_many(keys)
         out: dict[str, Generation] = {}
@@ -44,11 +43,7 @@ class CachedGenerator:
             def keep(i: int, g: Generation, chunk=chunk) -> None:  # noqa: ANN001
                 self.cache.put(chunk[i][0], self._encode(g))
 
-            if "on_result" in inspect.signature(self.inner.generate).parameters:
-                gens = self.inner.generate([p for _, p in chunk], sampling, on_result=keep)
-            else:
-                gens = self.inner.generate([p for _, p in chunk], sampling)
-                self.cache.put_many({k: self._encode(g) for (k, _), g in zip(chunk, gens)})
+            gens = self.inner.generate([p for _, p in chunk], sampling, on_result=keep)
             self.calls += len(chunk)
             for (k, _), g in zip(chunk, gens):
                 out[k] = g

@@ -19,7 +19,7 @@ from pathlib import Path
 from t2exp.cache import build_lock, content_key
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
-from t2exp.generators import Generation, Messages, Sampling
+from t2exp.generators import Generation, Messages, OnResult, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +129,12 @@ class TransformersGenerator:
         model.eval()
         return tok, model
 
-    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
         import torch
 
         tok, model = self._model
         out: list[Generation] = []
-        for messages in prompts:
+        for i, messages in enumerate(prompts):
             t0 = time.perf_counter()
             enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
             ids = enc["input_ids"]
@@ -168,4 +168,6 @@ class TransformersGenerator:
                     finish_reason=finish,
                 )
             )
+            if on_result is not None:
+                on_result(i, out[-1])
         return out

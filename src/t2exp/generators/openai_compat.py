@@ -86,6 +86,7 @@ class OpenAICompatGenerator:
         backoff_max: float = 60.0,
         reasoning: bool = False,
         batch_size: int = 64,
+        model_revision: str | None = None,
     ) -> None:
         if not model:
             raise ConfigError(f"generator={name}: generator.model is empty; set the served model id")
@@ -106,6 +107,8 @@ class OpenAICompatGenerator:
         self.backoff_max = float(backoff_max)
         self.reasoning = bool(reasoning)
         self.batch_size = int(batch_size)
+        self.model_revision = model_revision
+        self._fingerprint: str | None = None
         key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
         if not key:
             if self.base_url is None:  # hosted API: a key is required
@@ -126,8 +129,27 @@ class OpenAICompatGenerator:
 
     @property
     def fingerprint(self) -> str:
-        # base_url is left out on purpose: the same weights behind another port give the same outputs
-        return content_key("openai-compat", self.provider, self.model, self.reasoning)[:16]
+        """What determines the outputs (the LLM cache key): the model id plus the weights behind it,
+        i.e. ``generator.model_revision`` when set, else the ``root`` the server reports for the id
+        (vLLM: the ``--model`` path), so two servers serving different weights under one id do not
+        share answers. Where it is served (``base_url``) is left out: the same weights behind
+        another port give the same outputs."""
+        if self._fingerprint is None:
+            weights = self.model_revision or self._served_root()
+            self._fingerprint = content_key("openai-compat", self.provider, self.model, weights, self.reasoning)[:16]
+        return self._fingerprint
+
+    def _served_root(self) -> str | None:
+        if self.base_url is None:
+            return None  # the hosted API: the id is all it tells
+        try:
+            for m in self._client.models.list().data:
+                if m.id == self.model:
+                    root = (m.model_extra or {}).get("root")
+                    return str(root) if root else None
+        except Exception as exc:  # noqa: BLE001 - an unreachable server is reported by the first request
+            log.debug("GET %s/models failed (%s); the fingerprint names the model id only", self.base_url, exc)
+        return None
 
     # --- one request ------------------------------------------------------------------------------
     def _request(self, messages: Messages, sampling: Sampling) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from t2exp.cache import content_key
 from t2exp.errors import ConfigError
-from t2exp.generators import Generation, Messages, Sampling
+from t2exp.generators import Generation, Messages, OnResult, Sampling
 from t2exp.generators.openai_compat import reasoning_generation, split_reasoning
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ class VLLMGenerator:
         except Exception:  # noqa: BLE001 - an estimate is fine when the tokenizer is unusual
             return len(text.split())
 
-    def generate(self, prompts: list[Messages], sampling: Sampling) -> list[Generation]:
+    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
         if not prompts:
             return []
         from vllm import SamplingParams
@@ -134,7 +134,7 @@ class VLLMGenerator:
         outputs = llm.chat(prompts, params, use_tqdm=False)
         per_prompt = (time.perf_counter() - t0) / len(prompts)
         gens: list[Generation] = []
-        for out in outputs:
+        for i, out in enumerate(outputs):  # one engine batch: every answer is complete here
             best = out.outputs[0]
             gen = Generation(
                 text=best.text,
@@ -147,4 +147,6 @@ class VLLMGenerator:
                 _, thought = split_reasoning(best.text)
                 reasoning_generation(gen, self._count_tokens(llm, thought))
             gens.append(gen)
+            if on_result is not None:
+                on_result(i, gen)
         return gens
