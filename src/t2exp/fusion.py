@@ -6,11 +6,16 @@ list contributes 0 there). This is Weaviate's relativeScoreFusion, so ``alpha`` 
 both stores: 1 = pure dense, 0 = pure BM25.
 ``rrf``: reciprocal rank fusion, ``alpha / (rrf_k + rank_dense) + (1 - alpha) / (rrf_k + rank_bm25)``
 (ranks from 1; Weaviate's rankedFusion uses the same weighting, rrf_k = 60).
+``alpha`` 1 / 0 return the dense / lexical list unchanged (raw scores). Equal fused scores keep
+the dense order (a document's first position in the dense list, then in the lexical list).
+
+Fused scores of the two fusions live on different scales (relative score in [0, 1], RRF below
+``1 / (rrf_k + 1)``, single lists raw); ``unit_scale`` maps any of them onto [0, 1] so that a
+method adding boosts (``metadata_hybrid``) means the same boost under every fusion and alpha.
+Values are checked by the config schema (``t2exp.config``), not here.
 """
 
 from __future__ import annotations
-
-from t2exp.errors import ConfigError
 
 FUSIONS = ("relative_score", "rrf")
 
@@ -33,8 +38,6 @@ def fuse(
     fusion: str = "relative_score",
     rrf_k: int = 60,
 ) -> list[tuple[str, float]]:
-    if not 0.0 <= alpha <= 1.0:
-        raise ConfigError(f"rag_method.alpha={alpha}: must be in [0, 1] (1 = pure dense, 0 = pure BM25)")
     if alpha == 1.0:
         return dense[:k]
     if alpha == 0.0:
@@ -45,14 +48,26 @@ def fuse(
             combined[cid] = combined.get(cid, 0.0) + alpha * s
         for cid, s in _minmax(lexical).items():
             combined[cid] = combined.get(cid, 0.0) + (1 - alpha) * s
-    elif fusion == "rrf":
+    else:  # rrf
         for rank, (cid, _) in enumerate(dense, start=1):
             combined[cid] = combined.get(cid, 0.0) + alpha / (rrf_k + rank)
         for rank, (cid, _) in enumerate(lexical, start=1):
             combined[cid] = combined.get(cid, 0.0) + (1 - alpha) / (rrf_k + rank)
-    else:
-        raise ConfigError(f"rag_method.fusion={fusion!r}: allowed values are {', '.join(FUSIONS)}")
-    # ties broken by dense order, then lexical order, for determinism
-    order = {cid: i for i, (cid, _) in enumerate(dense + lexical)}
+    # ties: the dense order first (a document's first position in dense + lexical)
+    order: dict[str, int] = {}
+    for i, (cid, _) in enumerate(dense + lexical):
+        order.setdefault(cid, i)
     ranked = sorted(combined.items(), key=lambda kv: (-kv[1], order.get(kv[0], 0)))
     return ranked[:k]
+
+
+def unit_scale(hits: list[tuple[str, float]], fusion: str, alpha: float, rrf_k: int = 60) -> list[tuple[str, float]]:
+    """Fused scores of ``fuse(..., alpha, fusion)`` on [0, 1], order unchanged: relative-score
+    fusion already is (its maximum, 1, is a document first in both lists); RRF is divided by its
+    maximum ``1 / (rrf_k + 1)``; a single list (alpha 0 or 1) is min-max normalised."""
+    if alpha in (0.0, 1.0):
+        scaled = _minmax(hits)
+        return [(cid, scaled[cid]) for cid, _ in hits]
+    if fusion == "rrf":
+        return [(cid, s * (rrf_k + 1)) for cid, s in hits]
+    return list(hits)

@@ -4,13 +4,16 @@ Documents are indexed with their metadata prepended (``document.variant=metadata
 ``conf/rag_method/metadata_hybrid.yaml``), and fused hybrid candidates get an additive boost when
 the question names the document's company (normalised name, legal suffixes dropped, or its
 ticker) and when it names the report year or one of the ``year_window`` years before it (reports
-discuss prior years). Fused scores are in [0, 1], so boosts are on the same scale.
+discuss prior years). Boosts are added to the fused scores mapped onto [0, 1]
+(``t2exp.fusion.unit_scale``), so a boost means the same under relative-score fusion, RRF and
+alpha 0 / 1.
 """
 
 from __future__ import annotations
 
 import re
 
+from t2exp.fusion import unit_scale
 from t2exp.methods import register
 from t2exp.methods.hybrid import Hybrid
 
@@ -62,12 +65,15 @@ class MetadataHybrid(Hybrid):
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         depth = max(k, self.candidate_depth)
         fused = super().retrieve(questions, index, depth)
-        out = []
-        for q, hits in zip(questions, fused):
-            rescored = [(cid, s + self.boost(q.question, cid, index)) for cid, s in hits]
-            self.boosted += sum(1 for (c0, s0), (c1, s1) in zip(hits, rescored) if s1 != s0)
-            out.append(sorted(rescored, key=lambda t: -t[1])[:k])
-        return out
+        return [self.boosted_ranking(q.question, hits, index, k) for q, hits in zip(questions, fused)]
+
+    def boosted_ranking(self, question: str, hits: list[tuple[str, float]], index, k: int) -> list[tuple[str, float]]:  # noqa: ANN001
+        """Fused candidates on [0, 1] plus their boosts, best first (ties keep the fused order)."""
+        scaled = unit_scale(hits, self.fusion, self.alpha)
+        boosts = [self.boost(question, cid, index) for cid, _ in scaled]
+        self.boosted += sum(1 for b in boosts if b)
+        rescored = [(cid, s + b) for (cid, s), b in zip(scaled, boosts)]
+        return sorted(rescored, key=lambda t: -t[1])[:k]
 
     def stats(self) -> dict[str, float]:
         return {"metadata_boosted_candidates": float(self.boosted)}

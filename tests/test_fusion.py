@@ -1,0 +1,61 @@
+"""Fusion and metadata boosts: known answers computed by hand."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from t2exp.fusion import fuse, unit_scale
+from t2exp.methods.metadata_hybrid import MetadataHybrid
+
+
+def test_ties_keep_the_dense_order():
+    # min-max: dense A=1, B=0; lexical B=1, A=0; alpha 0.5 -> both 0.5: a tie, A is first in dense
+    dense = [("A", 0.9), ("B", 0.1)]
+    lexical = [("B", 7.0), ("A", 2.0)]
+    assert [c for c, _ in fuse(dense, lexical, 2, 0.5)] == ["A", "B"]
+    assert [c for c, _ in fuse(dense, lexical, 2, 0.5, "rrf")] == ["A", "B"]  # 0.5/61 + 0.5/62 each
+
+
+def test_relative_score_and_rrf_by_hand():
+    dense = [("A", 0.8), ("B", 0.6), ("C", 0.2)]
+    lexical = [("C", 10.0), ("A", 5.0)]
+    rel = dict(fuse(dense, lexical, 3, 0.25))
+    assert rel["A"] == pytest.approx(0.25 * 1.0 + 0.75 * 0.0)
+    assert rel["B"] == pytest.approx(0.25 * (0.4 / 0.6))
+    assert rel["C"] == pytest.approx(0.75 * 1.0)
+    rrf = dict(fuse(dense, lexical, 3, 0.5, "rrf"))
+    assert rrf["A"] == pytest.approx(0.5 / 61 + 0.5 / 62)
+    assert rrf["B"] == pytest.approx(0.5 / 62)
+    assert rrf["C"] == pytest.approx(0.5 / 63 + 0.5 / 61)
+
+
+def test_unit_scale_puts_every_fusion_on_zero_one():
+    dense = [("A", 0.8), ("B", 0.6)]
+    lexical = [("A", 3.0), ("B", 1.0)]
+    assert unit_scale(fuse(dense, lexical, 2, 0.5, "rrf"), "rrf", 0.5)[0] == ("A", pytest.approx(1.0))
+    assert unit_scale(fuse(dense, lexical, 2, 0.0), "relative_score", 0.0) == [("A", 1.0), ("B", 0.0)]
+    rel = fuse(dense, lexical, 2, 0.5)
+    assert unit_scale(rel, "relative_score", 0.5) == rel
+
+
+def _index(companies: dict[str, str]) -> SimpleNamespace:
+    docs = {cid: SimpleNamespace(metadata={"company_name": name, "report_year": "2019"}) for cid, name in companies.items()}
+    return SimpleNamespace(docs=docs)
+
+
+@pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
+def test_a_small_boost_does_not_swamp_a_large_lead_under_any_fusion(fusion):
+    """A (first in both lists) leads B (second in both) by 1 - 61/62 = 0.016 on the unit scale under
+    RRF; a company boost of 0.01 on B must not overturn that. Before the fix RRF scores (~0.016)
+    were boosted raw, so 0.01 swamped them and B won."""
+    method = MetadataHybrid(company_boost=0.01, year_boost=0.0, alpha=0.5, fusion=fusion)
+    dense = [("A", 0.9), ("B", 0.5), ("C", 0.1)]
+    lexical = [("A", 9.0), ("B", 5.0), ("C", 1.0)]
+    hits = fuse(dense, lexical, 3, 0.5, fusion)
+    index = _index({"A": "Alpha Corp", "B": "Beta Inc", "C": "Gamma plc"})
+    ranked = method.boosted_ranking("What was beta's revenue in 2019?", hits, index, 3)
+    assert [c for c, _ in ranked][:2] == ["A", "B"]
+    big = MetadataHybrid(company_boost=0.6, year_boost=0.0, alpha=0.5, fusion=fusion)
+    assert big.boosted_ranking("What was beta's revenue in 2019?", hits, index, 3)[0][0] == "B"
