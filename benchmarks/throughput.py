@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def _batched(kind: str, qcache: Path) -> float:
             emb = CachedEmbedder(raw, KVCache(qcache / "embeddings.sqlite"))
-            method = Base() if kind == "dense" else Hybrid()
+            method = Base("base") if kind == "dense" else Hybrid()
             t0 = time.perf_counter()
             for s in subsets:
                 ix = dataclasses.replace(indexes[s.name], embedder=emb)

@@ -19,6 +19,16 @@ def shared_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+def compose_cfg(*overrides: str):
+    """The app's config as ``python -m t2exp <overrides>`` composes it (schemas applied)."""
+    from hydra import compose, initialize_config_dir
+
+    from t2exp.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
 def app_overrides(cache: Path, tracking_dir: Path) -> list[str]:
     return [
         f"paths.cache={cache}",

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from conftest import compose_cfg
 from t2exp.cache import KVCache
 from t2exp.embedders import Embedder
 from t2exp.embedders._remote import RemoteEmbedder
@@ -28,7 +29,6 @@ from t2exp.embedders.cohere_embedder import CohereEmbedder
 from t2exp.embedders.gemini_embedder import GeminiEmbedder
 from t2exp.embedders.openai_embedder import OpenAIEmbedder
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.validation import API_KEY_ENVS
 
 try:
     from tests.fakes import FakeHTTPServer
@@ -245,19 +245,19 @@ def test_wrong_key_is_not_retried_and_names_the_env_var(case: Case, fake: Any) -
         emb.embed_queries(["x"])
     assert len(fake.requests) == 1
     if case.provider != "gemini":  # Gemini answers a bad key with 400 INVALID_ARGUMENT
-        assert API_KEY_ENVS[case.provider][0] in str(err.value)
+        assert case.embedder_cls.key_envs[0] in str(err.value)
 
 
 def test_missing_key_fails_in_the_constructor(case: Case, fake: Any) -> None:
     with pytest.raises(ConfigError) as err:
         make(case, fake, api_key=None)
     msg = str(err.value)
-    assert "\n" not in msg and all(env in msg for env in API_KEY_ENVS[case.provider])
+    assert "\n" not in msg and all(env in msg for env in case.embedder_cls.key_envs)
     assert fake.requests == []
 
 
 def test_key_is_read_from_the_environment(case: Case, fake: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(API_KEY_ENVS[case.provider][-1], fake.api_key)
+    monkeypatch.setenv(case.embedder_cls.key_envs[-1], fake.api_key)
     make(case, fake, api_key=None).embed_queries(["x"])
     assert fake.rejections == [] and len(fake.requests) == 1
 
@@ -295,9 +295,19 @@ def test_batches_respect_batch_size_and_keep_order(case: Case, fake: Any) -> Non
     np.testing.assert_allclose(vecs, unit([fake_vector(t, DIM) for t in texts]), atol=1e-6)
 
 
-def test_batch_size_above_provider_limit_is_rejected(case: Case, fake: Any) -> None:
-    with pytest.raises(ConfigError, match=f"1..{case.max_batch}"):
-        make(case, fake, batch_size=case.max_batch + 1)
+def config_error(*overrides: str) -> str:
+    """The one line the command line prints for an embedder config (schema + rules)."""
+    from t2exp.__main__ import preflight
+
+    with pytest.raises(ConfigError) as err:
+        preflight(["generator=none", "++embedder.api_key=k", *overrides])
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_batch_size_above_provider_limit_is_rejected(case: Case) -> None:
+    msg = config_error(f"embedder={case.provider}", f"embedder.batch_size={case.max_batch + 1}")
+    assert f"embedder.batch_size={case.max_batch + 1}" in msg and f"1..{case.max_batch}" in msg
 
 
 # --- cache, fingerprint, tokens, packaging -------------------------------------------------------
@@ -330,10 +340,8 @@ def test_task_types_enter_the_fingerprint() -> None:
     assert GeminiEmbedder("g", "m", document_task_type="SEMANTIC_SIMILARITY", **kw).fingerprint != g.fingerprint
     c = CohereEmbedder("c", "m", **kw)
     assert CohereEmbedder("c", "m", query_input_type="clustering", **kw).fingerprint != c.fingerprint
-    with pytest.raises(ConfigError, match="query_task_type"):
-        GeminiEmbedder("g", "m", query_task_type="retrieval_query", **kw)
-    with pytest.raises(ConfigError, match="document_input_type"):
-        CohereEmbedder("c", "m", document_input_type="search", **kw)
+    assert "embedder.query_task_type='retrieval_query'" in config_error("embedder=gemini", "embedder.query_task_type=retrieval_query")
+    assert "embedder.document_input_type='search'" in config_error("embedder=cohere", "embedder.document_input_type=search")
 
 
 def test_count_tokens_is_a_cheap_estimate(case: Case, fake: Any) -> None:
@@ -342,12 +350,10 @@ def test_count_tokens_is_a_cheap_estimate(case: Case, fake: Any) -> None:
     assert fake.requests == []
 
 
-def test_bad_config_is_rejected_before_any_request(case: Case, fake: Any) -> None:
-    with pytest.raises(ConfigError, match="query_template"):
-        make(case, fake, query_template="no placeholder")
-    with pytest.raises(ConfigError, match="provider"):
-        make(case, fake, provider="somebody-else")
-    assert fake.requests == []
+def test_bad_config_is_rejected_before_any_request(case: Case) -> None:
+    assert "embedder.query_template='no placeholder'" in config_error(f"embedder={case.provider}", "embedder.query_template='no placeholder'")
+    msg = config_error(f"embedder={case.provider}", "embedder.provider=somebody-else")
+    assert "embedder.provider='somebody-else'" in msg and case.provider in msg
 
 
 def test_missing_client_library_says_install_api_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -369,11 +375,6 @@ def test_importing_t2exp_does_not_import_client_libraries() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
 
 
-def test_key_envs_agree_with_validation() -> None:
-    for cls in (OpenAIEmbedder, GeminiEmbedder, CohereEmbedder):
-        assert cls.key_envs == API_KEY_ENVS[cls.provider]
-
-
 # --- configs -------------------------------------------------------------------------------------
 
 
@@ -382,7 +383,7 @@ def test_api_configs_instantiate_and_talk_to_the_fake(name: str) -> None:
     from hydra.utils import instantiate
 
     case = next(c for c in CASES if c.provider == name)
-    cfg = OmegaConf.load(ROOT / "conf" / "embedder" / f"{name}.yaml")
+    cfg = compose_cfg(f"embedder={name}").embedder
     assert cfg.name == name and cfg.provider == name and cfg.model == case.model
     with case.fake_cls(model=case.model, dim=int(cfg.dim)) as fake:
         emb = instantiate(cfg, base_url=fake.base_url, api_key=fake.api_key, backoff_base=0.0)
@@ -400,7 +401,7 @@ def test_local_configs_match_the_sentence_transformers_signature(name: str, mode
     """Checked without instantiating: that would import torch and resolve devices."""
     from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
 
-    cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "embedder" / f"{name}.yaml"))
+    cfg = OmegaConf.to_container(compose_cfg(f"embedder={name}").embedder)
     assert isinstance(cfg, dict)
     assert cfg.pop("_target_") == "t2exp.embedders.sentence_transformers.SentenceTransformerEmbedder"
     inspect.signature(SentenceTransformerEmbedder).bind(**cfg)  # unknown or missing kwargs raise

@@ -58,7 +58,7 @@ def services(tmp: Path, embedder, generator=None, variant="plain") -> Services:
 
 def test_reranker_reorders_candidates_by_reranker_scores(subset, embedder, tmp_path):
     rr = ChunkMaxSimReranker()
-    method = build_method({"name": "reranker", "first_stage": "hybrid", "candidates": 9}, reranker=rr)
+    method = build_method({"_target_": "t2exp.methods.reranker.Rerank", "name": "reranker", "first_stage": "hybrid", "candidates": 9}, reranker=rr)
     sv = services(tmp_path, embedder)
     index = method.prepare(subset, sv)
     first = method.first.retrieve(subset.questions, index, 9)
@@ -159,8 +159,8 @@ def test_summarization_and_sumcontext_share_summaries(subset, embedder, tmp_path
     with FakeOpenAIServer(model="m", reply=_summary_reply) as srv:
         gen = _generator(srv, tmp_path)
         sv = services(tmp_path, embedder, generator=gen)
-        summ = build_method({"name": "summarization"})
-        sumc = build_method({"name": "sumcontext"})
+        summ = build_method({"_target_": "t2exp.methods.summarization.Summarization", "name": "summarization"})
+        sumc = build_method({"_target_": "t2exp.methods.summarization.SumContext", "name": "sumcontext"})
         idx_a = summ.prepare(subset, sv)
         calls_after_first = gen.calls
         idx_b = sumc.prepare(subset, sv)
@@ -182,7 +182,7 @@ def test_hyde_queries_with_a_generated_passage(subset, embedder, tmp_path):
     passage = "Revenue for 2019 was $1,234 million.\n| item | 2019 | 2018 |\n|---|---|---|\n| revenue | 1,234 | 1,100 |"
     with FakeOpenAIServer(model="m", reply=lambda m: passage) as srv:
         gen = _generator(srv, tmp_path)
-        method = build_method({"name": "hyde"})
+        method = build_method({"_target_": "t2exp.methods.hyde.HyDE", "name": "hyde"})
         index = method.prepare(subset, services(tmp_path, embedder, generator=gen))
         qs = subset.questions[:3]
         qv = method.query_vectors(qs, index)
@@ -193,7 +193,7 @@ def test_hyde_queries_with_a_generated_passage(subset, embedder, tmp_path):
         assert len(prompts) == 3 and all("markdown table" in p for p in prompts)
         assert sorted(q.question in p for q in qs for p in prompts).count(True) == 3
         # mixing in the question embedding moves the query toward the question
-        mixed = build_method({"name": "hyde", "question_weight": 0.5})
+        mixed = build_method({"_target_": "t2exp.methods.hyde.HyDE", "name": "hyde", "question_weight": 0.5})
         mixed.prepare(subset, services(tmp_path, embedder, generator=gen))
         mv = mixed.query_vectors(qs, index)
         assert float(mv[0] @ plain[0]) > float(qv[0] @ plain[0])
@@ -213,9 +213,9 @@ def test_llm_cache_is_hit_on_a_second_run(tmp_path):
 
 
 def test_metadata_hybrid_indexes_metadata_and_boosts(subset, embedder, tmp_path):
-    method = build_method({"name": "metadata_hybrid"})
+    method = build_method({"_target_": "t2exp.methods.metadata_hybrid.MetadataHybrid", "name": "metadata_hybrid"})
     index = method.prepare(subset, services(tmp_path, embedder, variant="metadata_prefix"))
-    plain = build_method({"name": "hybrid"}).prepare(subset, services(tmp_path, embedder, variant="plain"))
+    plain = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid"}).prepare(subset, services(tmp_path, embedder, variant="plain"))
     assert index.key != plain.key  # the document variant is part of the cache key
     doc = subset.corpus[0]
     assert index.texts[doc.context_id].startswith(f"Company: {doc.metadata['company_name']}")

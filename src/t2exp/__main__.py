@@ -9,7 +9,7 @@ task runs), the command line gets a pre-flight check:
   ``overrides.yaml``, ``hydra.yaml``, ``multirun.yaml``), the logs and the MLflow tags never hold
   them; every log record is redacted as well (``tracking.install_log_redaction``);
 - the config of every job (each cell of a ``-m`` sweep with the basic sweeper) is composed and
-  validated (``validation.validate``), and local data files are loaded and checked: a bad value
+  validated (``t2exp.config.check``: the typed schema, then the cross-group rules), and local data files are loaded and checked: a bad value
   or a bad file stops the command with one line and exit status 2, and nothing is written (no
   Hydra output directory, no MLflow run, no cache file).
 """
@@ -123,13 +123,26 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
     return batch
 
 
+def _schema_error(exc: BaseException) -> ConfigError | None:
+    """A one-line error when a composition failed on the typed schema (a wrong type, an unknown
+    key, a missing value), else ``None``."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from t2exp.config import config_error
+
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, OmegaConfBaseException):
+        cause = cause.__cause__
+    return None if cause is None else config_error(exc)
+
+
 def preflight(argv: list[str]) -> int:
     """Validate every job's config and its local data before Hydra writes anything. Raises
     ``T2ExpError``; returns the number of jobs checked (0 when the command is left to Hydra)."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
 
-    from t2exp import validation
+    from t2exp import config
     from t2exp.app import dataset_kwargs
     from t2exp.data import discover_files, load_subsets
 
@@ -161,18 +174,22 @@ def preflight(argv: list[str]) -> int:
                     cfgs.append(compose("config", overrides=job))
                 except Exception as exc:  # noqa: BLE001 - Hydra's composition error
                     if len(jobs) == 1:
-                        raise  # a single run: Hydra reports it, before it writes anything
+                        raise
                     # a sweep would run the cells before this one first: stop now
-                    raise ConfigError(f"sweep cell #{i} ({' '.join(job)}): {' '.join(str(exc).split())}") from None
+                    detail = str(_schema_error(exc) or " ".join(str(exc).split()))
+                    raise ConfigError(f"sweep cell #{i} ({' '.join(job)}): {detail}") from None
     except _Skip:
         return 0
     except T2ExpError:
         raise
-    except Exception:  # noqa: BLE001 - a composition error: Hydra reports it in its own words
-        return 0
+    except Exception as exc:  # noqa: BLE001 - a composition error
+        schema_error = _schema_error(exc)
+        if schema_error is not None:  # a value the typed schema refuses: one line
+            raise schema_error from None
+        return 0  # anything else (an unknown option, a syntax error): Hydra reports it in its own words
     datasets: dict[str, dict[str, Any]] = {}
     for cfg in cfgs:
-        validation.validate(cfg)
+        config.check(cfg)
         kw = dataset_kwargs(cfg)
         datasets.setdefault(json.dumps(kw, sort_keys=True, default=str), kw)
     for kw in datasets.values():

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp import experiment, validation
+from t2exp import config, experiment
 from t2exp.cache import atomic_write_text, cell_lock
 from t2exp.data import load_subsets
 from t2exp.errors import ConfigError, T2ExpError
@@ -85,7 +85,7 @@ def build_components(cfg: DictConfig) -> Components:
     """Load data and build every component from config (no work on the corpus yet)."""
     subsets = load_subsets(**dataset_kwargs(cfg))
     reranker = _instantiate(cfg.get("reranker"))
-    method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)
+    method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)  # type: ignore[arg-type]
     embedder = _instantiate(cfg.embedder) if method.needs_index else None
     store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
     generator = _instantiate(cfg.generator)
@@ -167,7 +167,7 @@ def _install_signal_handlers() -> Callable[[], None]:
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
     """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
     ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
-    validation.validate(cfg)
+    config.check(cfg)
     experiment.STOP.clear()
     restore = _install_signal_handlers()
     try:

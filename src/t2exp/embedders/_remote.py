@@ -193,17 +193,6 @@ class RemoteEmbedder:
         dimensions: int | None = None,
         revision: str | None = None,
     ) -> None:
-        if provider != self.provider:
-            raise ConfigError(f"embedder.provider={provider!r} does not match {type(self).__name__}; use {self.provider!r}")
-        for field, tpl in (("query_template", query_template), ("document_template", document_template)):
-            if "{text}" not in tpl:
-                raise ConfigError(f"embedder.{field}={tpl!r}: must contain the placeholder {{text}}")
-        if not 1 <= int(batch_size) <= self.max_batch:
-            raise ConfigError(f"embedder.batch_size={batch_size!r}: {self.provider} accepts 1..{self.max_batch} inputs per request")
-        if int(max_retries) < 0:
-            raise ConfigError(f"embedder.max_retries={max_retries!r}: must be >= 0")
-        if dimensions is not None and dim and int(dim) != int(dimensions):
-            raise ConfigError(f"embedder.dim={dim} but embedder.dimensions={dimensions}: they must agree (or set dim: 0)")
         self.name = name
         self.model_id = model
         self.dim = int(dimensions or dim or 0)

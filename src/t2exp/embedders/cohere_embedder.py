@@ -44,11 +44,6 @@ class CohereEmbedder(RemoteEmbedder):
         truncate: str | None = None,
         **kwargs: Any,
     ) -> None:
-        for field, value in (("query_input_type", query_input_type), ("document_input_type", document_input_type)):
-            if value not in INPUT_TYPES:
-                raise ConfigError(f"embedder.{field}={value!r} is invalid; allowed: {', '.join(INPUT_TYPES)}")
-        if truncate not in TRUNCATE:
-            raise ConfigError(f"embedder.truncate={truncate!r} is invalid; allowed: null, NONE, START, END")
         self.query_input_type = query_input_type
         self.document_input_type = document_input_type
         self.truncate = truncate

@@ -40,9 +40,6 @@ class GeminiEmbedder(RemoteEmbedder):
         document_task_type: str = "RETRIEVAL_DOCUMENT",
         **kwargs: Any,
     ) -> None:
-        for field, value in (("query_task_type", query_task_type), ("document_task_type", document_task_type)):
-            if value not in TASK_TYPES:
-                raise ConfigError(f"embedder.{field}={value!r} is invalid; allowed: {', '.join(TASK_TYPES)}")
         self.query_task_type = query_task_type
         self.document_task_type = document_task_type
         super().__init__(name, model, provider=provider, **kwargs)

@@ -33,9 +33,6 @@ class SentenceTransformerEmbedder:
         normalize: bool = True,
         trust_remote_code: bool = False,
     ) -> None:
-        for field, tpl in (("query_template", query_template), ("document_template", document_template)):
-            if "{text}" not in tpl:
-                raise ConfigError(f"embedder.{field}={tpl!r}: must contain the placeholder {{text}}")
         self.name = name
         self.model_id = model
         self.package = package

@@ -88,13 +88,6 @@ class OpenAICompatGenerator:
         batch_size: int = 64,
         model_revision: str | None = None,
     ) -> None:
-        if not model:
-            raise ConfigError(f"generator={name}: generator.model is empty; set the served model id")
-        if max_concurrency < 1 or max_retries < 0 or timeout <= 0:
-            raise ConfigError(
-                f"generator={name}: max_concurrency={max_concurrency}, max_retries={max_retries}, timeout={timeout} "
-                "are invalid; need max_concurrency >= 1, max_retries >= 0, timeout > 0"
-            )
         self.name = name
         self.model = model
         self.base_url = base_url.rstrip("/") if base_url else None

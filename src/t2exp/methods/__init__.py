@@ -1,4 +1,5 @@
-"""RAG methods: how a question's contexts are chosen. One module per method, a registry by name.
+"""RAG methods: how a question's contexts are chosen. One module per method, built from the
+``_target_`` of its ``conf/rag_method/*.yaml`` (its schema: ``t2exp.config.components``).
 
 A method
 - ``prepare(subset, services)``: returns the ``Index`` it retrieves from (or ``None``);
@@ -9,20 +10,18 @@ A method
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from t2exp.data import Question, Subset
+from t2exp.config.components import target_class
 from t2exp.errors import ConfigError
 from t2exp.indexing import Index, build_index
 
 Hits = list[tuple[str, float]]
 
-REGISTRY: dict[str, Callable[..., "RagMethod"]] = {}
-_MODULES = ("pretrained_only", "oracle", "base", "hybrid", "reranker", "hyde", "summarization", "metadata_hybrid")
 
 
 @dataclass
@@ -36,15 +35,6 @@ class Services:
     variant: str
     lock_dir: Path
     aux_sampling: Any = None  # sampling for auxiliary LLM calls (HyDE, summaries)
-
-
-def register(name: str):
-    def deco(cls):
-        REGISTRY[name] = cls
-        cls.method_name = name
-        return cls
-
-    return deco
 
 
 @runtime_checkable
@@ -67,6 +57,10 @@ class RetrievingMethod:
 
     needs_index = True
     needs_generator = False
+    needs_reranker = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def prepare(self, subset: Subset, services: Services) -> Index | None:
         if services.embedder is None or services.store_factory is None:
@@ -81,19 +75,10 @@ class RetrievingMethod:
         return {}
 
 
-def build_method(cfg: dict, reranker: Any | None = None) -> RagMethod:
-    cfg = dict(cfg)
-    name = cfg.pop("name", None)
-    for mod in _MODULES:
-        importlib.import_module(f"t2exp.methods.{mod}")
-    if name not in REGISTRY:
-        raise ConfigError(f"rag_method.name={name!r}: allowed values are {', '.join(sorted(REGISTRY))}")
-    cls = REGISTRY[name]
-    if getattr(cls, "needs_reranker", False):
-        if reranker is None:
-            raise ConfigError(f"rag_method={name} needs a reranker: add reranker=<option> (see conf/reranker/)")
-        cfg["reranker"] = reranker
-    try:
-        return cls(**cfg)
-    except TypeError as exc:
-        raise ConfigError(f"rag_method={name}: {exc}") from None
+def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMethod:
+    """The method a ``rag_method`` config names by ``_target_`` (``reranker`` for methods that
+    rescore candidates: ``needs_reranker``)."""
+    from hydra.utils import instantiate
+
+    kwargs = {"reranker": reranker} if getattr(target_class(cfg["_target_"]), "needs_reranker", False) else {}
+    return instantiate(dict(cfg), **kwargs)

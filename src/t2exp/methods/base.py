@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from t2exp.methods import RetrievingMethod, register
+from t2exp.methods import RetrievingMethod
 
 
-@register("base")
 class Base(RetrievingMethod):
-    def __init__(self) -> None:
-        self.name = "base"
-
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         qv = index.embedder.embed_queries([q.question for q in questions])
         return index.store.dense(qv, k)

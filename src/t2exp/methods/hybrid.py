@@ -7,21 +7,16 @@ dense ranking by the same fusion function.
 
 from __future__ import annotations
 
-from t2exp.errors import ConfigError
-from t2exp.fusion import FUSIONS, fuse
-from t2exp.methods import RetrievingMethod, register
+from t2exp.fusion import fuse
+from t2exp.methods import RetrievingMethod
+
+LEXICAL = ("bm25s", "store")
 
 
-@register("hybrid")
 class Hybrid(RetrievingMethod):
-    def __init__(self, alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50) -> None:
-        if not 0.0 <= float(alpha) <= 1.0:
-            raise ConfigError(f"rag_method.alpha={alpha}: must be in [0, 1] (1 = pure dense, 0 = pure BM25)")
-        if fusion not in FUSIONS:
-            raise ConfigError(f"rag_method.fusion={fusion!r}: allowed values are {', '.join(FUSIONS)}")
-        if lexical not in ("store", "bm25s"):
-            raise ConfigError(f"rag_method.lexical={lexical!r}: allowed values are store, bm25s")
-        self.name = "hybrid"
+    def __init__(self, name: str = "hybrid", alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s",
+                 candidate_depth: int = 50) -> None:
+        super().__init__(name)
         self.alpha = float(alpha)
         self.fusion = fusion
         self.lexical = lexical

@@ -7,25 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from t2exp.errors import ConfigError
-from t2exp.methods import RetrievingMethod, Services, register
+from t2exp.methods import RetrievingMethod, Services
 
 
-@register("hyde")
 class HyDE(RetrievingMethod):
     needs_generator = True
 
-    def __init__(self, question_weight: float = 0.0) -> None:
-        if not 0.0 <= question_weight <= 1.0:
-            raise ConfigError(f"rag_method.question_weight={question_weight}: must be in [0, 1]")
-        self.name = "hyde"
+    def __init__(self, name: str = "hyde", question_weight: float = 0.0) -> None:
+        super().__init__(name)
         self.question_weight = question_weight
         self.services: Services | None = None
         self.passages: dict[str, str] = {}
 
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
-        if services.generator is None:
-            raise ConfigError("rag_method=hyde needs a generator (not generator=none) to write the hypothetical passage")
         self.services = services
         return super().prepare(subset, services)
 

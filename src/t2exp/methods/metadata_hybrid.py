@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 
 from t2exp.fusion import unit_scale
-from t2exp.methods import register
 from t2exp.methods.hybrid import Hybrid
 
 _SUFFIXES = {
@@ -39,11 +38,10 @@ def mentions_company(question_words: set[str], tokens: list[str], symbol: str = 
     return all(t in question_words for t in head)
 
 
-@register("metadata_hybrid")
 class MetadataHybrid(Hybrid):
-    def __init__(self, company_boost: float = 0.3, year_boost: float = 0.1, year_window: int = 2, **hybrid) -> None:  # noqa: ANN003
-        super().__init__(**hybrid)
-        self.name = "metadata_hybrid"
+    def __init__(self, name: str = "metadata_hybrid", company_boost: float = 0.3, year_boost: float = 0.1, year_window: int = 2,
+                 **hybrid) -> None:  # noqa: ANN003
+        super().__init__(name, **hybrid)
         self.company_boost = company_boost
         self.year_boost = year_boost
         self.year_window = year_window

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from t2exp.indexing import Index
-from t2exp.methods import RetrievingMethod, register
+from t2exp.methods import RetrievingMethod
 
 
-@register("oracle")
 class Oracle(RetrievingMethod):
-    def __init__(self) -> None:
-        self.name = "oracle"
-
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
         docs = {d.context_id: d for d in subset.corpus}
         return Index(subset=subset, store=None, embedder=None, variant=services.variant, key="oracle",

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from t2exp.methods import register
 
-
-@register("pretrained_only")
 class PretrainedOnly:
     needs_index = False
     needs_generator = False
 
-    def __init__(self) -> None:
-        self.name = "pretrained_only"
+    def __init__(self, name: str = "pretrained_only") -> None:
+        self.name = name
 
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
         return None

@@ -6,25 +6,23 @@
 
 from __future__ import annotations
 
-from t2exp.errors import ConfigError
-from t2exp.methods import RetrievingMethod, register
+from t2exp.methods import RetrievingMethod
 from t2exp.methods.base import Base
 from t2exp.methods.hybrid import Hybrid
 
+FIRST_STAGES = ("base", "hybrid")
 
-@register("reranker")
+
 class Rerank(RetrievingMethod):
     needs_reranker = True
 
-    def __init__(self, reranker, first_stage: str = "hybrid", candidates: int | None = None, alpha: float = 0.5,  # noqa: ANN001
-                 fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50) -> None:
-        self.name = "reranker"
+    def __init__(self, reranker, name: str = "reranker", first_stage: str = "hybrid", candidates: int | None = None,  # noqa: ANN001
+                 alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50) -> None:
+        super().__init__(name)
         if first_stage == "base":
-            self.first = Base()
-        elif first_stage == "hybrid":
-            self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth)
+            self.first: RetrievingMethod = Base("base")
         else:
-            raise ConfigError(f"rag_method.first_stage={first_stage!r}: allowed values are base, hybrid")
+            self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth)
         self.candidates = candidates
         self.reranker = reranker
 
@@ -34,9 +32,7 @@ class Rerank(RetrievingMethod):
         return super().prepare(subset, services)
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        n = self.candidates or 3 * k
-        if n < k:
-            raise ConfigError(f"rag_method.candidates={n}: must be >= k ({k})")
+        n = max(self.candidates or 3 * k, k)  # candidates >= k is a config rule (t2exp.config.rules)
         first = self.first.retrieve(questions, index, n)
         out = []
         for q, hits in zip(questions, first):

@@ -9,9 +9,8 @@
 from __future__ import annotations
 
 from t2exp import documents
-from t2exp.errors import ConfigError
 from t2exp.indexing import build_index
-from t2exp.methods import RetrievingMethod, register
+from t2exp.methods import RetrievingMethod
 
 
 def summarize_corpus(subset, services) -> dict[str, str]:  # noqa: ANN001
@@ -28,12 +27,7 @@ class _SummaryIndexed(RetrievingMethod):
     needs_generator = True
     generate_from = "summary"
 
-    def __init__(self) -> None:
-        self.name = self.method_name
-
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
-        if services.generator is None:
-            raise ConfigError(f"rag_method={self.name} needs a generator (not generator=none) to write the summaries")
         summaries = summarize_corpus(subset, services)
         return build_index(
             subset, services.embedder, services.store_factory(), services.variant, services.lock_dir,
@@ -50,11 +44,9 @@ class _SummaryIndexed(RetrievingMethod):
         return [index.docs[cid].text for cid in ids]
 
 
-@register("summarization")
 class Summarization(_SummaryIndexed):
     generate_from = "summary"
 
 
-@register("sumcontext")
 class SumContext(_SummaryIndexed):
     generate_from = "document"

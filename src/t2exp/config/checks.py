@@ -1,0 +1,41 @@
+"""The one shape of a config error, and the range checks schema ``__post_init__`` methods use.
+
+Every message is one line: ``<key>=<value> is invalid; allowed: <what>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from t2exp.errors import ConfigError
+
+
+def invalid(key: str, value: object, allowed: str) -> ConfigError:
+    return ConfigError(f"{key}={value!r} is invalid; allowed: {allowed}")
+
+
+def require(cond: bool, key: str, value: object, allowed: str) -> None:
+    if not cond:
+        raise invalid(key, value, allowed)
+
+
+def is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def at_least(key: str, value: Any, lo: float, *, optional: bool = False) -> None:
+    """``value >= lo`` (``None`` allowed when ``optional``)."""
+    if value is None and optional:
+        return
+    kind = "an integer" if isinstance(lo, int) else "a number"
+    require(value is not None and value >= lo, key, value, f"{'null or ' if optional else ''}{kind} >= {lo}")
+
+
+def between(key: str, value: float, lo: float, hi: float, note: str = "") -> None:
+    require(lo <= value <= hi, key, value, f"a number in [{lo:g}, {hi:g}]{note}")
+
+
+def one_of(key: str, value: object, allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    require(value in allowed, key, value, ", ".join(allowed))

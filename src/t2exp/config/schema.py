@@ -1,0 +1,119 @@
+"""The typed config schema: one dataclass per config group option, registered in Hydra's
+ConfigStore (``t2exp.config.register``). Types are enforced by OmegaConf when a value is set or
+overridden; ranges and allowed values by each dataclass's ``__post_init__``, which runs when
+``t2exp.config.check`` turns the composed config into these objects (``OmegaConf.to_object``).
+
+This module holds the run-level settings (root, dataset, document, paths, tracking, sampling);
+``t2exp.config.components`` holds the component groups. Constants of allowed values are imported
+from the module that owns them, inside the checks, so that importing the schema stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from t2exp.config.checks import at_least, one_of, require
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int = 0
+    stop: Optional[list[str]] = None  # null = the answer mode's default stop sequences
+
+    def check(self, prefix: str) -> None:
+        at_least(f"{prefix}.max_tokens", self.max_tokens, 1)
+        at_least(f"{prefix}.temperature", self.temperature, 0.0)
+        require(0 < self.top_p <= 1, f"{prefix}.top_p", self.top_p, "a number in (0, 1]")
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    subsets: list[str] = MISSING
+    source: str = "auto"  # auto | local | hub
+    path: Optional[str] = None
+    question_splits: Optional[list[str]] = None
+    limit: Optional[int] = None
+    hub_revision: Optional[str] = None
+    skip_empty_questions: bool = True
+    corpus_size: Optional[int] = None
+    corpus_seed: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        from pathlib import Path
+
+        from t2exp.data import SUBSETS
+
+        require(bool(self.subsets), "dataset.subsets", list(self.subsets), f"a non-empty list of {', '.join(SUBSETS)}")
+        for s in self.subsets:
+            one_of("dataset.subsets", s, SUBSETS)
+        one_of("dataset.source", self.source, ("auto", "local", "hub"))
+        at_least("dataset.limit", self.limit, 1, optional=True)
+        at_least("dataset.corpus_size", self.corpus_size, 1, optional=True)
+        splits = self.question_splits
+        require(splits is None or all(isinstance(s, str) and s for s in splits), "dataset.question_splits", splits,
+                "null or a list of split names, e.g. [test]")
+        if self.source == "local":
+            require(self.path is not None and str(self.path).strip() != "", "dataset.path", self.path,
+                    "a directory of <Subset>_<split>.parquet|jsonl files, or one such file (dataset.source=local)")
+        if self.source in ("auto", "local") and self.path is not None:
+            require(Path(self.path).exists(), "dataset.path", self.path,
+                    "an existing directory of <Subset>_<split>.parquet|jsonl files, or one such file")
+
+
+@dataclass
+class DocumentConfig:
+    variant: str = "plain"  # plain | metadata_prefix
+
+    def __post_init__(self) -> None:
+        from t2exp.documents import VARIANTS
+
+        one_of("document.variant", self.variant, VARIANTS)
+
+
+@dataclass
+class PathsConfig:
+    root: str = MISSING
+    cache: str = MISSING
+    models: str = MISSING
+    prompts: str = MISSING
+    data: str = MISSING
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = MISSING
+    artifact_location: Optional[str] = None
+    experiment: str = "t2exp"
+
+    def __post_init__(self) -> None:
+        require(bool(self.uri.strip()), "tracking.uri", self.uri, "sqlite:///PATH/mlflow.db, a directory or http://HOST:PORT")
+
+
+@dataclass
+class Config:
+    """The root: run-level keys are typed here; each component group's node carries the schema
+    of its option (``defaults: [/schema/<group>/<option>@_here_, _self_]`` in its YAML)."""
+
+    experiment_name: str = "t2exp"
+    k: int = 3
+    seed: int = 0
+    resume: bool = False
+    document: DocumentConfig = field(default_factory=DocumentConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    dataset: DatasetConfig = MISSING
+    embedder: Any = None
+    store: Any = None
+    rag_method: Any = MISSING
+    generator: Any = None
+    reranker: Any = None
+
+    def __post_init__(self) -> None:
+        at_least("k", self.k, 1)
