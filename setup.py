@@ -24,11 +24,15 @@ class BuildPyWithResources(build_py):
     """``build_py`` that also copies the resource folders into ``<build_lib>/t2exp/_resources``."""
 
     def run(self) -> None:
+        editable = getattr(self, "editable_mode", False)
+        if not editable:
+            # an in-tree build reuses build/lib: start it empty, or a module or config deleted
+            # from the checkout since the last build would still ship
+            shutil.rmtree(Path(self.build_lib) / "t2exp", ignore_errors=True)
         super().run()
-        if getattr(self, "editable_mode", False):
+        if editable:
             return  # editable: the checkout's folders are read in place
         target = Path(self.build_lib) / "t2exp" / "_resources"
-        shutil.rmtree(target, ignore_errors=True)  # no stale file from an earlier build
         for src, dst in RESOURCES.items():
             if not (HERE / src).is_dir():
                 raise FileNotFoundError(f"{HERE / src}: missing; the wheel would have no {src}/")

@@ -17,8 +17,10 @@ t0=$SECONDS
 step() { echo "wheel_check: [$((SECONDS - t0)) s] $*"; }
 fail() { echo "wheel_check: FAIL: $*" >&2; exit 1; }
 
-step "build the wheel"
-"$py" -m pip wheel -q --no-deps -w "$tmp/dist" . 2>&1 | grep -v "is ignored" || true
+step "build the wheel (from a copy of the tracked and untracked-not-ignored files: no build/ of the checkout)"
+mkdir "$tmp/src"
+git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c '[ ! -e "$1" ] || cp --parents -P "$1" "$2"' _ {} "$tmp/src"
+"$py" -m pip wheel -q --no-deps -w "$tmp/dist" "$tmp/src" 2>&1 | grep -v "is ignored" || true
 whl=$(ls "$tmp"/dist/t2exp-*.whl) || fail "no wheel built"
 listing=$(unzip -l "$whl")
 for f in t2exp/_resources/conf/config.yaml t2exp/_resources/conf/generator/none.yaml \

@@ -61,7 +61,7 @@ def work_dir() -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     if HydraConfig.initialized():
-        cwd = OmegaConf.select(HydraConfig.get(), "runtime.cwd", default=None)
+        cwd = HydraConfig.get().runtime.cwd
         if cwd:
             return Path(cwd)
     return Path(os.getcwd())
