@@ -92,12 +92,11 @@ def test_work_dir_is_hydras_launch_directory_inside_a_job(tmp_path, monkeypatch)
     OmegaConf.set_struct(cfg, False)
     cfg.hydra.runtime.cwd = str(tmp_path / "launch")
     monkeypatch.chdir(tmp_path)
-    HydraConfig.instance().set_config(cfg)
-    try:
-        assert paths.work_dir() == tmp_path / "launch"
-    finally:
-        HydraConfig.instance().cfg = None
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # restored after the test
     assert paths.work_dir() == tmp_path
+    HydraConfig.instance().set_config(cfg)
+    assert paths.work_dir() == tmp_path / "launch"
+    assert _compose().paths.cache == str(tmp_path / "launch" / ".t2exp_cache")
 
 
 # --- the wheel ---------------------------------------------------------------------------------------
