@@ -1,4 +1,4 @@
-"""``python -m t2exp``: the Hydra application (config path: the project's ``conf/``).
+"""``python -m t2exp``: the Hydra application (configs: ``t2exp.paths.CONF_DIR``, the package's own or a checkout's ``conf/``).
 
 Before Hydra starts (Hydra creates its output directory and writes ``.hydra/*.yaml`` before the
 task runs), the command line gets a pre-flight check:
