@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, mlflow_runs, run_app
-from t2exp.compare import compare, pair_predictions, question_value
-from t2exp.stats import paired_bootstrap, permutation_test
+from t2exp.evaluation.compare import compare, pair_predictions
+from t2exp.evaluation.metrics import question_value
+from t2exp.evaluation.stats import paired_bootstrap, permutation_test
 
 # --- stats ------------------------------------------------------------------------------------
 

@@ -2,16 +2,8 @@ import math
 
 import pytest
 
-from t2exp.metrics import (
-    aggregate,
-    bootstrap_ci,
-    extract_number,
-    number_match,
-    parse_gold,
-    question_metrics,
-    recall_at,
-    reciprocal_rank,
-)
+from t2exp.evaluation.metrics import aggregate, bootstrap_ci, question_metrics, question_value, recall_at, reciprocal_rank
+from t2exp.evaluation.numbers import extract_number, number_match, parse_gold
 
 
 # --- Number Match (paper §3) -------------------------------------------------------------------

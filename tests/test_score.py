@@ -16,9 +16,9 @@ from omegaconf import OmegaConf
 
 import t2exp
 from t2exp.data import Question, load_subsets
-from t2exp.metrics import aggregate, question_metrics
+from t2exp.evaluation.metrics import aggregate, question_metrics
+from t2exp.evaluation.scoring.compute import score
 from t2exp.score import main as cli_main
-from t2exp.scoring import score
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "data" / "t2ragbench"
@@ -274,7 +274,7 @@ def test_outside_the_limit_sample_is_counted_apart(bundled_sample, finqa):
 
 
 def test_package_export_is_lazy_and_survives_the_cli_module(gold):
-    code = "import sys, t2exp; print('t2exp.scoring' in sys.modules, 'pandas' in sys.modules)"
+    code = "import sys, t2exp; print('t2exp.evaluation' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout
     assert out.split() == ["False", "False"]
     import t2exp.score  # noqa: F401 - binds the module on the package

@@ -4,5 +4,5 @@ __version__ = "0.1.0"
 
 
 def score(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - lazy: `import t2exp` stays light
-    from t2exp.scoring import score as _score  # see t2exp.scoring.score
+    from t2exp.evaluation.scoring.compute import score as _score
     return _score(*args, **kwargs)

@@ -130,8 +130,7 @@ def preflight(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
     from t2exp import validation
-    from t2exp.app import dataset_kwargs
-    from t2exp.data import discover_files, load_subsets
+    from t2exp.data import discover_files, load_subsets, loader_args
 
     args_parser = get_args_parser()
 
@@ -173,7 +172,7 @@ def preflight(argv: list[str]) -> int:
     datasets: dict[str, dict[str, Any]] = {}
     for cfg in cfgs:
         validation.validate(cfg)
-        kw = dataset_kwargs(cfg)
+        kw = loader_args(cfg)
         datasets.setdefault(json.dumps(kw, sort_keys=True, default=str), kw)
     for kw in datasets.values():
         path = kw.get("path")
