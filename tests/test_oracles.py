@@ -14,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from t2exp.evaluation.metrics import aggregate, bootstrap_ci, question_metrics, recall_at, reciprocal_rank
+from t2exp.evaluation.metrics import (
+    aggregate,
+    bootstrap_ci,
+    question_metrics,
+    recall_at,
+    reciprocal_rank,
+)
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
 from t2exp.fusion import fuse
 

@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-import t2exp
 from t2exp.data import Question, load_subsets
 from t2exp.evaluation.metrics import aggregate, question_metrics
 from t2exp.evaluation.scoring.compute import score
@@ -381,3 +380,18 @@ def test_markdown_and_frame(gold):
     f = r.to_frame()
     assert f.loc["FinQA", "nm"] == pytest.approx(50.0) and f.loc["FinQA", "scored"] == 5
     assert f.loc["avg", "recall_at_5"] == pytest.approx(400 / 6)
+
+
+def test_rescoring_a_corpus_size_run_loads_its_questions(tmp_path):
+    # a run with dataset.corpus_size=N scores the questions of its N-document subsample; t2exp.score
+    # must load the same ones (it dropped corpus_size/corpus_seed: every id was unknown, NM 0)
+    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED,
+                           corpus_size=30, corpus_seed=1)
+    asked = [q for s in subsets for q in s.questions]
+    assert len(asked) == 2 * LIMIT
+    rows = [{"id": q.id, "subset": q.subset, "prediction": q.gold, "retrieved": [q.context_id]} for q in asked]
+    r = score(rows, dataset="bundled", overrides=["dataset.corpus_size=30", "dataset.corpus_seed=1"], n_boot=0)
+    assert (r.counts.scored, r.counts.unknown_ids, r.counts.missing) == (2 * LIMIT, 0, 0)
+    assert r.metrics["avg/mrr_at_3"] == 100.0
+    assert r.metrics["avg/nm"] == 100.0
+    assert r.params["dataset.corpus_size"] == "30"

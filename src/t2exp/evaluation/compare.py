@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -158,7 +159,7 @@ def compare(paired: Paired, n_boot: int = 10000, seed: int = 0) -> list[Comparis
 
 
 def format_p(p: float) -> str:
-    if p != p:
+    if math.isnan(p):
         return "nan"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.report.render import HEADERS
@@ -13,7 +14,7 @@ from t2exp.evaluation.report.tables import AVG, CurvePoint, Table
 MAX_BAR_ROWS = 16
 
 
-def _pyplot():  # noqa: ANN202
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
