@@ -15,7 +15,6 @@ import pytest
 from omegaconf import OmegaConf
 
 from t2exp.data import Question, load_subsets
-from t2exp.evaluation.metrics import aggregate, question_metrics
 from t2exp.evaluation.scoring.compute import score
 from t2exp.score import main as cli_main
 
@@ -245,13 +244,11 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     assert {k: rescored.metrics[k] for k in wanted} == wanted  # exactly, CIs included
     assert rescored.metrics["avg/nm_submitted"] == wanted["avg/nm"]
 
-    # the same rows written by hand give the same numbers (question_metrics + aggregate, seed 0)
-    rows = [json.loads(line) for line in result.predictions_path.read_text().splitlines()]
-    by_id = {r["id"]: r for r in rows}
-    manual = [dict(subset=q.subset, **question_metrics(by_id[q.id]["retrieved"], q.context_id, 3, by_id[q.id]["prediction"], q.gold)) for q in bundled_sample]
-    table = aggregate(manual, ["nm", "mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5"], ci=True, seed=0)
-    assert rescored.metrics["avg/recall_at_5_ci_high"] == table["avg"]["recall_at_5"].ci_high
-    assert rescored.metrics["TAT-DQA/mrr_at_3"] == table["TAT-DQA"]["mrr_at_3"].mean
+    # known answers: _Method puts the gold at rank i % 7 + 1 (i: the id's digits), retrieving 5
+    for subset in ("FinQA", "TAT-DQA"):
+        ranks = [int(re.sub(r"\D", "", q.id) or 0) % 7 + 1 for q in bundled_sample if q.subset == subset]
+        assert result.metrics[f"{subset}/mrr_at_3"] == pytest.approx(100 * sum(1 / r for r in ranks if r <= 3) / len(ranks))
+        assert result.metrics[f"{subset}/recall_at_5"] == pytest.approx(100 * sum(r <= 5 for r in ranks) / len(ranks))
 
     # the leaderboard file (top-1 context only): same NM, rank-1 retrieval = the run's R@1
     board = score(comps.run_dir / "leaderboard.jsonl", dataset="bundled")
