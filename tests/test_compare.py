@@ -8,10 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, mlflow_runs, run_app
-from t2exp.compare import compare, pair_predictions, question_value
-from t2exp.stats import paired_bootstrap, permutation_test
+
+from t2exp.evaluation.compare import compare, pair_predictions
+from t2exp.evaluation.metrics import question_value
+from t2exp.evaluation.stats import paired_bootstrap, permutation_test
 
 # --- stats ------------------------------------------------------------------------------------
 
@@ -169,3 +170,46 @@ def test_compare_cli_on_two_real_runs(shared_cache, tmp_path):
     # retrieval-only runs have no NM: one-line error, exit 2
     proc = _compare_cli(base.info.run_id, hybrid.info.run_id, "--tracking-uri", uri, "--metric", "nm")
     assert proc.returncode == 2 and "--metric mrr_at_3" in proc.stderr
+
+
+# --- reading and defaults -------------------------------------------------------------------------
+
+
+def test_malformed_predictions_file_is_one_line_naming_file_and_line(tmp_path, capsys):
+    from t2exp.evaluation.compare import main
+
+    good, bad = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    good.write_text(json.dumps(_row("1", nm=1.0)) + "\n")
+    bad.write_text(json.dumps(_row("1", nm=0.0)) + "\n\n{not json\n")
+    assert main([str(good), str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("t2exp.compare: error:"), err
+    assert f"{bad}: line 3: not valid JSON" in err[0]
+    assert not (tmp_path / "mlruns").exists()  # two files: no MLflow store is opened
+
+
+def test_two_prediction_files_compare_without_mlflow(tmp_path, capsys, monkeypatch):
+    from t2exp.evaluation.compare import main
+
+    monkeypatch.chdir(tmp_path)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(_row(str(i), nm=1.0)) + "\n" for i in range(4)))
+    b.write_text("".join(json.dumps(_row(str(i), nm=float(i % 2))) + "\n" for i in range(4)))
+    assert main([str(a), str(b), "--format", "json", "--n-boot", "100"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    overall = out["rows"][-1]
+    assert (overall["subset"], overall["n"], overall["mean_a"], overall["mean_b"], overall["diff"]) == ("overall", 4, 100.0, 50.0, 50.0)
+    assert overall["p_value"] == pytest.approx(8 / 16)  # d = [1, 0, 1, 0]: exact; |sum| = 2 for ++ and -- of the 1s, x 4 for the 0s
+    assert not (tmp_path / "mlruns").exists()
+
+
+def test_default_locations_are_under_the_current_directory(tmp_path, monkeypatch):
+    from t2exp.evaluation.compare import build_parser as compare_parser
+    from t2exp.evaluation.report.cli import build_parser as report_parser
+    from t2exp.evaluation.report.cli import default_out_dir
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+    assert compare_parser().parse_args(["a", "b"]).tracking_uri == uri
+    assert report_parser().parse_args(["t"]).tracking_uri == uri
+    assert default_out_dir("my sweep") == tmp_path / "outputs" / "reports" / "my_sweep"

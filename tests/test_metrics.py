@@ -2,16 +2,15 @@ import math
 
 import pytest
 
-from t2exp.metrics import (
+from t2exp.evaluation.metrics import (
     aggregate,
     bootstrap_ci,
-    extract_number,
-    number_match,
-    parse_gold,
     question_metrics,
+    question_value,
     recall_at,
     reciprocal_rank,
 )
+from t2exp.evaluation.numbers import extract_number, number_match, parse_gold
 
 
 # --- Number Match (paper §3) -------------------------------------------------------------------
@@ -148,3 +147,45 @@ def test_bootstrap_ci_brackets_mean_and_is_seeded():
     assert lo < 30.0 < hi
     assert (lo, hi) == bootstrap_ci(vals, seed=1)
     assert bootstrap_ci([1.0] * 10) == (100.0, 100.0)
+
+
+# --- regressions ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("gold", ["2016-09-23", "2021-12-12", "352-05-12", "23/09/2016", "2016/09/23"])
+def test_date_golds_are_non_numeric(gold):
+    # TAT-DQA has date answers; they were read as the year (2016) and counted in NM
+    assert parse_gold(gold) is None
+    assert question_metrics(["c"], "c", 3, 2016.0, parse_gold(gold))["nm"] is None
+
+
+def test_bundled_tat_dqa_has_eight_date_golds_left_out_of_nm():
+    from t2exp.data import load_subsets
+    from t2exp.paths import PROJECT_ROOT
+
+    (sub,) = load_subsets(subsets=["TAT-DQA"], path=PROJECT_ROOT / "data" / "t2ragbench", source="local")
+    dates = [q for q in sub.questions if q.gold is None]
+    assert sub.stats["non_numeric_gold"] == len(dates) == 8  # the eight "YYYY-MM-DD" answers of the bundle
+    assert all(q.gold_raw.count("-") == 2 for q in dates)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("so the total is 5</think> 7", 7.0),  # the chat template opened the block: before </think> is reasoning
+        ("<think>a 1</think> b 2 <think>c 3</think>", 2.0),
+        ("<THINK>9</THINK>Final answer: 4", 4.0),
+    ],
+)
+def test_reasoning_is_stripped_as_the_generators_strip_it(text, value):
+    from t2exp.answers import parse_answer
+    from t2exp.generators.openai_compat import split_reasoning
+
+    assert extract_number(text) == value == extract_number(split_reasoning(text)[0])
+    assert parse_answer("direct", text).value == value
+
+
+def test_question_value_reads_logged_or_recomputes():
+    row = {"retrieved": ["x", "g", "y"], "context_id": "g", "mrr_at_3": 0.5, "nm": None}
+    assert question_value(row, "mrr_at_3") == 0.5
+    assert question_value(row, "mrr_at_1") == 0.0 and question_value(row, "recall_at_2") == 1.0
+    assert question_value(row, "nm") is None
+    assert question_value({**row, "retrieved": ["x"]}, "recall_at_5") is None  # gold may sit below depth 1

@@ -11,7 +11,7 @@ import pytest
 
 from t2exp.data import load_subsets, rows_to_subset
 from t2exp.errors import DataError
-from t2exp.metrics import aggregate, question_metrics
+from t2exp.evaluation.metrics import aggregate, question_metrics
 
 
 def frame(n: int = 4) -> pd.DataFrame:

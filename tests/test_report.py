@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, mlflow_runs, run_app
-from t2exp.metrics import reciprocal_rank
+from t2exp.evaluation.metrics import reciprocal_rank
 
 pytestmark = pytest.mark.slow
 

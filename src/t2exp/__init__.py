@@ -8,5 +8,5 @@ _config.register()
 
 
 def score(*args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - lazy: `import t2exp` stays light
-    from t2exp.scoring import score as _score  # see t2exp.scoring.score
+    from t2exp.evaluation.scoring.compute import score as _score
     return _score(*args, **kwargs)

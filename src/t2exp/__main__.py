@@ -143,8 +143,7 @@ def preflight(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
     from t2exp import config
-    from t2exp.app import dataset_kwargs
-    from t2exp.data import discover_files, load_subsets
+    from t2exp.data import discover_files, load_subsets, loader_args
 
     args_parser = get_args_parser()
 
@@ -190,7 +189,7 @@ def preflight(argv: list[str]) -> int:
     datasets: dict[str, dict[str, Any]] = {}
     for cfg in cfgs:
         config.check(cfg)
-        kw = dataset_kwargs(cfg)
+        kw = loader_args(cfg)
         datasets.setdefault(json.dumps(kw, sort_keys=True, default=str), kw)
     for kw in datasets.values():
         path = kw.get("path")

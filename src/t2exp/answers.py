@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from t2exp.errors import ConfigError
-from t2exp.metrics import extract_number, strip_reasoning
+from t2exp.evaluation.numbers import extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval
 

@@ -17,13 +17,20 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config, experiment
 from t2exp.cache import atomic_write_text, cell_lock
-from t2exp.data import load_subsets
+from t2exp.data import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.experiment import Components, Interrupted, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
-from t2exp.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
+from t2exp.tracking import (
+    Tracker,
+    env_secrets,
+    finished_run_for,
+    flatten,
+    redact_overrides,
+    redact_text,
+)
 
 log = logging.getLogger("t2exp")
 
@@ -55,23 +62,6 @@ def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
         raise ConfigError(f"{d.get('name', d['_target_'])}: {str(exc).splitlines()[-1][:300]}") from None
 
 
-def dataset_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    """``load_subsets`` arguments of a config (shared with the pre-flight check in ``__main__``)."""
-    ds = cfg.dataset
-    return dict(
-        subsets=list(ds.subsets),
-        source=ds.source,
-        path=ds.get("path"),
-        question_splits=list(ds.question_splits) if ds.get("question_splits") else None,
-        limit=ds.get("limit"),
-        seed=int(cfg.seed),
-        hub_revision=ds.get("hub_revision"),
-        skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
-        corpus_size=ds.get("corpus_size"),
-        corpus_seed=ds.get("corpus_seed"),
-    )
-
-
 def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
     from t2exp.answers import MODE_STOPS
@@ -83,7 +73,7 @@ def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
 
 def build_components(cfg: DictConfig) -> Components:
     """Load data and build every component from config (no work on the corpus yet)."""
-    subsets = load_subsets(**dataset_kwargs(cfg))
+    subsets = load_subsets(**loader_args(cfg))
     reranker = _instantiate(cfg.get("reranker"))
     method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)  # type: ignore[arg-type]
     embedder = _instantiate(cfg.embedder) if method.needs_index else None

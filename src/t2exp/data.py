@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from t2exp.errors import DataError
-from t2exp.metrics import parse_gold
+from t2exp.evaluation.numbers import parse_gold
 
 log = logging.getLogger(__name__)
 
@@ -347,6 +347,24 @@ def load_subsets(
             )
         out.append(subset)
     return out
+
+
+def loader_args(cfg: Any) -> dict[str, Any]:
+    """The :func:`load_subsets` arguments of an app config: the app, its pre-flight check and
+    ``t2exp.score`` load the same questions from it."""
+    ds = cfg.dataset
+    return dict(
+        subsets=list(ds.subsets),
+        source=ds.source,
+        path=ds.get("path"),
+        question_splits=list(ds.question_splits) if ds.get("question_splits") else None,
+        limit=ds.get("limit"),
+        seed=int(cfg.seed),
+        hub_revision=ds.get("hub_revision"),
+        skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
+        corpus_size=ds.get("corpus_size"),
+        corpus_seed=ds.get("corpus_seed"),
+    )
 
 
 def corpus_fingerprint(subsets: Sequence[Subset]) -> str:

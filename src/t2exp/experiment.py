@@ -17,14 +17,22 @@ from typing import Any
 
 from t2exp import answers
 from t2exp.cache import JsonlLog, KVCache, atomic_write_text, content_key
-from t2exp.data import Question, Subset, load_subsets
+from t2exp.data import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
+from t2exp.evaluation.metrics import (
+    CI_SEED,
+    N_BOOT,
+    RECALL_KS,
+    aggregate,
+    flatten_table,
+    metric_names,
+    question_metrics,
+)
 from t2exp.generators import Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
 from t2exp.methods import RagMethod, Services
-from t2exp.metrics import RECALL_KS, aggregate, flatten_table, question_metrics
 from t2exp.prompts import PromptLibrary
 from t2exp.stores import Store
 
@@ -86,10 +94,6 @@ class Result:
     params: dict[str, Any] = field(default_factory=dict)
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: bool = False  # resume=true found this cell already FINISHED
-
-
-def metric_names(k: int) -> list[str]:
-    return ["nm", f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS]
 
 
 def run_experiment(c: Components) -> Result:
@@ -170,7 +174,7 @@ def run_experiment(c: Components) -> Result:
     names = metric_names(c.k)
     if generator is None:
         names.remove("nm")
-    table = aggregate(rows, names, ci=True, seed=0)
+    table = aggregate(rows, names, ci=True, n_boot=N_BOOT, seed=CI_SEED)
     metrics: dict[str, float] = flatten_table(table)
     metrics.update(timings)
     metrics.update(extra)

@@ -58,6 +58,7 @@ def paired_bootstrap(
     a: Sequence[float], b: Sequence[float], n_boot: int = 10000, seed: int = 0, level: float = 0.95
 ) -> BootstrapResult:
     """Mean difference ``mean(a) - mean(b)`` and its percentile bootstrap CI over paired questions."""
+    # ours, not scipy.stats.bootstrap: same resamples, but its percentiles differ in the last bits
     xa, xb, d = _differences(a, b)
     n = d.size
     if n == 0:
@@ -83,6 +84,8 @@ def _at_least(stats: np.ndarray, observed: float) -> int:
 
 def permutation_test(a: Sequence[float], b: Sequence[float], n_perm: int = 10000, seed: int = 0) -> PermutationResult:
     """Two-sided paired sign-flip permutation test of H0: mean(a - b) = 0."""
+    # ours, not scipy.stats.permutation_test: the exact p is the same (tests/test_oracles.py), but
+    # scipy draws its Monte Carlo sign patterns differently, so logged p-values would change
     _, _, d = _differences(a, b)
     n = d.size
     if n == 0:

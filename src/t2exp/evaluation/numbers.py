@@ -1,4 +1,4 @@
-"""Pure scoring functions: number extraction, Number Match, MRR@k, Recall@k, aggregation.
+"""Numbers in answers: extraction from generated text, gold parsing and Number Match.
 
 Number Match follows T²-RAGBench (Strich et al., §3): absolute values are compared; a prediction
 is correct when both are below ``eps`` or when the ratio, shifted by its nearest power of ten,
@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
+from t2exp.generators.openai_compat import split_reasoning
 
 EPS = 1e-2
 
-_THINK_RE = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 _BOXED_RE = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 _MARKER_RE = re.compile(
     r"(?:final\s+answer|answer\s+is|answer)\s*(?:is)?\s*[:=]?",
     re.IGNORECASE,
 )
+# a calendar date as a gold answer: 2016-09-23, 352-05-12, 23/09/2016, 2016/09/23, 09.23.2016
+_DATE_RE = re.compile(r"^\d{1,4}([-/.])\d{1,2}\1\d{1,4}$")
 _SCALES = {
     "thousand": 1e3,
     "thousands": 1e3,
@@ -70,8 +70,9 @@ class ParsedNumber:
 
 
 def strip_reasoning(text: str) -> str:
-    """Remove ``<think>…</think>`` blocks (an unterminated block runs to the end)."""
-    return _THINK_RE.sub(" ", text)
+    """The answer part of a reasoning model's output: :func:`split_reasoning` (the generators'
+    one definition of a ``<think>`` block) without its reasoning."""
+    return split_reasoning(text)[0]
 
 
 def _numbers(text: str) -> list[ParsedNumber]:
@@ -134,15 +135,17 @@ def extract_number(text: str | None) -> float | None:
 
 
 def parse_gold(value: object) -> float | None:
-    """Gold answers are strings holding a float (``program_answer``); anything else is None."""
+    """Gold answers are strings holding a float (``program_answer``); a date (TAT-DQA has
+    "2016-09-23") or any other text without a number is None: a non-numeric gold, left out of NM."""
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) if math.isfinite(float(value)) else None
+    text = str(value).strip()
     try:
-        f = float(str(value).strip())
+        f = float(text)
     except ValueError:
-        return extract_number(str(value))
+        return None if _DATE_RE.match(text) else extract_number(text)
     return f if math.isfinite(f) else None
 
 
@@ -162,107 +165,3 @@ def number_match(pred: float | None, gold: float | None, eps: float = EPS) -> bo
     log_ratio = math.log10(a_star) - math.log10(a)
     q = 10.0 ** (log_ratio - round(log_ratio))
     return abs(q - 1.0) < eps
-
-
-def reciprocal_rank(ranked: Sequence[str], gold: str, k: int) -> float:
-    for i, cid in enumerate(ranked[:k]):
-        if cid == gold:
-            return 1.0 / (i + 1)
-    return 0.0
-
-
-def recall_at(ranked: Sequence[str], gold: str, k: int) -> float:
-    return 1.0 if gold in list(ranked[:k]) else 0.0
-
-
-RECALL_KS = (1, 3, 5)
-
-
-def question_metrics(
-    ranked: Sequence[str] | None, gold_context: str, k: int, pred: float | None, gold: float | None
-) -> dict[str, float | None]:
-    """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable."""
-    out: dict[str, float | None] = {"nm": None if gold is None else float(number_match(pred, gold))}
-    if ranked is None:
-        out[f"mrr_at_{k}"] = None
-        for r in RECALL_KS:
-            out[f"recall_at_{r}"] = None
-    else:
-        out[f"mrr_at_{k}"] = reciprocal_rank(ranked, gold_context, k)
-        for r in RECALL_KS:
-            out[f"recall_at_{r}"] = recall_at(ranked, gold_context, r)
-    return out
-
-
-@dataclass(frozen=True)
-class MetricValue:
-    mean: float  # in percent
-    n: int
-    ci_low: float | None = None
-    ci_high: float | None = None
-
-
-def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, arr.size, size=(n_boot, arr.size))
-    means = arr[idx].mean(axis=1) * 100.0
-    lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
-    return float(lo), float(hi)
-
-
-def aggregate(
-    rows: Iterable[Mapping[str, object]],
-    metric_names: Sequence[str],
-    *,
-    ci: bool = False,
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> dict[str, dict[str, MetricValue]]:
-    """Per-subset means (in percent) plus ``avg``: the question-weighted average over subsets.
-
-    ``rows`` carry ``subset`` and the metric names; ``None`` values are not counted.
-    """
-    per: dict[str, dict[str, list[float]]] = {}
-    for row in rows:
-        subset = str(row["subset"])
-        for name in metric_names:
-            v = row.get(name)
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                continue
-            per.setdefault(subset, {}).setdefault(name, []).append(float(v))
-    result: dict[str, dict[str, MetricValue]] = {}
-    for subset, metrics in sorted(per.items()):
-        result[subset] = {}
-        for name, vals in metrics.items():
-            lo, hi = bootstrap_ci(vals, n_boot, seed) if ci else (None, None)
-            result[subset][name] = MetricValue(100.0 * sum(vals) / len(vals), len(vals), lo, hi)
-    if result:
-        avg: dict[str, MetricValue] = {}
-        for name in metric_names:
-            parts = [result[s][name] for s in result if name in result[s]]
-            total = sum(p.n for p in parts)
-            if total == 0:
-                continue
-            mean = sum(p.mean * p.n for p in parts) / total
-            lo = hi = None
-            if ci:
-                pooled = [v for s in per for v in per[s].get(name, [])]
-                lo, hi = bootstrap_ci(pooled, n_boot, seed)
-            avg[name] = MetricValue(mean, total, lo, hi)
-        result["avg"] = avg
-    return result
-
-
-def flatten_table(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, float]:
-    """``{subset: {metric: MetricValue}}`` → ``{"<subset>/<metric>": mean, ..._ci_low, ..._ci_high}``."""
-    out: dict[str, float] = {}
-    for subset, values in table.items():
-        for name, mv in values.items():
-            out[f"{subset}/{name}"] = mv.mean
-            if mv.ci_low is not None:
-                out[f"{subset}/{name}_ci_low"] = mv.ci_low
-                out[f"{subset}/{name}_ci_high"] = mv.ci_high
-    return out

@@ -1,0 +1,159 @@
+"""The evaluator: per-question metrics and their aggregation with bootstrap CIs.
+
+The one place that turns a question's ranking and answer into metric values (Number Match, MRR@k,
+Recall@r) and those values into per-subset and question-weighted means with percentile bootstrap
+CIs. The experiment, ``t2exp.score``, ``t2exp.compare`` and ``t2exp.report`` all call it, so a
+run's logged numbers, a re-score, a comparison and a report cell agree exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from t2exp.evaluation.numbers import number_match
+
+RECALL_KS = (1, 3, 5)
+# how the app aggregates a run: 1000 bootstrap resamples drawn with seed 0, 95 % CIs
+N_BOOT = 1000
+CI_SEED = 0
+RANK_METRIC = re.compile(r"^(mrr|recall)_at_(\d+)$")
+METRIC = re.compile(r"^(nm|mrr_at_\d+|recall_at_\d+)$")
+
+
+def metric_names(k: int) -> list[str]:
+    """The metrics a run logs for MRR@k."""
+    return ["nm", f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS]
+
+
+def metric_label(name: str) -> str:
+    """``mrr_at_3`` → ``MRR@3``, ``recall_at_5`` → ``R@5``, ``nm`` → ``NM``."""
+    m = RANK_METRIC.match(name)
+    if m:
+        return f"{'MRR' if m.group(1) == 'mrr' else 'R'}@{m.group(2)}"
+    return "NM" if name == "nm" else name
+
+
+def reciprocal_rank(ranked: Sequence[str], gold: str, k: int) -> float:
+    for i, cid in enumerate(ranked[:k]):
+        if cid == gold:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def recall_at(ranked: Sequence[str], gold: str, k: int) -> float:
+    return 1.0 if gold in list(ranked[:k]) else 0.0
+
+
+def question_metrics(
+    ranked: Sequence[str] | None, gold_context: str, k: int, pred: float | None, gold: float | None
+) -> dict[str, float | None]:
+    """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable."""
+    out: dict[str, float | None] = {"nm": None if gold is None else float(number_match(pred, gold))}
+    if ranked is None:
+        out[f"mrr_at_{k}"] = None
+        for r in RECALL_KS:
+            out[f"recall_at_{r}"] = None
+    else:
+        out[f"mrr_at_{k}"] = reciprocal_rank(ranked, gold_context, k)
+        for r in RECALL_KS:
+            out[f"recall_at_{r}"] = recall_at(ranked, gold_context, r)
+    return out
+
+
+def question_value(row: Mapping[str, object], metric: str) -> float | None:
+    """The value of ``metric`` for one row of a run's ``predictions.jsonl``: the logged value, or a
+    rank metric the run did not log (another k) from its ranked ``retrieved`` ids; None where
+    undefined (no ranking, or the gold might sit below the logged depth)."""
+    v = row.get(metric)
+    if v is not None:
+        return float(v)  # type: ignore[arg-type]
+    m = RANK_METRIC.match(metric)
+    ranked, gold = row.get("retrieved"), row.get("context_id")
+    if m is None or ranked is None or gold is None:
+        return None
+    cut, ranked = int(m.group(2)), [str(x) for x in ranked]  # type: ignore[attr-defined]
+    if cut > len(ranked) and gold not in ranked:
+        return None
+    return reciprocal_rank(ranked, str(gold), cut) if m.group(1) == "mrr" else recall_at(ranked, str(gold), cut)
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    mean: float  # in percent
+    n: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, seed: int = CI_SEED, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean, in percent."""
+    # not scipy.stats.bootstrap: it draws the same resamples but its percentiles differ from these
+    # in the last bits, and logged CIs must stay reproducible (tests/test_metrics.py checks both)
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, arr.size, size=(n_boot, arr.size))
+    means = arr[idx].mean(axis=1) * 100.0
+    lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(lo), float(hi)
+
+
+def aggregate(
+    rows: Iterable[Mapping[str, object]],
+    metric_names: Sequence[str],
+    *,
+    ci: bool = False,
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+) -> dict[str, dict[str, MetricValue]]:
+    """Per-subset means (in percent) plus ``avg``: the question-weighted average over subsets.
+
+    ``rows`` carry ``subset`` and the metric names; ``None`` values are not counted.
+    """
+    per: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        subset = str(row["subset"])
+        for name in metric_names:
+            v = row.get(name)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                continue
+            per.setdefault(subset, {}).setdefault(name, []).append(float(v))
+    result: dict[str, dict[str, MetricValue]] = {}
+    for subset, metrics in sorted(per.items()):
+        result[subset] = {}
+        for name, vals in metrics.items():
+            lo, hi = bootstrap_ci(vals, n_boot, seed) if ci else (None, None)
+            result[subset][name] = MetricValue(100.0 * sum(vals) / len(vals), len(vals), lo, hi)
+    if result:
+        avg: dict[str, MetricValue] = {}
+        for name in metric_names:
+            parts = [result[s][name] for s in result if name in result[s]]
+            total = sum(p.n for p in parts)
+            if total == 0:
+                continue
+            mean = sum(p.mean * p.n for p in parts) / total
+            lo = hi = None
+            if ci:
+                pooled = [v for s in per for v in per[s].get(name, [])]
+                lo, hi = bootstrap_ci(pooled, n_boot, seed)
+            avg[name] = MetricValue(mean, total, lo, hi)
+        result["avg"] = avg
+    return result
+
+
+def flatten_table(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, float]:
+    """``{subset: {metric: MetricValue}}`` → ``{"<subset>/<metric>": mean, ..._ci_low, ..._ci_high}``."""
+    out: dict[str, float] = {}
+    for subset, values in table.items():
+        for name, mv in values.items():
+            out[f"{subset}/{name}"] = mv.mean
+            if mv.ci_low is not None:
+                out[f"{subset}/{name}_ci_low"] = mv.ci_low
+                out[f"{subset}/{name}_ci_high"] = mv.ci_high
+    return out

@@ -1,0 +1,203 @@
+"""``python -m t2exp.report TARGET``: paper-style tables and plots from MLflow runs.
+
+TARGET is a sweep's parent run id (its FINISHED child runs) or an experiment name (every FINISHED
+run of the experiment that is neither a sweep parent nor a report; one run per config cell, the
+newest). Written to ``--out`` (default ``outputs/reports/<target>`` under the current directory)
+and logged as artifacts under ``report/`` of the parent run, or of a new run named ``report`` for
+an experiment:
+
+- ``table3.md|csv``: rows generator x rag_method (+ every other key that differs between the
+  runs, e.g. embedder, k, dataset.corpus_size); columns NM and MRR@k per subset and the
+  question-weighted average, each with its 95 % bootstrap CI, and "Δ vs best (p)": the paired
+  difference to the best row on the questions both answered (paired bootstrap CI, sign-flip
+  permutation p; :mod:`t2exp.evaluation.compare`).
+- ``table4.md|csv`` when the runs set the embedder (an embedder sweep): rows embedder; columns
+  R@1, R@5, MRR@5 per subset.
+- ``corpus_size.md|csv`` and ``corpus_size_mrr_at_<k>.png`` when the runs differ in
+  ``dataset.corpus_size``: MRR@k against the number of indexed documents, mean ± std over the
+  other varying keys (the seeds).
+- ``table3_bars.png``, ``table4_bars.png``: grouped bars per subset with the CIs.
+
+Every number is a child's logged metric (``<subset>/<metric>`` and its ``_ci_low/_ci_high``),
+copied exactly into the CSV. Only a retrieval metric a run did not log (MRR@5 of a k=3 run) is
+recomputed from its ``predictions.jsonl`` by the app's evaluator (:mod:`t2exp.evaluation.metrics`)
+and marked with †.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from t2exp.errors import T2ExpError
+from t2exp.evaluation.compare import default_tracking_uri, load_run_predictions
+from t2exp.evaluation.report.plots import MAX_BAR_ROWS, plot_bars, plot_curve
+from t2exp.evaluation.report.render import (
+    render_curve,
+    render_markdown,
+    write_csv,
+    write_curve_csv,
+)
+from t2exp.evaluation.report.runs import ReportError, RunInfo, Target, resolve_target
+from t2exp.evaluation.report.tables import (
+    CellSource,
+    Table,
+    add_deltas,
+    build_table,
+    corpus_curve,
+    find_subsets,
+    label_keys,
+    swept_keys,
+)
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    files: list[Path]
+    tables: dict[str, Table]
+    logged_to: str | None = None
+
+
+def _common_k(runs: Sequence[RunInfo]) -> int:
+    ks = {r.params.get("k") for r in runs}
+    if len(ks) == 1:
+        (k,) = ks
+        if k is not None and k.isdigit():
+            return int(k)
+    return 3
+
+
+def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None = None, n_boot: int = 2000,
+                seed: int = 0, tables: Sequence[str] = ("auto",)) -> ReportResult:
+    runs = target.runs
+    k = k or _common_k(runs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    subsets = find_subsets(runs)
+    files: list[Path] = []
+    built: dict[str, Table] = {}
+    sections = [f"# T²-RAGBench report: {target.title}", "",
+                f"{len(runs)} run(s); generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}; "
+                f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.", ""]
+    sections += [f"Note: {n}" for n in target.notes]
+    want = set(tables)
+    if want - {"auto", "table3", "table4"}:
+        raise ReportError(f"--tables: unknown {sorted(want - {'auto', 'table3', 'table4'})}; allowed: auto, table3, table4")
+    auto = "auto" in want
+
+    t3_metrics = ["nm", f"mrr_at_{k}"]
+    t3 = build_table("table3", f"Table 3 layout: Number Match and MRR@{k}", runs, label_keys(runs, ["generator", "rag_method"]),
+                     subsets, t3_metrics, source)
+    if auto or "table3" in want:
+        add_deltas(t3, t3_metrics, source, n_boot, seed)
+        built["table3"] = t3
+
+    has_embedder = any("embedder" in r.overrides for r in runs) or "embedder" in swept_keys(runs)
+    if "table4" in want or (auto and has_embedder):
+        t4_metrics = ["recall_at_1", "recall_at_5", "mrr_at_5"]
+        t4 = build_table("table4", "Table 4 layout: embedders, R@1, R@5 and MRR@5", runs, label_keys(runs, ["embedder"]),
+                         subsets, t4_metrics, source)
+        add_deltas(t4, ["mrr_at_5", "recall_at_1"], source, n_boot, seed)
+        built["table4"] = t4
+
+    for name, t in built.items():
+        md = render_markdown(t)
+        sections.append(md)
+        (out_dir / f"{name}.md").write_text(md, encoding="utf-8")
+        write_csv(t, out_dir / f"{name}.csv")
+        files += [out_dir / f"{name}.md", out_dir / f"{name}.csv"]
+        png = out_dir / f"{name}_bars.png"
+        if plot_bars(t, png):
+            files.append(png)
+            sections.append(f"![{name}]({png.name})\n")
+        else:
+            sections.append(f"(no bar plot: {len(t.runs)} rows; at most {MAX_BAR_ROWS} are drawn)\n")
+
+    sizes = {r.label("dataset.corpus_size") for r in runs}
+    if len(sizes) > 1 and "-" not in sizes:
+        metric = f"mrr_at_{k}"
+        gkeys, points = corpus_curve(runs, t3.keys, subsets, metric, source)
+        if points:
+            md = render_curve(gkeys, points, metric)
+            sections.append(md)
+            (out_dir / "corpus_size.md").write_text(md, encoding="utf-8")
+            write_curve_csv(gkeys, points, metric, out_dir / "corpus_size.csv")
+            png = out_dir / f"corpus_size_{metric}.png"
+            plot_curve(gkeys, points, metric, subsets, png)
+            sections.append(f"![corpus size]({png.name})\n")
+            files += [out_dir / "corpus_size.md", out_dir / "corpus_size.csv", png]
+
+    report = out_dir / "report.md"
+    report.write_text("\n".join(sections), encoding="utf-8")
+    files.insert(0, report)
+    return ReportResult(out_dir, files, built)
+
+
+def log_report(client: Any, target: Target, result: ReportResult) -> str:
+    """Artifacts under ``report/`` of the parent run, or of a new ``report`` run in the experiment."""
+    if target.parent_id is not None:
+        run_id = target.parent_id
+    else:
+        run = client.create_run(target.experiment_id, run_name="report",
+                                tags={"t2exp.report": "1", "mlflow.runName": "report"})
+        run_id = run.info.run_id
+    for f in result.files:
+        client.log_artifact(run_id, str(f), "report")
+    if target.parent_id is None:
+        client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def default_out_dir(target: str) -> Path:
+    """``outputs/reports/<target>`` under the current directory."""
+    return Path.cwd() / "outputs" / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m t2exp.report", description="Paper-style tables and plots from a sweep's MLflow runs.")
+    p.add_argument("target", help="a sweep's parent run id, or an MLflow experiment name")
+    p.add_argument("--tracking-uri", default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory")
+    p.add_argument("--out", type=Path, help="output directory (default: outputs/reports/<target> in the current directory)")
+    p.add_argument("--k", type=int, help="MRR@k of the Table 3 layout (default: the runs' k when they share one, else 3)")
+    p.add_argument("--tables", default="auto", help="auto (table3, + table4 for embedder sweeps) or a list: table3,table4")
+    p.add_argument("--n-boot", type=int, default=2000, help="resamples / sign patterns for 'Δ vs best' (default 2000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
+    try:
+        from mlflow.tracking import MlflowClient
+
+        if args.k is not None and args.k < 1:
+            raise ReportError("--k must be >= 1")
+        client = MlflowClient(tracking_uri=args.tracking_uri)
+        target = resolve_target(client, args.target)
+        out = args.out or default_out_dir(args.target)
+        source = CellSource(lambda run_id: load_run_predictions(client, run_id))
+        result = make_report(target, out, source, k=args.k, n_boot=args.n_boot, seed=args.seed,
+                             tables=[t.strip() for t in args.tables.split(",")])
+        if not args.no_log:
+            result.logged_to = log_report(client, target, result)
+    except T2ExpError as exc:
+        print(f"t2exp.report: error: {exc}", file=sys.stderr)
+        return 2
+    print((result.out_dir / "report.md").read_text(encoding="utf-8"))
+    print("files:\n" + "\n".join(f"  {f}" for f in result.files), file=sys.stderr)
+    if result.logged_to:
+        print(f"logged under report/ of MLflow run {result.logged_to}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Report, read: the MLflow runs of a sweep (a parent run's children) or of an experiment."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from t2exp.errors import T2ExpError
+
+GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker")
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+_SKIP_OVERRIDE = re.compile(r"^(hydra|paths|tracking)\.|^(experiment|resume|experiment_name)$")
+
+
+class ReportError(T2ExpError):
+    pass
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    name: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    overrides: dict[str, str]
+    start_time: int = 0
+
+    @classmethod
+    def from_mlflow(cls, run: Any) -> RunInfo:
+        tags = run.data.tags
+        return cls(
+            run_id=run.info.run_id,
+            name=tags.get("mlflow.runName", run.info.run_id[:8]),
+            params=dict(run.data.params),
+            metrics=dict(run.data.metrics),
+            overrides=parse_overrides(tags.get("t2exp.overrides", "")),
+            start_time=int(run.info.start_time or 0),
+        )
+
+    def label(self, key: str) -> str:
+        if key == "run":
+            return self.run_id[:8]
+        if key in self.params:
+            return "null" if self.params[key] == "None" else self.params[key]
+        if key in GROUPS and f"{key}.name" in self.params:
+            return self.params[f"{key}.name"]
+        if key in self.overrides:
+            return self.overrides[key]
+        return "-"
+
+
+def parse_overrides(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for token in text.split():
+        if "=" not in token:
+            continue
+        key, value = token.split("=", 1)
+        key = key.lstrip("+~")
+        if "@" in key:  # group@package=option
+            key = key.split("@", 1)[0]
+        if not _SKIP_OVERRIDE.search(key):
+            out[key] = value
+    return out
+
+
+@dataclass
+class Target:
+    title: str
+    experiment_id: str
+    parent_id: str | None
+    runs: list[RunInfo]
+    notes: list[str] = field(default_factory=list)
+
+
+def _search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token,
+                                  order_by=["attributes.start_time ASC"])
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def _newest_per_cell(runs: list[Any]) -> list[Any]:
+    keep: dict[str, Any] = {}
+    for r in runs:
+        key = r.data.tags.get("t2exp.cell_key") or r.info.run_id
+        if key not in keep or (r.info.start_time or 0) >= (keep[key].info.start_time or 0):
+            keep[key] = r
+    return sorted(keep.values(), key=lambda r: r.info.start_time or 0)
+
+
+def resolve_target(client: Any, target: str) -> Target:
+    """A parent run id (its children) or an experiment name (its finished result runs)."""
+    notes: list[str] = []
+    if _RUN_ID.match(target):
+        try:
+            parent = client.get_run(target)
+        except Exception:  # noqa: BLE001 - not a run id after all: try it as an experiment name
+            parent = None
+        if parent is not None:
+            exp_id = parent.info.experiment_id
+            children = _search_all(client, exp_id, f"tags.mlflow.parentRunId = '{target}'")
+            if not children:
+                raise ReportError(f"run {target} has no child runs; pass a sweep's parent run id or an experiment name")
+            bad = [c for c in children if c.info.status != "FINISHED"]
+            if bad:
+                notes.append(f"{len(bad)} child run(s) not FINISHED and left out: "
+                             + ", ".join(f"{c.info.run_id[:8]} ({c.info.status})" for c in bad))
+            done = _newest_per_cell([c for c in children if c.info.status == "FINISHED"])
+            title = parent.data.tags.get("mlflow.runName", target)
+            return Target(f"{title} (parent run {target})", exp_id, target, [RunInfo.from_mlflow(r) for r in done], notes)
+    exp = client.get_experiment_by_name(target)
+    if exp is None:
+        raise ReportError(f"{target!r} is neither a run id nor an MLflow experiment name at this tracking URI")
+    runs = [r for r in _search_all(client, exp.experiment_id)
+            if r.info.status == "FINISHED" and r.data.tags.get("t2exp.sweep") != "parent" and "t2exp.report" not in r.data.tags]
+    if not runs:
+        raise ReportError(f"experiment {target!r} has no FINISHED runs")
+    done = _newest_per_cell(runs)
+    if len(done) < len(runs):
+        notes.append(f"{len(runs) - len(done)} older run(s) of an already reported config cell left out (newest kept)")
+    return Target(f"experiment {target}", exp.experiment_id, None, [RunInfo.from_mlflow(r) for r in done], notes)
