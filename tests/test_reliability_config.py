@@ -17,7 +17,8 @@ from omegaconf import OmegaConf
 from t2exp import app, config, experiment
 from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
-from t2exp.experiment import Interrupted, cell_key
+from t2exp.experiment import cell_key
+from t2exp.stop import Interrupted, StopRequest
 from t2exp.generators import vllm_backend
 from t2exp.paths import CONF_DIR, register_resolvers
 from t2exp.tracking import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
@@ -267,29 +268,28 @@ def test_cell_key_ignores_the_value_of_a_set_key():
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_first_signal_asks_to_stop_second_stops_now(monkeypatch):
     monkeypatch.setenv(app.STOP_GRACE_ENV, "30")
-    experiment.STOP.clear()
+    stop = StopRequest()
     before = signal.getsignal(signal.SIGTERM)
-    restore = app._install_signal_handlers()
+    restore = app._install_signal_handlers(stop)
     try:
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.05)
-        assert experiment.STOP.is_set() and experiment.stop_signal() == "SIGTERM"
+        # a signal a process sends itself is handled before os.kill returns to Python code
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        assert stop.is_set() and stop.signal_name == "SIGTERM"
         with pytest.raises(Interrupted):
-            experiment.check_stop()  # the experiment's next safe point
+            stop.check()  # the experiment's next safe point
         with pytest.raises(Interrupted):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.5)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+            stop.check()  # not reached: the second signal raises in the handler
+            raise AssertionError("the second signal did not stop at once")
     finally:
         restore()
-        experiment.STOP.clear()
     assert signal.getsignal(signal.SIGTERM) is before
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
     monkeypatch.setenv(app.STOP_GRACE_ENV, "0.3")
-    experiment.STOP.clear()
-    restore = app._install_signal_handlers()
+    restore = app._install_signal_handlers(StopRequest())
     t0 = time.monotonic()
     try:
         with pytest.raises(Interrupted):
@@ -298,7 +298,6 @@ def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
                 time.sleep(0.01)
     finally:
         restore()
-        experiment.STOP.clear()
     assert time.monotonic() - t0 < 5
 
 

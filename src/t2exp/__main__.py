@@ -50,7 +50,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from t2exp.app import run
-    from t2exp.experiment import Interrupted
+    from t2exp.stop import Interrupted
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:

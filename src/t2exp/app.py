@@ -15,22 +15,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp import config, experiment
+from t2exp import config
 from t2exp.cache import atomic_write_text, cell_lock
 from t2exp.data import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError
-from t2exp.experiment import Components, Interrupted, Result, cell_key, run_experiment
+from t2exp.experiment import Components, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
-from t2exp.tracking import (
-    Tracker,
-    env_secrets,
-    finished_run_for,
-    flatten,
-    redact_overrides,
-    redact_text,
-)
+from t2exp.stop import Interrupted, StopRequest
+from t2exp.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
 
 log = logging.getLogger("t2exp")
 
@@ -71,7 +65,7 @@ def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop))
 
 
-def build_components(cfg: DictConfig) -> Components:
+def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Components:
     """Load data and build every component from config (no work on the corpus yet)."""
     subsets = load_subsets(**loader_args(cfg))
     reranker = _instantiate(cfg.get("reranker"))
@@ -98,6 +92,7 @@ def build_components(cfg: DictConfig) -> Components:
         cache_dir=cache_dir,
         run_dir=cache_dir / "runs" / cell_key(OmegaConf.to_container(cfg, resolve=True)),
         aux_sampling=aux_sampling,
+        stop=stop or StopRequest(),
     )
 
 
@@ -112,7 +107,7 @@ def _stop_grace() -> float:
         return DEFAULT_STOP_GRACE
 
 
-def _install_signal_handlers() -> Callable[[], None]:
+def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
     """SIGTERM/SIGINT: the first asks the experiment to stop at its next safe point (after the
     predictions in flight are written and their LLM answers cached) and arms a timer; a second
     signal, or the timer after ``$T2EXP_STOP_GRACE_SECONDS`` (default 5), raises ``Interrupted``
@@ -127,11 +122,11 @@ def _install_signal_handlers() -> Callable[[], None]:
         name = signal.Signals(signum).name
         if state["closing"]:  # closing the MLflow run: finish that first
             log.warning("%s received while closing the run; exiting when done", name)
-            experiment.request_stop(name)
+            stop.request(name)
             return
-        if experiment.STOP.is_set() or grace <= 0:
+        if stop.is_set() or grace <= 0:
             raise Interrupted(name)
-        experiment.request_stop(name)
+        stop.request(name)
         log.warning("%s: stopping after the requests in flight (at most %.0fs; send %s again to stop now)", name, grace, name)
         timer = threading.Timer(grace, os.kill, (os.getpid(), signum))
         timer.daemon = True
@@ -158,11 +153,11 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
     """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
     ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
     config.check(cfg)
-    experiment.STOP.clear()
-    restore = _install_signal_handlers()
+    stop = StopRequest()
+    restore = _install_signal_handlers(stop)
     try:
-        result = _run(cfg, overrides, restore)
-        signal_name = experiment.stop_signal()
+        result = _run(cfg, overrides, restore, stop)
+        signal_name = stop.signal_name
         if signal_name:  # the signal came after the last safe point: the run is complete and logged
             exc = Interrupted(signal_name)
             exc.args = (f"interrupted by {signal_name} after the run had finished; its results are logged",)
@@ -172,9 +167,9 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
         restore()
 
 
-def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None]) -> Result:
+def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], stop: StopRequest) -> Result:
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    components = build_components(cfg)
+    components = build_components(cfg, stop)
     key = cell_key(resolved)
 
     def waiting() -> None:
@@ -193,7 +188,7 @@ def _run_cell(
         if done is not None:
             log.info("resume: cell %s already FINISHED as MLflow run %s; skipped", key, done.info.run_id)
             return Result(metrics=dict(done.data.metrics), predictions_path=components.run_dir / "predictions.jsonl", skipped=True)
-    experiment.check_stop()
+    components.stop.check()
     tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
     tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), _run_name(cfg), tags)
     log.info("MLflow run %s (%s) in %s", tracker.run_id, _run_name(cfg), tr.uri)

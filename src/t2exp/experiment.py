@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,38 +33,12 @@ from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
 from t2exp.methods import RagMethod, Services
 from t2exp.prompts import PromptLibrary
+from t2exp.stop import Interrupted, StopRequest
 from t2exp.stores import Store
 
+__all__ = ["Components", "Interrupted", "Result", "run_experiment"]
+
 log = logging.getLogger(__name__)
-
-
-class Interrupted(BaseException):
-    """The run was stopped by SIGTERM/SIGINT; its MLflow run is closed as KILLED."""
-
-    def __init__(self, signal_name: str = "SIGTERM") -> None:
-        super().__init__(signal_name)
-        self.signal_name = signal_name
-
-
-# Set by the signal handler (t2exp.app): the experiment stops at the next safe point, after the
-# predictions in flight are written, so a resumed run repeats no finished work.
-STOP = threading.Event()
-_stop_reason = ["SIGTERM"]
-
-
-def request_stop(signal_name: str) -> None:
-    _stop_reason[0] = signal_name
-    STOP.set()
-
-
-def stop_signal() -> str | None:
-    """The signal that asked this run to stop, or None."""
-    return _stop_reason[0] if STOP.is_set() else None
-
-
-def check_stop() -> None:
-    if STOP.is_set():
-        raise Interrupted(_stop_reason[0])
 
 
 @dataclass
@@ -85,6 +58,7 @@ class Components:
     cache_dir: Path
     run_dir: Path  # where per-question predictions are appended (deterministic per cell)
     aux_sampling: Sampling | None = None  # HyDE / summaries
+    stop: StopRequest = field(default_factory=StopRequest)  # checked at every safe point
 
 
 @dataclass
@@ -120,7 +94,7 @@ def run_experiment(c: Components) -> Result:
 
     for subset in c.subsets:
         # --- index -------------------------------------------------------------------------
-        check_stop()
+        c.stop.check()
         t0 = time.perf_counter()
         index = c.method.prepare(subset, services)
         timings["index_seconds"] += time.perf_counter() - t0
@@ -143,7 +117,7 @@ def run_experiment(c: Components) -> Result:
         # --- generate + score, one prediction written as soon as it exists --------------------
         batch = max(1, getattr(generator, "batch_size", 1)) if generator else len(todo) or 1
         for start in range(0, len(todo), batch):
-            check_stop()
+            c.stop.check()
             chunk = todo[start : start + batch]
             chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
             contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits)]
