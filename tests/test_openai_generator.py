@@ -16,7 +16,8 @@ from t2exp.generators import Generation, Sampling
 from t2exp.generators import vllm_backend, vllm_server
 from t2exp.generators.cached import CachedGenerator
 from t2exp.generators.factory import make_generator
-from t2exp.generators.openai_compat import OpenAICompatGenerator, split_reasoning
+from t2exp.generators.openai_compat import OpenAICompatGenerator
+from t2exp.reasoning import split_reasoning
 from t2exp.generators.vllm_server import VLLMServerGenerator
 
 try:

@@ -14,7 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from t2exp import app, config, experiment
+from t2exp import app, config
 from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.experiment import cell_key

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from t2exp.errors import ConfigError, RemoteError
+from t2exp.errors import RemoteError
 from t2exp.stores import Store
 from t2exp.stores.lancedb_store import LanceDBStore
 

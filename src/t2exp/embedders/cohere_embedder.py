@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from t2exp.embedders._remote import Failure, RemoteEmbedder, import_client, one_line, retry_after_seconds
-from t2exp.errors import ConfigError
 
 INPUT_TYPES = ("search_query", "search_document", "classification", "clustering")
 TRUNCATE = (None, "NONE", "START", "END")

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from t2exp.embedders._remote import Failure, RemoteEmbedder, import_client, one_line, retry_after_seconds
-from t2exp.errors import ConfigError
 
 TASK_TYPES = (
     "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION", "CLUSTERING",

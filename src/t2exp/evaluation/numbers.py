@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from t2exp.generators.openai_compat import split_reasoning
+from t2exp.reasoning import split_reasoning
 
 EPS = 1e-2
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -21,34 +20,11 @@ from typing import Any
 from t2exp.cache import content_key
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-_OPEN_TAG = "<think>"
-_CLOSE_TAG = "</think>"
-_THINK_BLOCK_RE = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
-
-
-def split_reasoning(text: str) -> tuple[str, str]:
-    """Split a reasoning model's output into ``(answer, reasoning)``.
-
-    ``<think>…</think>`` blocks are reasoning; an unterminated block runs to the end. Some chat
-    templates (QwQ, DeepSeek-R1) put the opening tag into the prompt, so the output starts inside
-    the block: text before a leading ``</think>`` with no ``<think>`` before it is reasoning too.
-    """
-    thoughts: list[str] = []
-    lower = text.lower()
-    close = lower.find(_CLOSE_TAG)
-    opened = lower.find(_OPEN_TAG)
-    if close != -1 and (opened == -1 or close < opened):
-        thoughts.append(text[:close])
-        text = text[close + len(_CLOSE_TAG) :]
-    thoughts.extend(m.group(1) for m in _THINK_BLOCK_RE.finditer(text))
-    answer = _THINK_BLOCK_RE.sub(" ", text)
-    return answer.strip(), "\n".join(t.strip() for t in thoughts).strip()
-
-
 def reasoning_generation(gen: Generation, reasoning_tokens: int | None = None) -> Generation:
     """Strip the think block from ``gen.text``; keep the raw text and a token count in ``extra``."""
     answer, thought = split_reasoning(gen.text)
@@ -172,7 +148,7 @@ class OpenAICompatGenerator:
         # servers started with a reasoning parser return the thoughts in a separate field
         thought = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
         if isinstance(thought, str) and thought and self.reasoning:
-            content = f"{_OPEN_TAG}{thought}{_CLOSE_TAG}{content}"
+            content = f"{OPEN_TAG}{thought}{CLOSE_TAG}{content}"
         usage = getattr(resp, "usage", None)
         gen = Generation(
             text=content,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.fusion import FUSIONS, fuse
+from t2exp.fusion import fuse
 
 log = logging.getLogger(__name__)
 
