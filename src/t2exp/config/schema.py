@@ -79,7 +79,7 @@ class DocumentConfig:
 
 @dataclass
 class PathsConfig:
-    root: str = MISSING
+    work: str = MISSING  # outputs go under it: the directory the command is started from
     cache: str = MISSING
     models: str = MISSING
     prompts: str = MISSING
