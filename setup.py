@@ -3,7 +3,7 @@
 The repository keeps ``conf/``, ``prompts/`` and ``data/t2ragbench/`` at its top level; a wheel
 (``pip install .``, ``pip wheel .``, ``python -m build``, an sdist) gets copies in
 ``t2exp/_resources/`` so an installed package can start. An editable install copies nothing:
-``t2exp.paths`` finds the folders in the checkout.
+``t2exp.infra.paths`` finds the folders in the checkout.
 """
 
 from __future__ import annotations

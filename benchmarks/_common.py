@@ -32,7 +32,7 @@ def compose(overrides: Sequence[str] = ()) -> Any:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from t2exp.paths import CONF_DIR, register_resolvers
+    from t2exp.infra.paths import CONF_DIR, register_resolvers
 
     register_resolvers()
     GlobalHydra.instance().clear()
@@ -68,7 +68,7 @@ def raw_embedder() -> Any:
 
 
 def cached_embedder(inner: Any, cache_dir: Path) -> Any:
-    from t2exp.cache import KVCache
+    from t2exp.infra.cache import KVCache
     from t2exp.embedders.cached import CachedEmbedder
 
     return CachedEmbedder(inner, KVCache(Path(cache_dir) / "embeddings.sqlite"))

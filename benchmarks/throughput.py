@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is None:
         args.generate = 1
 
-    from t2exp.cache import KVCache
+    from t2exp.infra.cache import KVCache
     from t2exp.data import load_subsets
     from t2exp.embedders.cached import CachedEmbedder
     from t2exp.fusion import fuse

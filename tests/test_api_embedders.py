@@ -21,7 +21,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg
-from t2exp.cache import KVCache
+from t2exp.infra.cache import KVCache
 from t2exp.embedders import Embedder
 from t2exp.embedders._remote import RemoteEmbedder
 from t2exp.embedders.cached import CachedEmbedder

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from fakes.openai_server import FakeOpenAIServer
-from t2exp.cache import KVCache
+from t2exp.infra.cache import KVCache
 from t2exp.data import load_subsets, subsample_corpus
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder

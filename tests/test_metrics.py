@@ -159,9 +159,9 @@ def test_date_golds_are_non_numeric(gold):
 
 def test_bundled_tat_dqa_has_eight_date_golds_left_out_of_nm():
     from t2exp.data import load_subsets
-    from t2exp.paths import PROJECT_ROOT
+    from t2exp.infra.paths import DATA_DIR
 
-    (sub,) = load_subsets(subsets=["TAT-DQA"], path=PROJECT_ROOT / "data" / "t2ragbench", source="local")
+    (sub,) = load_subsets(subsets=["TAT-DQA"], path=DATA_DIR, source="local")
     dates = [q for q in sub.questions if q.gold is None]
     assert sub.stats["non_numeric_gold"] == len(dates) == 8  # the eight "YYYY-MM-DD" answers of the bundle
     assert all(q.gold_raw.count("-") == 2 for q in dates)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from t2exp.cache import KVCache
+from t2exp.infra.cache import KVCache
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Sampling
 from t2exp.generators import vllm_backend, vllm_server
@@ -254,7 +254,7 @@ def test_generator_configs_compose_and_instantiate(name, monkeypatch, tmp_path):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from t2exp.paths import CONF_DIR, register_resolvers
+    from t2exp.infra.paths import CONF_DIR, register_resolvers
 
     register_resolvers()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -385,7 +385,7 @@ def test_vllm_in_process_generates_in_one_batch():
 def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
     """A batch whose last request fails for good: the answers that did arrive are in the LLM
     cache, so the re-run sends only the failed request."""
-    from t2exp.cache import KVCache
+    from t2exp.infra.cache import KVCache
     from t2exp.errors import RemoteError
     from t2exp.generators import Sampling
     from t2exp.generators.cached import CachedGenerator
@@ -409,7 +409,7 @@ def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
 def test_vllm_server_keeps_finished_answers_of_a_failed_batch(tmp_path, no_server_left):
     """generator=vllm_server forwards on_result: a batch whose last request fails for good leaves
     the answers that arrived in the LLM cache (before the fix the cache stayed empty)."""
-    from t2exp.cache import KVCache
+    from t2exp.infra.cache import KVCache
     from t2exp.errors import RemoteError
     from t2exp.generators.cached import CachedGenerator
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from t2exp import cache as cache_mod
-from t2exp.cache import CorruptCacheError, JsonlLog, KVCache, atomic_write_text, read_jsonl
+from t2exp.infra import cache as cache_mod
+from t2exp.infra.cache import CorruptCacheError, JsonlLog, KVCache, atomic_write_text, read_jsonl
 from t2exp.errors import T2ExpError
 
 
@@ -69,7 +69,7 @@ def test_unusable_sqlite_cache_is_a_one_line_error(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from t2exp.cache import JsonlLog, KVCache
+    from t2exp.infra.cache import JsonlLog, KVCache
     log = JsonlLog(sys.argv[1])
     kv = KVCache(sys.argv[2])
     i = 0

@@ -1,4 +1,4 @@
-"""``python -m t2exp``: the Hydra application (configs: ``t2exp.paths.CONF_DIR``, the package's own or a checkout's ``conf/``).
+"""``python -m t2exp``: the Hydra application (configs: ``t2exp.infra.paths.CONF_DIR``, the package's own or a checkout's ``conf/``).
 
 Before Hydra starts (Hydra creates its output directory and writes ``.hydra/*.yaml`` before the
 task runs), the command line gets a pre-flight check:
@@ -29,8 +29,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import ConfigError, T2ExpError
-from t2exp.paths import CONF_DIR, register_resolvers
-from t2exp.tracking import install_log_redaction, is_secret_key, redact_text
+from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.tracking import install_log_redaction, is_secret_key, redact_text
 
 register_resolvers()
 log = logging.getLogger("t2exp")
@@ -50,7 +50,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
     from t2exp.app import run
-    from t2exp.stop import Interrupted
+    from t2exp.infra.stop import Interrupted
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp import answers
-from t2exp.cache import JsonlLog, KVCache, atomic_write_text, content_key
+from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
 from t2exp.data import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -33,7 +33,7 @@ from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
 from t2exp.methods import RagMethod, Services
 from t2exp.prompts import PromptLibrary
-from t2exp.stop import Interrupted, StopRequest
+from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.stores import Store
 
 __all__ = ["Components", "Interrupted", "Result", "run_experiment"]
@@ -219,7 +219,7 @@ def prompts_fingerprint(directory: str | Path) -> str:
 
 def _mask_secrets(d: Any) -> Any:
     """A set API key does not change the cell (a rotated key resumes the same predictions)."""
-    from t2exp.tracking import is_secret_key
+    from t2exp.infra.tracking import is_secret_key
 
     if isinstance(d, dict):
         return {k: ("***" if is_secret_key(str(k)) and v not in (None, "") else _mask_secrets(v)) for k, v in d.items()}

@@ -47,7 +47,7 @@ def register_schema(group: str, name: str, node: type) -> None:
 
 def register() -> None:
     """Register the schemas and the OmegaConf resolvers (idempotent; call before composing)."""
-    from t2exp.paths import register_resolvers
+    from t2exp.infra.paths import register_resolvers
 
     register_resolvers()
     cs = ConfigStore.instance()

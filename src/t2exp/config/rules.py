@@ -23,7 +23,7 @@ _FACTORY = "t2exp.generators.factory.make_generator"
 
 def options(group: str) -> str:
     """The options of a config group, for messages (``minilm, e5, ...``)."""
-    from t2exp.paths import CONF_DIR
+    from t2exp.infra.paths import CONF_DIR
 
     names = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
     return ", ".join(names) if names else f"see conf/{group}/"

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from t2exp.cache import content_key
+from t2exp.infra.cache import content_key
 from t2exp.errors import ConfigError, RemoteError
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from t2exp.cache import KVCache, content_key
+from t2exp.infra.cache import KVCache, content_key
 from t2exp.generators import Generation, Generator, Messages, OnResult, Sampling
 
 

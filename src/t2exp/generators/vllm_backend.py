@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from t2exp.cache import content_key
+from t2exp.infra.cache import content_key
 from t2exp.errors import ConfigError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
 from t2exp.generators.openai_compat import reasoning_generation

@@ -27,7 +27,7 @@ class Gold:
 
 
 def dataset_options() -> list[str]:
-    from t2exp.paths import CONF_DIR
+    from t2exp.infra.paths import CONF_DIR
 
     return sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
 
@@ -47,7 +47,7 @@ def compose_config(
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from t2exp.paths import CONF_DIR, register_resolvers
+    from t2exp.infra.paths import CONF_DIR, register_resolvers
 
     options = dataset_options()
     if dataset not in options:

@@ -20,7 +20,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.tracking import PARENT_ENV, ensure_tracking
+from t2exp.infra.tracking import PARENT_ENV, ensure_tracking
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # src/t2exp (this module is t2exp/infra/paths.py)
 PACKAGED_RESOURCES = PACKAGE_DIR / "_resources"  # present in a wheel install only
 
 
@@ -49,10 +49,6 @@ PROMPTS_DIR = RESOURCE_ROOT / "prompts"
 DATA_DIR = RESOURCE_ROOT / "data" / "t2ragbench"
 _RESOURCES = {"conf": CONF_DIR, "prompts": PROMPTS_DIR, "data": DATA_DIR}
 
-# Deprecated: the checkout (or, installed, the starting directory). Outputs use ``work_dir()``;
-# kept for modules that still import it.
-PROJECT_ROOT = CHECKOUT_ROOT if CHECKOUT_ROOT is not None else Path.cwd()
-
 
 def work_dir() -> Path:
     """The directory outputs go under by default: where the command was started (Hydra's
@@ -76,11 +72,8 @@ def resource_dir(name: str) -> Path:
 
 
 def register_resolvers() -> None:
-    """``${t2exp_cwd:}`` (see ``work_dir``), ``${t2exp_resource:conf|prompts|data}`` and the
-    deprecated ``${t2exp_root:}`` (``PROJECT_ROOT``)."""
+    """``${t2exp_cwd:}`` (see ``work_dir``) and ``${t2exp_resource:conf|prompts|data}``."""
     if not OmegaConf.has_resolver("t2exp_cwd"):
         OmegaConf.register_new_resolver("t2exp_cwd", lambda: str(work_dir()))
     if not OmegaConf.has_resolver("t2exp_resource"):
         OmegaConf.register_new_resolver("t2exp_resource", lambda name: str(resource_dir(name)))
-    if not OmegaConf.has_resolver("t2exp_root"):
-        OmegaConf.register_new_resolver("t2exp_root", lambda: str(PROJECT_ROOT))
