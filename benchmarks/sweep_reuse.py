@@ -80,6 +80,17 @@ def t2exp(args: list[str], cache: Path, work: Path, common: list[str], timeout: 
     return secs
 
 
+def last_sweep_children(db: Path) -> list[dict[str, float]]:
+    """The metrics of the newest sweep's child runs in the MLflow store ``db``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("t2exp")
+    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"]) if exp else []
+    parent = next(r for r in runs if r.data.tags.get("t2exp.sweep") == "parent")
+    return [r.data.metrics for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="t2exp sweep with shared caches vs runs from scratch")
     ap.add_argument("--quick", action="store_true", help="2 cells, 20-document corpora, 5 questions per subset")
@@ -121,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(shared / "runs", ignore_errors=True)  # retrieve again rather than resume
         warm = t2exp(sweep_args, shared, work, common, args.timeout)
         print(f"# sweep warm: {warm:.1f}s", flush=True)
+        warm_runs = last_sweep_children(work / "mlflow.db")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -135,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(C.table(["runs", "seconds"], rows, floatfmt=".1f"))
     print(f"\nisolated sum / warm sweep: {total / warm:.1f}x;  isolated sum / cold sweep: {total / cold:.1f}x")
-    C.ratio_line("sweep_reuse", cells=len(names), isolated_over_warm=round(total / warm, 1),
+    hits = [v for r in warm_runs for k, v in r.items() if k.endswith("/index_cache_hit")]
+    computed = sum(r.get("embeddings_computed", 0.0) for r in warm_runs)
+    print(f"warm sweep: {int(sum(hits))}/{len(hits)} indices reused, {int(computed)} documents or questions embedded")
+    C.ratio_line("sweep_reuse", cells=len(names), warm_index_hits=f"{int(sum(hits))}/{len(hits)}",
+                 warm_embeddings_computed=int(computed), isolated_over_warm=round(total / warm, 1),
                  isolated_over_cold_sweep=round(total / cold, 1), warm_s=round(warm, 1), isolated_s=round(total, 1))
     return 0
 

@@ -390,22 +390,3 @@ def test_api_configs_instantiate_and_talk_to_the_fake(name: str) -> None:
         assert isinstance(emb, case.embedder_cls) and emb.name == name
         vecs = emb.embed_queries(["what was the net income in 2019?"])
         assert vecs.shape == (1, int(cfg.dim)) and fake.rejections == []
-
-
-@pytest.mark.parametrize(("name", "model", "dim"), [
-    ("e5", "intfloat/multilingual-e5-large-instruct", 1024),
-    ("gte", "Alibaba-NLP/gte-Qwen2-1.5B-instruct", 1536),
-    ("stella", "NovaSearch/stella_en_1.5B_v5", 1024),
-])
-def test_local_configs_match_the_sentence_transformers_signature(name: str, model: str, dim: int) -> None:
-    """Checked without instantiating: that would import torch and resolve devices."""
-    from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
-
-    cfg = OmegaConf.to_container(compose_cfg(f"embedder={name}").embedder)
-    assert isinstance(cfg, dict)
-    assert cfg.pop("_target_") == "t2exp.embedders.sentence_transformers.SentenceTransformerEmbedder"
-    inspect.signature(SentenceTransformerEmbedder).bind(**cfg)  # unknown or missing kwargs raise
-    assert (cfg["name"], cfg["model"], cfg["dim"]) == (name, model, dim)
-    assert "{text}" in cfg["query_template"] and cfg["query_template"].startswith("Instruct: ")
-    assert "\nQuery: {text}" in cfg["query_template"] and cfg["document_template"] == "{text}"
-    assert cfg["device"] == "auto" and cfg["normalize"] is True

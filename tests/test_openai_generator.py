@@ -248,37 +248,6 @@ def test_vllm_fingerprint_is_shared_by_both_vllm_backends(monkeypatch):
     assert a.fingerprint != vllm_backend.VLLMGenerator("c", "org/model", reasoning=True).fingerprint
 
 
-@pytest.mark.parametrize("name", ["llama33_70b", "qwq32b", "openai_api", "openai_compat", "vllm_server"])
-def test_generator_configs_compose_and_instantiate(name, monkeypatch, tmp_path):
-    from hydra import compose, initialize_config_dir
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from t2exp.infra.paths import CONF_DIR, register_resolvers
-
-    register_resolvers()
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    overrides = [f"generator={name}", f"paths.cache={tmp_path}"]
-    if name == "openai_compat":
-        overrides.append("generator.model=some/model")
-    if name == "vllm_server":
-        overrides.append(f"generator.command=['{sys.executable}','{FAKE_SCRIPT}']")
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    d = OmegaConf.to_container(cfg.generator, resolve=True)
-    assert d["sampling"]["temperature"] == 0.0 and d["answer_mode"] in ("direct", "cot", "program")
-    for key in ("answer_mode", "sampling", "aux_sampling"):  # app.GENERATOR_RUN_KEYS
-        d.pop(key, None)
-    gen = instantiate(d)
-    expected = VLLMServerGenerator if name == "vllm_server" else OpenAICompatGenerator
-    assert isinstance(gen, expected)
-    assert gen.reasoning is (name == "qwq32b")
-    if name == "qwq32b":
-        assert cfg.generator.sampling.max_tokens >= 8192
-    if name in ("llama33_70b", "qwq32b"):
-        assert gen.base_url == "http://127.0.0.1:8000/v1" and cfg.generator.backend == "openai"
-
-
 # --- vLLM server subprocess ---------------------------------------------------------------------------
 def _pid_from_log(path: Path) -> int:
     m = re.search(r"fake server: pid=(\d+)", path.read_text())

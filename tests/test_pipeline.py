@@ -160,34 +160,61 @@ def test_cell_key_changes_with_prompt_text(tmp_path):
 
 
 def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache, tmp_path):
+    """SIGTERM lands while the third of four cells is generating; synchronised on events, not on
+    timing: the local OpenAI-compatible server answers the first two cells' requests (4 each),
+    then holds every request until the test has sent the signal. The sweep stops after that
+    batch with exactly two cells FINISHED; ``resume=true`` runs only the other two, and across
+    both sweeps every (cell, question) is asked exactly once."""
+    import itertools
     import os
     import signal
     import subprocess
     import sys
-    import time
+    import threading
+    import uuid
 
     from conftest import app_overrides
+    from fakes.openai_server import FakeOpenAIServer
 
-    sweep = ["-m", "rag_method=base,hybrid", "k=3,5", "generator=none", "dataset.limit=5"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    first_cells = 2 * 4  # two cells x (2 FinQA + 2 TAT-DQA questions)
+    arrived, gate, count = threading.Event(), threading.Event(), itertools.count(1)
+
+    def reply(messages) -> str:  # noqa: ANN001
+        if next(count) > first_cells:
+            arrived.set()
+            assert gate.wait(300), "the test never released the held requests"
+        return "Final answer: 1"
+
+    model = f"gate-{uuid.uuid4().hex[:8]}"  # its own LLM-cache entries and cells in the shared cache
+    srv = FakeOpenAIServer(model=model, reply=reply).start()
+    # every cell's prompts are its own (k changes the contexts, the seed is part of the LLM-cache key)
+    sweep = ["-m", "k=3,5", "generator.sampling.seed=0,1", "rag_method=base", "dataset.limit=2", "generator=openai_compat",
+             f"generator.model={model}",
+             f"generator.base_url={srv.base_url}", "generator.max_retries=0"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_STOP_GRACE_SECONDS": "600"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
-    proc = subprocess.Popen([sys.executable, "-m", "t2exp", *sweep, *app_overrides(shared_cache, tmp_path)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def finished_children():
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "t2exp", *sweep, *app_overrides(shared_cache, tmp_path)],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert arrived.wait(600), "the third cell never sent a request"
+            proc.send_signal(signal.SIGTERM)  # the app asks to stop at its next safe point ...
+            gate.set()  # ... which comes once the requests in flight are answered
+            _, stderr = proc.communicate(timeout=300)
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
         _, runs = mlflow_runs(tmp_path)
-        return [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent" and r.info.status == "FINISHED"]
+        children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
+        assert sorted(r.info.status for r in children) == ["FINISHED", "FINISHED", "KILLED"]
+        done_before = {r.data.tags["t2exp.cell_key"] for r in children if r.info.status == "FINISHED"}
+        asked_before = len(srv.requests)
 
-    deadline = time.monotonic() + 600
-    while len(finished_children()) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)  # polling MLflow for a condition, bounded by the deadline
-    assert proc.poll() is None, "the sweep ended before it could be killed"
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=120)
-    done_before = {r.data.tags["t2exp.cell_key"] for r in finished_children()}
-    assert 2 <= len(done_before) < 4
-
-    run_app([*sweep, "resume=true"], shared_cache, tmp_path)
+        run_app([*sweep, "resume=true"], shared_cache, tmp_path)
+    finally:
+        srv.close()
     _, runs = mlflow_runs(tmp_path)
     children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
     finished = [r for r in children if r.info.status == "FINISHED"]
@@ -195,5 +222,6 @@ def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache,
     assert len(set(keys)) == 4 and len(keys) == 4  # every cell finished exactly once
     parents = sorted((r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"), key=lambda r: r.info.start_time)
     resumed = [r for r in children if r.data.tags.get("mlflow.parentRunId") == parents[-1].info.run_id]
-    assert len(resumed) == 4 - len(done_before)  # the resumed sweep ran only the unfinished cells
+    assert len(resumed) == 2  # the resumed sweep ran only the unfinished cells
     assert not {r.data.tags["t2exp.cell_key"] for r in resumed} & done_before
+    assert asked_before > first_cells and len(srv.requests) == 4 * 4  # no (cell, question) asked twice

@@ -303,7 +303,7 @@ def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
 
 def test_handlers_are_not_installed_off_the_main_thread():
     out = []
-    t = threading.Thread(target=lambda: out.append(app._install_signal_handlers()))
+    t = threading.Thread(target=lambda: out.append(app._install_signal_handlers(StopRequest())))
     t.start()
     t.join()
     out[0]()  # a no-op restore

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -347,38 +348,66 @@ def test_sigterm_mid_generation_is_killed_resumable_and_repeats_no_work(tmp_path
 
 
 # --- 5. concurrent sweep cells build a shared index once ---------------------------------------------
-class SlowEmbeddings(FlakyEmbeddings):
+class GatedEmbeddings(FlakyEmbeddings):
+    """Holds every embeddings request until ``gate`` is set; ``first`` is set when one arrives."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(budget=None, **kwargs)
+        self.first = threading.Event()
+        self.gate = threading.Event()
+
     def handle(self, rec):
         if rec.path.startswith("/v1/embeddings"):
-            time.sleep(0.3)
+            self.first.set()
+            assert self.gate.wait(300), "the test never opened the gate"
         return super().handle(rec)
+
+
+def _read_until(stream, text: str) -> str:
+    """Lines of ``stream`` up to the first one containing ``text`` (blocking reads, no polling)."""
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"stream ended without {text!r}:\n" + "".join(seen)[-2000:])
 
 
 @pytest.mark.slow
 def test_two_processes_needing_one_index_build_it_once(tmp_path):
+    """Synchronised on events, not on timing: the first process is held inside its index build
+    (its first embeddings request waits on a gate) until the second one says it waits for the
+    build lock; then the gate opens."""
     cache, track = tmp_path / "cache", tmp_path / "track"
-    data_dir, rows = _small_finqa(tmp_path, 32)  # 8 document requests of 0.3 s: a build takes >= 2.4 s
-    fake = SlowEmbeddings(budget=None).start()
+    data_dir, rows = _small_finqa(tmp_path, 32)
+    fake = GatedEmbeddings().start()
     procs: list[subprocess.Popen] = []
     try:
         # both cells share one MLflow store; create it first (concurrent schema creation is racy)
         from t2exp.infra.tracking import ensure_tracking
 
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
-        procs += [popen_t2exp(embed_args(data_dir, fake.base_url, m), cache, track, tmp_path / m) for m in ("base", "hybrid")]
+        procs.append(popen_t2exp(embed_args(data_dir, fake.base_url, "base"), cache, track, tmp_path / "base"))
+        assert fake.first.wait(300), (tmp_path / "base" / "stderr.txt").read_text()[-2000:]  # the builder holds the lock
+        second = subprocess.Popen(app_cmd(embed_args(data_dir, fake.base_url, "hybrid"), cache, track), cwd=ROOT, env=app_env(),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        procs.append(second)
+        _read_until(second.stderr, "is being built by another process; waiting for it")
+        fake.gate.set()
+        rest = second.stderr.read()
         rcs = [p.wait(timeout=600) for p in procs]
     finally:
+        fake.gate.set()
         for p in procs:
             if p.poll() is None:
                 p.kill()
         fake.stop()
-    assert rcs == [0, 0], [(tmp_path / m / "stderr.txt").read_text()[-2000:] for m in ("base", "hybrid")]
+    assert rcs == [0, 0], [(tmp_path / "base" / "stderr.txt").read_text()[-2000:], rest[-2000:]]
     _, runs = mlflow_runs(track)
     assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
-    hits = sorted(r.data.metrics["FinQA/index_cache_hit"] for r in runs)
-    assert hits == [0.0, 1.0]  # exactly one built, the other reused
-    inserted = sorted(r.data.metrics.get("FinQA/index_inserted", -1) for r in runs)
-    assert inserted in ([0.0, 32.0], [-1, -1])  # (-1: a store without the counter)
+    by_method = {r.data.params["rag_method.name"]: r.data.metrics for r in runs}
+    assert by_method["base"]["FinQA/index_cache_hit"] == 0.0 and by_method["hybrid"]["FinQA/index_cache_hit"] == 1.0
+    assert by_method["base"].get("FinQA/index_inserted") == 32.0 and by_method["hybrid"].get("FinQA/index_inserted") == 0.0
     docs = set(rows.context)
     embedded_docs = [t for t in fake.embedded if t in docs]
     assert len(embedded_docs) == len(docs) == 32  # no document embedded twice

@@ -77,7 +77,10 @@ def build_index(
     texts_hash = content_key(sorted(texts.items()))[:16]
     key = index_key(subset, embedder, variant + key_suffix, store.name, texts_hash)
     t0 = time.perf_counter()
-    with build_lock(lock_dir, key):
+    def waiting() -> None:
+        log.warning("index %s is being built by another process; waiting for it", key)
+
+    with build_lock(lock_dir, key, on_wait=waiting):
         hit = store.open(key)
         if not hit:
             ids = list(texts)

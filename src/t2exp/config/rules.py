@@ -6,12 +6,13 @@ class, so they live in one place."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shlex
 import shutil
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from t2exp.config.checks import invalid, require
 from t2exp.config.components import target_class
@@ -33,7 +34,27 @@ def _built(node: Any) -> bool:
     return node is not None and bool(node.get("_target_"))
 
 
+def check_untyped(group: str, node: Any, extra: tuple[str, ...] = ()) -> None:
+    """A component without a schema of its own (a plugin's YAML): its keys must be arguments of
+    its ``_target_``'s signature (``extra``: arguments the app passes itself)."""
+    if not _built(node) or OmegaConf.get_type(node) is not dict:
+        return
+    cls = target_class(node._target_, f"{group}._target_")
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return  # no signature to check against
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = [n for n in params if n not in extra]
+    for key in node:
+        if key != "_target_" and key not in params:
+            raise ConfigError(f"{group}.{key} is not a setting of {node._target_}; allowed: {', '.join(allowed)}")
+
+
 def check_rules(cfg: DictConfig) -> None:
+    for group in ("rag_method", "embedder", "store", "reranker", "generator"):
+        check_untyped(group, cfg.get(group), extra=("reranker",) if group == "rag_method" else ())
     method = target_class(cfg.rag_method._target_, "rag_method._target_")
     name = cfg.rag_method.name
     k = int(cfg.k)

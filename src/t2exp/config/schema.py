@@ -105,7 +105,7 @@ class Config:
     k: int = 3
     seed: int = 0
     resume: bool = False
-    document: DocumentConfig = field(default_factory=DocumentConfig)
+    document: DocumentConfig = MISSING
     paths: PathsConfig = field(default_factory=PathsConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     dataset: DatasetConfig = MISSING

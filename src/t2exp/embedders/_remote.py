@@ -8,7 +8,8 @@ as an HTTP status. Everything else lives here once:
   missing key is a one-line :class:`ConfigError` before any request;
 - client libraries are imported lazily (``import t2exp`` never needs them); a missing one is a
   :class:`ConfigError` that says ``pip install 't2exp[api]'``;
-- the client libraries' own retries are switched off, so the retry count is ours and bounded:
+- the client libraries' own retries are switched off, so the retry count is ours and bounded
+  (tenacity runs the loop):
   408/429/5xx and transport errors are retried ``max_retries`` times with exponential backoff
   (``backoff_base * 2**attempt`` seconds, capped at ``backoff_max``); other statuses fail at once;
   either way the user sees one :class:`RemoteError` line (provider, status, base_url, hint);
@@ -126,6 +127,14 @@ def one_line(text: object, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+class _RemoteFailure(Exception):
+    """A classified remote failure inside the retry loop (carries the ``Failure``)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
 def with_retries(
     call: Callable[[], Any],
     classify: Callable[[BaseException], Failure | None],
@@ -135,26 +144,45 @@ def with_retries(
     error_line: Callable[[Failure, int], str],
     label: str,
 ) -> Any:
-    """Run ``call``; retry retryable failures ``max_retries`` times, then raise one RemoteError line.
+    """Run ``call`` under tenacity: retryable failures are retried ``max_retries`` times with the
+    ``delay(attempt, retry_after)`` backoff, then one ``RemoteError`` line is raised.
 
     ``classify`` reads an exception as a Failure (None: not a remote failure, re-raised as is).
     """
-    attempts = max_retries + 1
-    for attempt in range(attempts):
+    import tenacity
+
+    def attempt() -> Any:
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised when not remote
+        except Exception as exc:  # noqa: BLE001 - classified here, re-raised when not remote
             failure = classify(exc) or transport_failure(exc)
             if failure is None:
                 raise
-            if not failure.retryable or attempt == attempts - 1:
-                raise RemoteError(error_line(failure, attempt + 1)) from exc
-            wait = delay(attempt, failure.retry_after)
-            log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, failure.status, one_line(failure.message, 120),
-                        attempt + 1, max_retries, wait)
-            if wait > 0:
-                sleep(wait)
-    raise AssertionError("unreachable")  # pragma: no cover
+            raise _RemoteFailure(failure) from exc
+
+    def failure_of(state: tenacity.RetryCallState) -> Failure:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        assert isinstance(exc, _RemoteFailure)
+        return exc.failure
+
+    def log_retry(state: tenacity.RetryCallState) -> None:
+        f = failure_of(state)
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, f.status, one_line(f.message, 120),
+                    state.attempt_number, max_retries, wait)
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(max_retries + 1),
+        retry=tenacity.retry_if_exception(lambda e: isinstance(e, _RemoteFailure) and e.failure.retryable),
+        wait=lambda state: delay(state.attempt_number - 1, failure_of(state).retry_after),
+        sleep=lambda seconds: sleep(seconds) if seconds > 0 else None,
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    try:
+        return retrying(attempt)
+    except _RemoteFailure as exc:
+        raise RemoteError(error_line(exc.failure, retrying.statistics.get("attempt_number", 1))) from exc.__cause__
 
 
 def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:

@@ -34,6 +34,10 @@ def reasoning_generation(gen: Generation, reasoning_tokens: int | None = None) -
     return gen
 
 
+class _Abandoned(Exception):
+    """A retry given up because another request of the batch failed for good."""
+
+
 class _Malformed(Exception):
     """The server answered 2xx but the body is not a chat completion."""
 
@@ -200,33 +204,60 @@ class OpenAICompatGenerator:
             pass
         return delay
 
+    def _attempt(self, kwargs: dict[str, Any]) -> Generation:
+        t0 = time.perf_counter()
+        resp = self._client.chat.completions.create(**kwargs)
+        try:
+            gen = self._parse(resp)
+        except _Malformed:
+            raise
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
+        gen.seconds = time.perf_counter() - t0
+        return gen
+
     def _generate_one(self, messages: Messages, sampling: Sampling, stop: threading.Event) -> Generation:
+        """One request under tenacity: retryable failures (``_classify``) are retried up to
+        ``max_retries`` times with ``_backoff``; a backoff is cut short, and no retry made, once
+        another request of the batch has failed for good (``stop``)."""
+        import tenacity
+
         kwargs = self._request(messages, sampling)
-        attempts = 0
-        while True:
-            attempts += 1
-            t0 = time.perf_counter()
-            try:
-                resp = self._client.chat.completions.create(**kwargs)
-                try:
-                    gen = self._parse(resp)
-                except _Malformed:
-                    raise
-                except (AttributeError, TypeError, ValueError) as exc:
-                    raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
-                gen.seconds = time.perf_counter() - t0
-                return gen
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised as RemoteError
-                retryable, status, hint = self._classify(exc)
-                if not retryable or attempts > self.max_retries or stop.is_set():
-                    tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
-                    raise RemoteError(
-                        f"generator={self.name}: {self.endpoint} failed {tries}: {status}; {hint}"
-                    ) from exc
-                delay = self._backoff(attempts - 1, exc)
-                log.warning("generator=%s: %s (attempt %d/%d); retrying in %.1fs", self.name, status, attempts, self.max_retries + 1, delay)
-                if stop.wait(delay):  # another request already failed for good: stop retrying
-                    raise RemoteError(f"generator={self.name}: {self.endpoint} failed: {status}; {hint}") from exc
+
+        def retryable(exc: BaseException) -> bool:
+            return self._classify(exc)[0] and not stop.is_set()
+
+        def nap(seconds: float) -> None:
+            if stop.wait(seconds):  # another request already failed for good: stop retrying
+                raise _Abandoned()
+
+        last: list[BaseException] = []
+
+        def log_retry(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            last[:] = [exc] if exc is not None else []
+            wait = state.next_action.sleep if state.next_action is not None else 0.0
+            log.warning("generator=%s: %s (attempt %d/%d); retrying in %.1fs", self.name, self._classify(exc)[1] if exc else "?",
+                        state.attempt_number, self.max_retries + 1, wait)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            retry=tenacity.retry_if_exception(retryable),
+            wait=lambda state: self._backoff(state.attempt_number - 1, state.outcome.exception()),  # type: ignore[union-attr,arg-type]
+            sleep=nap,
+            before_sleep=log_retry,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, kwargs)
+        except _Abandoned:
+            _, status, hint = self._classify(last[0]) if last else (False, "stopped", "another request of the batch failed")
+            raise RemoteError(f"generator={self.name}: {self.endpoint} failed: {status}; {hint}") from (last[0] if last else None)
+        except Exception as exc:  # noqa: BLE001 - classified, re-raised as one RemoteError line
+            _, status, hint = self._classify(exc)
+            attempts = retrying.statistics.get("attempt_number", 1)
+            tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+            raise RemoteError(f"generator={self.name}: {self.endpoint} failed {tries}: {status}; {hint}") from exc
 
     # --- protocol ---------------------------------------------------------------------------------
     def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:

@@ -182,12 +182,22 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 @contextmanager
-def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0) -> Iterator[None]:
-    """Hold an inter-process lock for building the artefact ``key``."""
+def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an inter-process lock for building the artefact ``key``; when another process holds
+    it, ``on_wait`` is called once before waiting (at most ``timeout`` seconds)."""
     lock_dir = Path(lock_dir)
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(lock_dir / f"{key}.lock"), timeout=timeout):
+    lock = FileLock(str(lock_dir / f"{key}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if on_wait is not None:
+            on_wait()
+        lock.acquire(timeout=timeout)
+    try:
         yield
+    finally:
+        lock.release()
 
 
 @contextmanager
