@@ -137,3 +137,12 @@ def test_every_dataset_composes_and_local_ones_load(option, keys):
 @pytest.mark.parametrize("option", _options("experiment"))
 def test_every_experiment_composes(option, keys):
     _typed(compose_cfg(f"+experiment={option}"))
+
+
+def test_an_option_that_sets_a_run_level_key_wins_over_the_main_config():
+    """metadata_hybrid indexes with the metadata prefix (before the fix conf/config.yaml's own
+    `document.variant: plain` was merged last and silently won); the command line still wins."""
+    assert compose_cfg("rag_method=metadata_hybrid").document.variant == "metadata_prefix"
+    assert compose_cfg("rag_method=metadata_hybrid", "document.variant=plain").document.variant == "plain"
+    assert compose_cfg().document.variant == "plain"
+    assert compose_cfg("+experiment=table4").k == 5

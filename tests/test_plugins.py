@@ -79,7 +79,7 @@ def test_a_method_from_a_local_module_and_yaml_joins_sweeps_reports_and_scoring(
     # the report's table has a row for it, with its logged value
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     rep = _run("t2exp.report", [parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "report"), "--no-log"], plugin)
-    row = next(line for line in rep.stdout.splitlines() if "lexical_only" in line)
+    row = next(line for line in rep.stdout.splitlines() if line.startswith("|") and "lexical_only" in line)
     assert f"{lex['FinQA/mrr_at_3']:.1f}" in row
 
     # re-scoring its predictions reproduces its logged retrieval metrics

@@ -389,12 +389,13 @@ def test_two_processes_needing_one_index_build_it_once(tmp_path):
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
         procs.append(popen_t2exp(embed_args(data_dir, fake.base_url, "base"), cache, track, tmp_path / "base"))
         assert fake.first.wait(300), (tmp_path / "base" / "stderr.txt").read_text()[-2000:]  # the builder holds the lock
+        # Hydra's job logging writes to stdout: read both streams, merged
         second = subprocess.Popen(app_cmd(embed_args(data_dir, fake.base_url, "hybrid"), cache, track), cwd=ROOT, env=app_env(),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append(second)
-        _read_until(second.stderr, "is being built by another process; waiting for it")
+        _read_until(second.stdout, "is being built by another process; waiting for it")
         fake.gate.set()
-        rest = second.stderr.read()
+        rest = second.stdout.read()
         rcs = [p.wait(timeout=600) for p in procs]
     finally:
         fake.gate.set()
