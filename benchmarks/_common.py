@@ -68,8 +68,8 @@ def raw_embedder() -> Any:
 
 
 def cached_embedder(inner: Any, cache_dir: Path) -> Any:
-    from t2exp.infra.cache import KVCache
     from t2exp.embedders.cached import CachedEmbedder
+    from t2exp.infra.cache import KVCache
 
     return CachedEmbedder(inner, KVCache(Path(cache_dir) / "embeddings.sqlite"))
 

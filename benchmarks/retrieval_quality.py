@@ -102,7 +102,7 @@ class Reference:
 def score(ranked: list[list[str]], gold: list[str], k: int) -> dict[str, float]:
     n = len(gold)
     mrr = 0.0
-    rec = {r: 0 for r in RECALLS}
+    rec = dict.fromkeys(RECALLS, 0)
     for ids, g in zip(ranked, gold):
         top = list(ids)
         if g in top[:k]:

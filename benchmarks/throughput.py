@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is None:
         args.generate = 1
 
-    from t2exp.infra.cache import KVCache
     from t2exp.data import load_subsets
     from t2exp.embedders.cached import CachedEmbedder
     from t2exp.fusion import fuse
+    from t2exp.infra.cache import KVCache
     from t2exp.methods.base import Base
     from t2exp.methods.hybrid import Hybrid
 

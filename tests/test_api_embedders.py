@@ -21,7 +21,6 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import compose_cfg
-from t2exp.infra.cache import KVCache
 from t2exp.embedders import Embedder
 from t2exp.embedders._remote import RemoteEmbedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -29,6 +28,7 @@ from t2exp.embedders.cohere_embedder import CohereEmbedder
 from t2exp.embedders.gemini_embedder import GeminiEmbedder
 from t2exp.embedders.openai_embedder import OpenAIEmbedder
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.cache import KVCache
 
 try:
     from tests.fakes import FakeHTTPServer

@@ -14,8 +14,8 @@ from t2exp import config
 from t2exp.app import build_components
 from t2exp.config.components import target_class
 from t2exp.generators import vllm_backend
-from t2exp.methods import build_method
 from t2exp.infra.paths import CONF_DIR
+from t2exp.methods import build_method
 
 KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "CO_API_KEY", "WEAVIATE_API_KEY")
 

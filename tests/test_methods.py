@@ -14,13 +14,13 @@ import pytest
 
 from conftest import ROOT
 from fakes.openai_server import FakeOpenAIServer
-from t2exp.infra.cache import KVCache
 from t2exp.data import load_subsets, subsample_corpus
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
 from t2exp.generators import Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.generators.openai_compat import OpenAICompatGenerator
+from t2exp.infra.cache import KVCache
 from t2exp.methods import Services, build_method
 from t2exp.methods.metadata_hybrid import company_tokens, mentions_company
 from t2exp.prompts import PromptLibrary

@@ -18,9 +18,9 @@ from t2exp import app, config
 from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.experiment import cell_key
-from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
 
 register_resolvers()

@@ -16,15 +16,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
-from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.data import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.experiment import Components, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
-from t2exp.methods import build_method
-from t2exp.prompts import PromptLibrary
+from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
+from t2exp.methods import build_method
+from t2exp.prompts import PromptLibrary
 
 log = logging.getLogger("t2exp")
 

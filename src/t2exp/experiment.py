@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from t2exp import answers
-from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
 from t2exp.data import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -31,9 +30,10 @@ from t2exp.evaluation.metrics import (
 from t2exp.generators import Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
+from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
+from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.methods import RagMethod, Services
 from t2exp.prompts import PromptLibrary
-from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.stores import Store
 
 __all__ = ["Components", "Interrupted", "Result", "run_experiment"]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import logging
+from collections.abc import Sequence
 
 import bm25s
 import numpy as np
-
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 

@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from t2exp.infra.cache import content_key
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.cache import content_key
 
 log = logging.getLogger(__name__)
 

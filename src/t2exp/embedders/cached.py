@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from t2exp.infra.cache import KVCache, content_key
 from t2exp.embedders import Embedder
+from t2exp.infra.cache import KVCache, content_key
 
 
 class CachedEmbedder:

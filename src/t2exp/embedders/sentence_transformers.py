@@ -8,9 +8,9 @@ from functools import cached_property
 
 import numpy as np
 
-from t2exp.infra.cache import content_key
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
+from t2exp.infra.cache import content_key
 
 log = logging.getLogger(__name__)
 

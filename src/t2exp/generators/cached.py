@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from t2exp.infra.cache import KVCache, content_key
 from t2exp.generators import Generation, Generator, Messages, OnResult, Sampling
+from t2exp.infra.cache import KVCache, content_key
 
 
 class CachedGenerator:

@@ -16,10 +16,10 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from t2exp.infra.cache import build_lock, content_key
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.infra.cache import build_lock, content_key
 
 log = logging.getLogger(__name__)
 
