@@ -351,7 +351,8 @@ def test_count_tokens_is_a_cheap_estimate(case: Case, fake: Any) -> None:
 
 
 def test_bad_config_is_rejected_before_any_request(case: Case) -> None:
-    assert "embedder.query_template='no placeholder'" in config_error(f"embedder={case.provider}", "embedder.query_template='no placeholder'")
+    override = "embedder.query_template='no placeholder'"
+    assert override in config_error(f"embedder={case.provider}", override)
     msg = config_error(f"embedder={case.provider}", "embedder.provider=somebody-else")
     assert "embedder.provider='somebody-else'" in msg and case.provider in msg
 

@@ -58,16 +58,18 @@ def services(tmp: Path, embedder, generator=None, variant="plain") -> Services:
 
 def test_reranker_reorders_candidates_by_reranker_scores(subset, embedder, tmp_path):
     rr = ChunkMaxSimReranker()
-    method = build_method({"_target_": "t2exp.methods.reranker.Rerank", "name": "reranker", "first_stage": "hybrid", "candidates": 9}, reranker=rr)
+    method = build_method(
+        {"_target_": "t2exp.methods.reranker.Rerank", "name": "reranker", "first_stage": "hybrid", "candidates": 9}, reranker=rr
+    )
     sv = services(tmp_path, embedder)
     index = method.prepare(subset, sv)
     first = method.first.retrieve(subset.questions, index, 9)
     final = method.retrieve(subset.questions, index, 5)
     changed = 0
-    for q, cand, out in zip(subset.questions, first, final):
+    for q, cand, out in zip(subset.questions, first, final, strict=True):
         ids = [c for c, _ in cand]
         scores = rr.score(q.question, [index.docs[c].text for c in ids])
-        expected = [c for c, _ in sorted(zip(ids, scores), key=lambda t: -t[1])][:5]
+        expected = [c for c, _ in sorted(zip(ids, scores, strict=True), key=lambda t: -t[1])][:5]
         assert [c for c, _ in out] == expected
         changed += [c for c, _ in out] != ids[:5]
     assert changed > 0  # the reranker really moved candidates
@@ -215,7 +217,8 @@ def test_llm_cache_is_hit_on_a_second_run(tmp_path):
 def test_metadata_hybrid_indexes_metadata_and_boosts(subset, embedder, tmp_path):
     method = build_method({"_target_": "t2exp.methods.metadata_hybrid.MetadataHybrid", "name": "metadata_hybrid"})
     index = method.prepare(subset, services(tmp_path, embedder, variant="metadata_prefix"))
-    plain = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid"}).prepare(subset, services(tmp_path, embedder, variant="plain"))
+    hybrid = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid"})
+    plain = hybrid.prepare(subset, services(tmp_path, embedder, variant="plain"))
     assert index.key != plain.key  # the document variant is part of the cache key
     doc = subset.corpus[0]
     assert index.texts[doc.context_id].startswith(f"Company: {doc.metadata['company_name']}")

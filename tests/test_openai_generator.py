@@ -220,7 +220,9 @@ def test_factory_dispatches_and_drops_other_backends_keys(fake):
     )
     assert isinstance(gen, OpenAICompatGenerator)
     assert gen.generate([ask("q")], GREEDY)[0].text == "echo: q"
-    server_gen = make_generator(backend="vllm_server", name="x", model=MODEL, command=[sys.executable, str(FAKE_SCRIPT)], base_url="ignored")
+    server_gen = make_generator(
+        backend="vllm_server", name="x", model=MODEL, command=[sys.executable, str(FAKE_SCRIPT)], base_url="ignored"
+    )
     assert isinstance(server_gen, VLLMServerGenerator) and server_gen._server is None  # started on first use only
 
 

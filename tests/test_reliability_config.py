@@ -217,7 +217,8 @@ def test_secret_overrides_move_to_the_environment():
             "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job", "hf_token=abc123456789"]
     out = move_secret_overrides(argv, env)
     assert out == [
-        "-m", "k=3", "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}", "+embedder.api_key=${oc.env:T2EXP_SECRET_EMBEDDER_API_KEY}",
+        "-m", "k=3", "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}",
+        "+embedder.api_key=${oc.env:T2EXP_SECRET_EMBEDDER_API_KEY}",
         "generator.api_key_env=X", "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job",
         "hf_token=${oc.env:T2EXP_SECRET_HF_TOKEN}",
     ]

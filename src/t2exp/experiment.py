@@ -120,14 +120,16 @@ def run_experiment(c: Components) -> Result:
             c.stop.check()
             chunk = todo[start : start + batch]
             chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
-            contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits)]
+            contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits, strict=False)]
             gens = [None] * len(chunk)
             if generator is not None:
-                prompts = [answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts)]
+                prompts = [
+                    answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=False)
+                ]
                 t0 = time.perf_counter()
                 gens = generator.generate(prompts, c.sampling)
                 timings["generate_seconds"] += time.perf_counter() - t0
-            for q, h, ctx, g in zip(chunk, chunk_hits, contexts, gens):
+            for q, h, ctx, g in zip(chunk, chunk_hits, contexts, gens, strict=False):
                 row = _prediction_row(q, h, ctx, g, c)
                 if g is not None:
                     n_generated += 1

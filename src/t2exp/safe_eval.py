@@ -3,8 +3,8 @@
 Only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
 abs/round/min/max/sum over literals are allowed: no names, attributes, calls to anything else,
 imports or builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is
-never the modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded (source length, AST nodes, exponent), so evaluation time is
-bounded too.
+never the modulo operator, and a comma before three digits is a thousands separator. Sizes are
+bounded (source length, AST nodes, exponent), so evaluation time is bounded too.
 """
 
 from __future__ import annotations

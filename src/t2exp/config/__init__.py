@@ -91,7 +91,9 @@ def config_error(exc: BaseException, cfg: Any = None) -> ConfigError:
         shown = value if value is not None else getattr(cause, "value", "?")
         return ConfigError(f"{key}={shown} is invalid; allowed: {kind} ({text[:160]})")
     if "not in" in text or "Could not override" in str(exc) or "Key '" in text:
-        return ConfigError(f"{key} is not a setting of this config; allowed: the keys of its schema ({text[:160]}; `python -m t2exp --cfg job` lists them)")
+        return ConfigError(
+            f"{key} is not a setting of this config; allowed: the keys of its schema ({text[:160]}; `python -m t2exp --cfg job` lists them)"
+        )
     return ConfigError(f"{key}: cannot resolve its value ({text[:200]})")
 
 

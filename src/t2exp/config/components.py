@@ -232,7 +232,9 @@ class ChunkMaxSimConfig(RerankerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         at_least("reranker.chunk_words", self.chunk_words, 1)
-        require(1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]")
+        require(
+            1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]"
+        )
         between("reranker.doc_weight", self.doc_weight, 0.0, 1.0)
 
 

@@ -31,8 +31,8 @@ class HyDE(RetrievingMethod):
 
     def query_vectors(self, questions, index) -> np.ndarray:  # noqa: ANN001
         passages = self.hypothetical(questions)
-        self.passages.update({q.id: p for q, p in zip(questions, passages)})
-        pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions)])
+        self.passages.update({q.id: p for q, p in zip(questions, passages, strict=False)})
+        pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions, strict=False)])
         if self.question_weight > 0:
             qv = index.embedder.embed_queries([q.question for q in questions])
             pv = (1 - self.question_weight) * pv + self.question_weight * qv

@@ -90,7 +90,7 @@ class LanceDBStore:
             return []
         k = self._depth(k)
         res = (
-            self.table.search([row for row in q])
+            self.table.search(list(q))
             .distance_type("cosine")
             .limit(k)
             .select(["id", "_distance"])
@@ -99,7 +99,7 @@ class LanceDBStore:
         )
         qidx = res.get("query_index", [0] * len(res["id"]))
         out: list[list[tuple[str, float]]] = [[] for _ in range(len(q))]
-        for i, cid, dist in zip(qidx, res["id"], res["_distance"]):
+        for i, cid, dist in zip(qidx, res["id"], res["_distance"], strict=True):
             out[i].append((cid, 1.0 - float(dist)))
         for hits in out:
             hits.sort(key=lambda h: -h[1])
@@ -123,7 +123,7 @@ class LanceDBStore:
         depth = max(k, self.candidate_depth)
         dense = self.dense(query_vectors, depth)
         lexical = self.bm25(queries, depth)
-        return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical)]
+        return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical, strict=False)]
 
     def close(self) -> None:
         """Nothing to release for the embedded store (kept for the Store contract)."""

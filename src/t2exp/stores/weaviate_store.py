@@ -170,7 +170,7 @@ class WeaviateStore:
 
         vectors = np.asarray(vectors, dtype=np.float32)
         with self.collection.batch.fixed_size(batch_size=self.batch_size) as batch:
-            for cid, text, vec, meta in zip(ids, texts, vectors, metadata):
+            for cid, text, vec, meta in zip(ids, texts, vectors, metadata, strict=False):
                 batch.add_object(
                     properties={"context_id": cid, "text": text, "metadata": json.dumps(meta, sort_keys=True)},
                     uuid=generate_uuid5(cid),
@@ -187,7 +187,9 @@ class WeaviateStore:
     def finalize(self) -> None:
         rows = self._stored_count()
         if rows != self.inserted:
-            log.warning("weaviate: %s holds %d objects after %d inserts (duplicate context ids?)", self.collection_name, rows, self.inserted)
+            log.warning(
+                "weaviate: %s holds %d objects after %d inserts (duplicate context ids?)", self.collection_name, rows, self.inserted
+            )
         self.collection.config.update(description=_COMPLETE.format(rows))
 
     def count(self) -> int:
@@ -237,13 +239,13 @@ class WeaviateStore:
         if not self.native_hybrid:
             depth = max(k, self.candidate_depth)
             dense, lexical = self.dense(query_vectors, depth), self.bm25(queries, depth)
-            return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical)]
+            return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical, strict=False)]
 
         from weaviate.classes.query import HybridFusion, MetadataQuery
 
         fusion_type = HybridFusion.RELATIVE_SCORE if fusion == "relative_score" else HybridFusion.RANKED
         out = []
-        for q, v in zip(queries, np.asarray(query_vectors, dtype=np.float32)):
+        for q, v in zip(queries, np.asarray(query_vectors, dtype=np.float32), strict=False):
             if not q.strip():  # no keyword part: what fuse() gives for an empty BM25 list
                 out.append(self.dense(v[None, :], k)[0])
                 continue

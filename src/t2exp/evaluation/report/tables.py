@@ -222,6 +222,8 @@ def corpus_curve(runs: Sequence[RunInfo], keys: Sequence[str], subsets: Sequence
             qs.append(r.metrics.get(f"{s}/questions", float("nan")))
         if vals:
             std = statistics.stdev(vals) if len(vals) > 1 else 0.0
-            points.append(CurvePoint(g, s, size, statistics.fmean(docs), statistics.fmean(vals), std, len(vals), statistics.fmean(qs), vals))
+            points.append(
+                CurvePoint(g, s, size, statistics.fmean(docs), statistics.fmean(vals), std, len(vals), statistics.fmean(qs), vals)
+            )
     points.sort(key=lambda p: (p.group, subsets.index(p.subset), p.docs))
     return group_keys, points

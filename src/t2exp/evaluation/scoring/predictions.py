@@ -142,7 +142,9 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
         raise DataError(f"{source}: no rows; expected at least the columns id and prediction")
     for col in ("id", "prediction"):
         if col not in columns:
-            raise DataError(f"{source}: no {col!r} column (columns: {', '.join(sorted(columns))[:200]}); predictions need id and prediction")
+            raise DataError(
+                f"{source}: no {col!r} column (columns: {', '.join(sorted(columns))[:200]}); predictions need id and prediction"
+            )
     out = []
     for i, r in enumerate(rows, 1):
         raw = r.get("prediction")
