@@ -13,6 +13,8 @@ import ast
 import math
 import operator
 import re
+from collections.abc import Callable
+from typing import Any
 
 MAX_SOURCE = 2000
 MAX_NODES = 400
@@ -27,8 +29,10 @@ _BIN = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-_FUNCS = {"abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a)}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a)
+}
 
 
 class UnsafeProgram(ValueError):

@@ -59,7 +59,7 @@ def register() -> None:
 def check(cfg: DictConfig) -> Config:
     """Build the typed config (runs every ``__post_init__`` check) and apply the cross-group
     rules. Raises ``ConfigError``; returns the typed object."""
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
+    plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
     try:
         typed = OmegaConf.to_object(plain)
         check_rules(plain)

@@ -103,7 +103,7 @@ class TransformersGenerator:
 
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
-            model.hf_quantizer = None
+            model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module's __getattr__ types it Tensor | Module
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
             tmp = hf_dir.with_name(hf_dir.name + ".partial")

@@ -25,6 +25,7 @@ class HyDE(RetrievingMethod):
 
     def hypothetical(self, questions) -> list[str]:  # noqa: ANN001
         s = self.services
+        assert s is not None and s.generator is not None, "prepare() sets the services, with a generator"
         prompts = [[{"role": "user", "content": s.prompts.render("hyde", question=q.question)}] for q in questions]
         gens = s.generator.generate(prompts, s.aux_sampling)
         return [g.text.strip() for g in gens]

@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,7 @@ class LanceDBStore:
         self.db = lancedb.connect(self.uri)
         self.candidate_depth = candidate_depth
         self.fts_stem = fts_stem
-        self.table = None
+        self.table: Any = None  # a lancedb Table once open() found it or add() created it
         self.table_name: str | None = None
         self.inserted = 0
 
@@ -67,6 +68,7 @@ class LanceDBStore:
             }
         )
         if self.table is None:
+            assert self.table_name is not None, "open() names the table"
             self.table = self.db.create_table(self.table_name, data=batch, mode="overwrite")
         else:
             self.table.add(batch)
@@ -107,7 +109,7 @@ class LanceDBStore:
 
     def bm25(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         k = self._depth(k)
-        out = []
+        out: list[list[tuple[str, float]]] = []
         for q in queries:
             q = q.strip()
             if not q:

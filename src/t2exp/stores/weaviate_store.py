@@ -111,7 +111,8 @@ class WeaviateStore:
                     grpc_host=self.grpc_host, grpc_port=self.grpc_port, grpc_secure=self.grpc_secure,
                     auth_credentials=auth,
                 )
-            return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)
+            # connection=cloud: the config checks require cluster_url and a set api_key_env (t2exp.config)
+            return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)  # type: ignore[arg-type]
         except (WeaviateBaseError, OSError) as exc:
             detail = " ".join(str(exc).split())[:300]
             fix = _DOCKER.format(http=self.http_port, grpc=self.grpc_port)
@@ -216,7 +217,7 @@ class WeaviateStore:
     def bm25(self, queries: Sequence[str], k: int) -> list[Hits]:
         from weaviate.classes.query import MetadataQuery
 
-        out = []
+        out: list[Hits] = []
         for q in queries:
             if not q.strip():
                 out.append([])

@@ -70,7 +70,7 @@ def write_csv(t: Table, path: Path) -> None:
         w = csv.writer(fh)
         w.writerow(head)
         for r in t.runs:
-            row = [r.label(k) for k in t.keys] + [r.run_id]
+            row: list[str | None] = [*(r.label(k) for k in t.keys), r.run_id]  # csv writes None as an empty field
             for s, m in t.columns:
                 c = t.cells[(r.run_id, s, m)]
                 row += [num(c.mean), num(c.low), num(c.high)]

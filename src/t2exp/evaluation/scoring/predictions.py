@@ -129,7 +129,7 @@ def read_predictions(predictions: Predictions) -> tuple[list[dict[str, Any]], st
         path = Path(predictions)
         return _read_rows(path), str(path)
     if hasattr(predictions, "to_dict") and hasattr(predictions, "columns"):
-        return _frame_rows(predictions), "DataFrame"  # type: ignore[arg-type]
+        return _frame_rows(predictions), "DataFrame"
     kind = "dict" if isinstance(predictions, Mapping) else "list"
     return _rows_from_object(predictions, f"predictions ({kind})"), kind
 
