@@ -68,8 +68,8 @@ def raw_embedder() -> Any:
 
 
 def cached_embedder(inner: Any, cache_dir: Path) -> Any:
-    from t2exp.infra.cache import KVCache
     from t2exp.embedders.cached import CachedEmbedder
+    from t2exp.infra.cache import KVCache
 
     return CachedEmbedder(inner, KVCache(Path(cache_dir) / "embeddings.sqlite"))
 
@@ -158,10 +158,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], floatfmt: str =
 
     cells = [[cell(v) for v in r] for r in rows]
     widths = [max(len(str(h)), *(len(r[i]) for r in cells)) if cells else len(str(h)) for i, h in enumerate(headers)]
-    out = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths)) + " |"]
+    out = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"]
     out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in cells:
-        out.append("| " + " | ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))) + " |")
+        out.append("| " + " | ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=False))) + " |")
     return "\n".join(out)
 
 

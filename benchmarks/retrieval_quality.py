@@ -102,8 +102,8 @@ class Reference:
 def score(ranked: list[list[str]], gold: list[str], k: int) -> dict[str, float]:
     n = len(gold)
     mrr = 0.0
-    rec = {r: 0 for r in RECALLS}
-    for ids, g in zip(ranked, gold):
+    rec = dict.fromkeys(RECALLS, 0)
+    for ids, g in zip(ranked, gold, strict=False):
         top = list(ids)
         if g in top[:k]:
             mrr += 1.0 / (top.index(g) + 1)
@@ -207,14 +207,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## {subset.name}: {len(gold)} questions, {len(ids)} documents ({time.perf_counter() - t0:.1f}s)\n")
         ref_h = rows["REF hybrid (rank fusion, d=5)"]["mrr"]
         hdr = ["method", f"MRR@{args.k}", "R@1", "R@3", "R@5", f"Δ MRR@{args.k} vs REF hybrid", "retrieve s"]
-        print(C.table(hdr, [[lab, r["mrr"], r["r@1"], r["r@3"], r["r@5"], f"{r['mrr'] - ref_h:+.1f}", f"{r['s']:.2f}"] for lab, r in rows.items()]))
+        body = [[lab, r["mrr"], r["r@1"], r["r@3"], r["r@5"], f"{r['mrr'] - ref_h:+.1f}", f"{r['s']:.2f}"] for lab, r in rows.items()]
+        print(C.table(hdr, body))
         print("\n(retrieve s: ours per method, index already open; REF rows: one figure for all five reference rankings,"
               " BM25 index build included)")
 
     # question-weighted average over subsets
     total = sum(counts.values())
     labels_all = list(next(iter(results.values())))
-    avg = {lab: {m: sum(results[s][lab][m] * counts[s] for s in results) / total for m in ("mrr", "r@1", "r@3", "r@5")} for lab in labels_all}
+    avg = {
+        lab: {m: sum(results[s][lab][m] * counts[s] for s in results) / total for m in ("mrr", "r@1", "r@3", "r@5")} for lab in labels_all
+    }
     ref_main = "REF hybrid (rank fusion, d=5)"
     ref_variants = [lab for lab in labels_all if lab.startswith("REF hybrid")]
     our_labels = [lab for lab in labels_all if not lab.startswith("REF")]

@@ -111,7 +111,8 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
         meta = [{}] * INSERT_BATCH
         t0 = time.perf_counter()
         for s in range(0, n, INSERT_BATCH):
-            store.add(ids[s : s + INSERT_BATCH], texts[s : s + INSERT_BATCH], vecs[s : s + INSERT_BATCH], meta[: len(ids[s : s + INSERT_BATCH])])
+            batch_ids = ids[s : s + INSERT_BATCH]
+            store.add(batch_ids, texts[s : s + INSERT_BATCH], vecs[s : s + INSERT_BATCH], meta[: len(batch_ids)])
         r["insert_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         store.finalize()
@@ -155,14 +156,14 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
                 ann_ef(qvecs[i])
             ef_hits.clear()
             r["ef_ms"] = lat(ann_ef, qvecs)
-            r["hit10_ef"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, ef_hits)]))
+            r["hit10_ef"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, ef_hits, strict=False)]))
         flat_hits = []
         r["flat_ms"] = lat(lambda v: flat_hits.append([h["id"] for h in flat(v)]), qvecs)
         r["fts_ms"] = lat(lambda q: store.bm25([q], 10), qtexts)
         r["bm25s_ms"] = lat(lambda q: bm.search([q], 10), qtexts)
-        r["hit10_dense"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, dense_hits)]))
-        r["hit10_flat"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, flat_hits)]))
-        r["recall10_vs_exact"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(dense_hits, flat_hits)]))
+        r["hit10_dense"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, dense_hits, strict=False)]))
+        r["hit10_flat"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, flat_hits, strict=False)]))
+        r["recall10_vs_exact"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(dense_hits, flat_hits, strict=False)]))
         r["rss_end_mb"] = C.rss_mb()
         r["peak_rss_mb"] = C.peak_rss_mb()
     finally:
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         "BM25 bm25s p95": lambda r: p(r["bm25s_ms"], 95),
         "RSS after build": lambda r: r["rss_after_build_mb"] - r["rss_start_mb"],
     }
-    pairs = list(zip(res, res[1:]))
+    pairs = list(zip(res, res[1:], strict=False))
     print("\n## growth exponent log(t2/t1)/log(n2/n1) (1 = linear, < 1 sub-linear; RSS: growth of the build's own RSS)\n")
     rows = []
     for name, f in series.items():

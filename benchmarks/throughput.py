@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is None:
         args.generate = 1
 
-    from t2exp.infra.cache import KVCache
     from t2exp.data import load_subsets
     from t2exp.embedders.cached import CachedEmbedder
     from t2exp.fusion import fuse
+    from t2exp.infra.cache import KVCache
     from t2exp.methods.base import Base
     from t2exp.methods.hybrid import Hybrid
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             for method in (Base("base"), Hybrid()):
                 together = method.retrieve(sample[s.name], ix, depth)
                 alone = [method.retrieve([q], ix, depth)[0] for q in sample[s.name]]
-                same += sum([c for c, _ in a] == [c for c, _ in b] for a, b in zip(together, alone))
+                same += sum([c for c, _ in a] == [c for c, _ in b] for a, b in zip(together, alone, strict=True))
         n_checked = 2 * n_naive
         print(f"\nbatched vs one-at-a-time rankings (dense, hybrid): {same}/{n_checked} identical")
         # the store call alone, vectors given: what LanceDB's multi-vector search saves

@@ -7,7 +7,6 @@ reject, so a wrong request shape fails these tests. Backoff is 0 s, so nothing s
 
 from __future__ import annotations
 
-import inspect
 import socket
 import subprocess
 import sys
@@ -18,10 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 from conftest import compose_cfg
-from t2exp.infra.cache import KVCache
 from t2exp.embedders import Embedder
 from t2exp.embedders._remote import RemoteEmbedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -29,6 +26,7 @@ from t2exp.embedders.cohere_embedder import CohereEmbedder
 from t2exp.embedders.gemini_embedder import GeminiEmbedder
 from t2exp.embedders.openai_embedder import OpenAIEmbedder
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.cache import KVCache
 
 try:
     from tests.fakes import FakeHTTPServer
@@ -351,7 +349,8 @@ def test_count_tokens_is_a_cheap_estimate(case: Case, fake: Any) -> None:
 
 
 def test_bad_config_is_rejected_before_any_request(case: Case) -> None:
-    assert "embedder.query_template='no placeholder'" in config_error(f"embedder={case.provider}", "embedder.query_template='no placeholder'")
+    override = "embedder.query_template='no placeholder'"
+    assert override in config_error(f"embedder={case.provider}", override)
     msg = config_error(f"embedder={case.provider}", "embedder.provider=somebody-else")
     assert "embedder.provider='somebody-else'" in msg and case.provider in msg
 

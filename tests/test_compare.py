@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, mlflow_runs, run_app
 
+from conftest import ROOT, mlflow_runs, run_app
 from t2exp.evaluation.compare import compare, pair_predictions
 from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test

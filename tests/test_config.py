@@ -14,8 +14,8 @@ from t2exp import config
 from t2exp.app import build_components
 from t2exp.config.components import target_class
 from t2exp.generators import vllm_backend
-from t2exp.methods import build_method
 from t2exp.infra.paths import CONF_DIR
+from t2exp.methods import build_method
 
 KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "CO_API_KEY", "WEAVIATE_API_KEY")
 FAKE_SCRIPT = ROOT / "tests" / "fakes" / "openai_server.py"
@@ -97,7 +97,6 @@ def test_every_generator_builds_and_answers(option, keys, tmp_path):
     """Each option builds its backend; the ones that speak the OpenAI protocol answer one prompt
     from the local wire-format server (a started vLLM server: its stand-in script)."""
     from fakes.openai_server import FakeOpenAIServer
-
     from t2exp.generators import Sampling
 
     with FakeOpenAIServer(model="m") as srv:

@@ -14,13 +14,13 @@ import pytest
 
 from conftest import ROOT
 from fakes.openai_server import FakeOpenAIServer
-from t2exp.infra.cache import KVCache
 from t2exp.data import load_subsets, subsample_corpus
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
 from t2exp.generators import Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.generators.openai_compat import OpenAICompatGenerator
+from t2exp.infra.cache import KVCache
 from t2exp.methods import Services, build_method
 from t2exp.methods.metadata_hybrid import company_tokens, mentions_company
 from t2exp.prompts import PromptLibrary
@@ -72,7 +72,7 @@ def test_reranker_returns_the_top_k_of_its_reranker_scores(subset, embedder, tmp
     index = method.prepare(subset, services(tmp_path, embedder))
     first = method.first.retrieve(subset.questions, index, 9)
     final = method.retrieve(subset.questions, index, 5)
-    for cand, out in zip(first, final):
+    for cand, out in zip(first, final, strict=True):
         assert len(cand) == 9
         assert [c for c, _ in out] == [c for c, _ in cand][::-1][:5]  # the 9th candidate first, then the 8th, ...
         assert [s for _, s in out] == [0.0, -1.0, -2.0, -3.0, -4.0]
@@ -84,7 +84,7 @@ def test_chunk_maxsim_reranker_keeps_every_candidate_and_full_documents(subset, 
     index = method.prepare(subset, services(tmp_path, embedder))
     first = method.first.retrieve(subset.questions, index, 9)
     final = method.retrieve(subset.questions, index, 9)
-    assert all(sorted(c for c, _ in a) == sorted(c for c, _ in b) for a, b in zip(first, final))  # a permutation
+    assert all(sorted(c for c, _ in a) == sorted(c for c, _ in b) for a, b in zip(first, final, strict=True))  # a permutation
     assert method.stats()["reranker_docs_truncated"] == 0  # full documents by default
 
 
@@ -229,7 +229,8 @@ def test_llm_cache_is_hit_on_a_second_run(tmp_path):
 def test_metadata_hybrid_indexes_metadata_and_boosts(subset, embedder, tmp_path):
     method = build_method({"_target_": "t2exp.methods.metadata_hybrid.MetadataHybrid", "name": "metadata_hybrid"})
     index = method.prepare(subset, services(tmp_path, embedder, variant="metadata_prefix"))
-    plain = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid"}).prepare(subset, services(tmp_path, embedder, variant="plain"))
+    hybrid = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid"})
+    plain = hybrid.prepare(subset, services(tmp_path, embedder, variant="plain"))
     assert index.key != plain.key  # the document variant is part of the cache key
     doc = subset.corpus[0]
     assert index.texts[doc.context_id].startswith(f"Company: {doc.metadata['company_name']}")

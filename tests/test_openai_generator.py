@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from t2exp.infra.cache import KVCache
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.generators import Generation, Sampling
-from t2exp.generators import vllm_backend, vllm_server
+from t2exp.generators import Generation, Sampling, vllm_backend, vllm_server
 from t2exp.generators.cached import CachedGenerator
 from t2exp.generators.factory import make_generator
 from t2exp.generators.openai_compat import OpenAICompatGenerator
-from t2exp.reasoning import split_reasoning
 from t2exp.generators.vllm_server import VLLMServerGenerator
+from t2exp.infra.cache import KVCache
+from t2exp.reasoning import split_reasoning
 
 try:
     from tests.fakes.openai_server import FakeOpenAIServer
@@ -221,7 +220,9 @@ def test_factory_dispatches_and_drops_other_backends_keys(fake):
     )
     assert isinstance(gen, OpenAICompatGenerator)
     assert gen.generate([ask("q")], GREEDY)[0].text == "echo: q"
-    server_gen = make_generator(backend="vllm_server", name="x", model=MODEL, command=[sys.executable, str(FAKE_SCRIPT)], base_url="ignored")
+    server_gen = make_generator(
+        backend="vllm_server", name="x", model=MODEL, command=[sys.executable, str(FAKE_SCRIPT)], base_url="ignored"
+    )
     assert isinstance(server_gen, VLLMServerGenerator) and server_gen._server is None  # started on first use only
 
 
@@ -354,13 +355,12 @@ def test_vllm_in_process_generates_in_one_batch():
 def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
     """A batch whose last request fails for good: the answers that did arrive are in the LLM
     cache, so the re-run sends only the failed request."""
-    from t2exp.infra.cache import KVCache
+    from fakes.openai_server import FakeOpenAIServer
     from t2exp.errors import RemoteError
     from t2exp.generators import Sampling
     from t2exp.generators.cached import CachedGenerator
     from t2exp.generators.openai_compat import OpenAICompatGenerator
-
-    from fakes.openai_server import FakeOpenAIServer
+    from t2exp.infra.cache import KVCache
 
     prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(3)]
     with FakeOpenAIServer(model="m", script=["ok", "ok", "500"]) as srv:
@@ -378,9 +378,9 @@ def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
 def test_vllm_server_keeps_finished_answers_of_a_failed_batch(tmp_path, no_server_left):
     """generator=vllm_server forwards on_result: a batch whose last request fails for good leaves
     the answers that arrived in the LLM cache (before the fix the cache stayed empty)."""
-    from t2exp.infra.cache import KVCache
     from t2exp.errors import RemoteError
     from t2exp.generators.cached import CachedGenerator
+    from t2exp.infra.cache import KVCache
 
     inner = _server_gen(tmp_path, "--script", "ok,ok,500", max_concurrency=1, max_retries=0)
     gen = CachedGenerator(inner, KVCache(tmp_path / "llm.sqlite"))

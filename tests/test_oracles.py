@@ -35,7 +35,7 @@ def synthetic_run(seed: int, n_questions: int = 40, pool: int = 15, depth: int =
         gold = f"d{rng.integers(pool)}"  # in the ranking (at any rank) or not retrieved at all
         scores = np.sort(rng.random(depth))[::-1] + np.arange(depth)[::-1]  # strictly decreasing
         qrels[qid] = {gold: 1}
-        run[qid] = {d: float(s) for d, s in zip(docs, scores)}
+        run[qid] = {d: float(s) for d, s in zip(docs, scores, strict=True)}
         ranked[qid] = (docs, gold)
     return qrels, run, ranked
 
@@ -70,8 +70,8 @@ def test_aggregated_means_equal_ranx(seed):
 def _lists(seed: int):
     rng = np.random.default_rng(seed)
     docs = [f"c{i}" for i in range(12)]
-    dense = [(d, float(s)) for d, s in zip(rng.permutation(docs)[:8], sorted(rng.random(8) * 0.6 + 0.2, reverse=True))]
-    lexical = [(d, float(s)) for d, s in zip(rng.permutation(docs)[:8], sorted(rng.random(8) * 20, reverse=True))]
+    dense = [(d, float(s)) for d, s in zip(rng.permutation(docs)[:8], sorted(rng.random(8) * 0.6 + 0.2, reverse=True), strict=True)]
+    lexical = [(d, float(s)) for d, s in zip(rng.permutation(docs)[:8], sorted(rng.random(8) * 20, reverse=True), strict=True)]
     return dense, lexical
 
 

@@ -145,7 +145,10 @@ def test_an_installed_wheel_reads_its_own_resources_and_writes_under_cwd(wheel, 
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}
-    probe = "import json, t2exp.infra.paths as p; print(json.dumps({k: str(getattr(p, k)) for k in ('CHECKOUT_ROOT', 'CONF_DIR', 'PROMPTS_DIR', 'DATA_DIR')}))"
+    probe = (
+        "import json, t2exp.infra.paths as p; "
+        "print(json.dumps({k: str(getattr(p, k)) for k in ('CHECKOUT_ROOT', 'CONF_DIR', 'PROMPTS_DIR', 'DATA_DIR')}))"
+    )
     got = json.loads(subprocess.run([sys.executable, "-c", probe], cwd=empty, env=env, check=True,
                                     capture_output=True, text=True, timeout=120).stdout)
     res = site / "t2exp" / "_resources"

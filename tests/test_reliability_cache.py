@@ -13,9 +13,9 @@ import time
 
 import pytest
 
+from t2exp.errors import T2ExpError
 from t2exp.infra import cache as cache_mod
 from t2exp.infra.cache import CorruptCacheError, JsonlLog, KVCache, atomic_write_text, read_jsonl
-from t2exp.errors import T2ExpError
 
 
 def test_torn_last_line_is_dropped_and_appending_continues(tmp_path):

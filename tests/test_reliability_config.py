@@ -18,9 +18,9 @@ from t2exp import app, config
 from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.experiment import cell_key
-from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
 
 register_resolvers()
@@ -217,7 +217,8 @@ def test_secret_overrides_move_to_the_environment():
             "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job", "hf_token=abc123456789"]
     out = move_secret_overrides(argv, env)
     assert out == [
-        "-m", "k=3", "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}", "+embedder.api_key=${oc.env:T2EXP_SECRET_EMBEDDER_API_KEY}",
+        "-m", "k=3", "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}",
+        "+embedder.api_key=${oc.env:T2EXP_SECRET_EMBEDDER_API_KEY}",
         "generator.api_key_env=X", "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job",
         "hf_token=${oc.env:T2EXP_SECRET_HF_TOKEN}",
     ]

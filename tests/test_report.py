@@ -118,7 +118,8 @@ def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
     for c in children:
         row = t4[c.info.run_id]
         assert row["embedder"] == "minilm"
-        assert (row["dataset.corpus_size"], row["dataset.corpus_seed"]) == (c.data.params["dataset.corpus_size"], c.data.params["dataset.corpus_seed"])
+        params = c.data.params
+        assert (row["dataset.corpus_size"], row["dataset.corpus_seed"]) == (params["dataset.corpus_size"], params["dataset.corpus_seed"])
         for subset in ("FinQA", "TAT-DQA", "avg"):
             for metric in ("recall_at_1", "recall_at_5", "mrr_at_5"):
                 assert float(row[f"{subset}/{metric}"]) == c.data.metrics[f"{subset}/{metric}"]

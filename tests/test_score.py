@@ -68,7 +68,7 @@ RANKS = [1, 2, 5, 3, "null"]
 
 def with_retrieved(gold: list[Question]) -> list[dict]:
     rows = hand_made(gold)
-    for row, q, rank in zip(rows, gold, RANKS):
+    for row, q, rank in zip(rows, gold, RANKS, strict=False):
         ranked = [f"other_{i}" for i in range(5)]
         if rank == "null":
             row["retrieved"] = None
@@ -235,7 +235,8 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
         run_dir=tmp_path / "run",
     )
     result = run_experiment(comps)
-    wanted = {k: v for k, v in result.metrics.items() if re.match(r"^(FinQA|TAT-DQA|avg)/(nm|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$", k)}
+    pattern = r"^(FinQA|TAT-DQA|avg)/(nm|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$"
+    wanted = {k: v for k, v in result.metrics.items() if re.match(pattern, k)}
     assert len(wanted) == 3 * 5 * 3
     assert 0 < wanted["avg/nm"] < 100 and 0 < wanted["avg/mrr_at_3"] < 100
 

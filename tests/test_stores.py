@@ -187,7 +187,7 @@ def test_reopen_reuses_without_inserts(built) -> None:
     assert again.inserted == 0
     assert again.count() == 8
     after = (again.dense(QUERY_VECTORS, 4), again.bm25(BM25_QUERIES + PUNCTUATED, 3))
-    for b, a in zip(before, after):
+    for b, a in zip(before, after, strict=True):
         assert [_ids(h) for h in a] == [_ids(h) for h in b]
         assert np.allclose([s for h in a for _, s in h], [s for h in b for _, s in h], atol=1e-5)
     assert [_ids(h) for h in again.hybrid(BM25_QUERIES, QUERY_VECTORS, 3, 0.0)] == BM25_ORDER
@@ -349,7 +349,8 @@ def test_weaviate_collection_config(fake: FakeServer) -> None:
     from weaviate.classes.config import VectorDistances
 
     store = WeaviateStore(host="weaviate.internal", http_port=18080, grpc_port=15051)
-    assert fake.connects == [("connect_to_local", {"host": "weaviate.internal", "port": 18080, "grpc_port": 15051, "auth_credentials": None})]
+    expected = {"host": "weaviate.internal", "port": 18080, "grpc_port": 15051, "auth_credentials": None}
+    assert fake.connects == [("connect_to_local", expected)]
     assert store.open("finqa/plain:minilm#abc") is False
     [(_, name, kw)] = fake.named("create")
     assert name == store.collection_name == collection_name("finqa/plain:minilm#abc")

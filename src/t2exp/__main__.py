@@ -23,7 +23,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -107,7 +107,7 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
 
     parser = OverridesParser.create()
     parsed = parser.parse_overrides(overrides)
-    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
+    plain = cast(list[str], [o.input_line for o in parsed if not o.is_sweep_override()])  # parsed from strings: input_line is set
     base = compose("config", overrides=plain, return_hydra_config=True)
     mode = OmegaConf.select(base, "hydra.mode", default=None)
     multirun = multirun or getattr(mode, "name", str(mode)) == "MULTIRUN"
@@ -118,7 +118,8 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
     if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != _BASIC_SWEEPER:
         raise _Skip("another sweeper")
     params = base.hydra.sweeper.get("params")
-    params_list = [f"{k}={v}" for k, v in (OmegaConf.to_container(params, resolve=False) if params else {}).items()]
+    params_dict = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
+    params_list = [f"{k}={v}" for k, v in params_dict.items()]
     (batch,) = BasicSweeper.split_arguments(parser.parse_overrides(params_list + overrides), None)
     return batch
 
@@ -147,7 +148,7 @@ def preflight(argv: list[str]) -> int:
 
     args_parser = get_args_parser()
 
-    def _error(message: str) -> None:
+    def _error(message: str) -> NoReturn:
         raise _Skip(message)
 
     args_parser.error = _error  # type: ignore[method-assign]

@@ -11,20 +11,20 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
-from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.data import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.experiment import Components, Result, cell_key, run_experiment
 from t2exp.generators import Sampling
-from t2exp.methods import build_method
-from t2exp.prompts import PromptLibrary
+from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
+from t2exp.methods import build_method
+from t2exp.prompts import PromptLibrary
 
 log = logging.getLogger("t2exp")
 
@@ -38,13 +38,18 @@ STOP_GRACE_ENV = "T2EXP_STOP_GRACE_SECONDS"
 DEFAULT_STOP_GRACE = 5.0
 
 
+def _to_dict(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved plain dict of a config node (``OmegaConf.to_container`` of a DictConfig is a dict)."""
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+
+
 def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     if cfg is None or cfg.get("_target_") is None:
         return None
-    d = OmegaConf.to_container(cfg, resolve=True)
+    d = _to_dict(cfg)
     for key in GENERATOR_RUN_KEYS:
         d.pop(key, None)
     try:
@@ -60,7 +65,7 @@ def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
     from t2exp.answers import MODE_STOPS
 
-    d = dict(OmegaConf.to_container(cfg, resolve=True)) if cfg is not None else {}
+    d = _to_dict(cfg) if cfg is not None else {}
     stop = d.pop("stop", None)
     return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop))
 
@@ -69,14 +74,14 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
     """Load data and build every component from config (no work on the corpus yet)."""
     subsets = load_subsets(**loader_args(cfg))
     reranker = _instantiate(cfg.get("reranker"))
-    method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True), reranker=reranker)  # type: ignore[arg-type]
+    method = build_method(_to_dict(cfg.rag_method), reranker=reranker)
     embedder = _instantiate(cfg.embedder) if method.needs_index else None
     store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
     generator = _instantiate(cfg.generator)
     gen_cfg = cfg.generator
     sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")
-    aux_sampling = Sampling(**OmegaConf.to_container(aux, resolve=True)) if aux else Sampling(max_tokens=160, seed=sampling.seed)
+    aux_sampling = Sampling(**_to_dict(aux)) if aux else Sampling(max_tokens=160, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
     return Components(
         subsets=subsets,
@@ -90,7 +95,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         k=int(cfg.k),
         variant=str(cfg.document.variant),
         cache_dir=cache_dir,
-        run_dir=cache_dir / "runs" / cell_key(OmegaConf.to_container(cfg, resolve=True)),
+        run_dir=cache_dir / "runs" / cell_key(_to_dict(cfg)),
         aux_sampling=aux_sampling,
         stop=stop or StopRequest(),
     )
@@ -168,7 +173,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
 
 
 def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], stop: StopRequest) -> Result:
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = _to_dict(cfg)
     components = build_components(cfg, stop)
     key = cell_key(resolved)
 
@@ -230,7 +235,7 @@ def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Res
         atomic_write_text(tmp_p / "predictions.jsonl", pred_text)
         tracker.log_artifact(tmp_p / "predictions.jsonl")
         tracker.log_artifact(c.run_dir / "leaderboard.jsonl")
-        cfg_text = OmegaConf.to_yaml(OmegaConf.create(flatten({k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k != "hydra"})))
+        cfg_text = OmegaConf.to_yaml(OmegaConf.create(flatten({k: v for k, v in _to_dict(cfg).items() if k != "hydra"})))
         atomic_write_text(tmp_p / "config.yaml", redact_text(cfg_text, secrets))
         tracker.log_artifact(tmp_p / "config.yaml")
         atomic_write_text(tmp_p / "metrics.json", json.dumps(result.table, indent=2))
@@ -244,7 +249,7 @@ def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Res
 
 
 def _print_summary(result: Result, c: Components) -> None:
-    names = [n for n in ("nm", f"mrr_at_{c.k}", "recall_at_1", "recall_at_3", "recall_at_5")]
+    names = ["nm", f"mrr_at_{c.k}", "recall_at_1", "recall_at_3", "recall_at_5"]
     header = f"{'subset':<10}" + "".join(f"{n:>14}" for n in names) + f"{'n':>6}"
     lines = [header]
     for subset, vals in result.table.items():

@@ -286,7 +286,7 @@ def subsample_corpus(subset: Subset, size: int | None, seed: int) -> Subset:
 
 def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame]]:
     try:
-        import datasets  # type: ignore[import-not-found]
+        import datasets
     except ImportError:
         raise DataError("dataset.source=hub needs the `datasets` package: pip install 't2exp[hub]'") from None
     try:

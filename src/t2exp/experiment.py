@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from t2exp import answers
-from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
 from t2exp.data import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -28,12 +27,13 @@ from t2exp.evaluation.metrics import (
     metric_names,
     question_metrics,
 )
-from t2exp.generators import Generator, Sampling
+from t2exp.generators import Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
+from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
+from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.methods import RagMethod, Services
 from t2exp.prompts import PromptLibrary
-from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.stores import Store
 
 __all__ = ["Components", "Interrupted", "Result", "run_experiment"]
@@ -80,8 +80,8 @@ def run_experiment(c: Components) -> Result:
         log.info("resuming: %d predictions already in %s", len(done), preds.path)
     # commit embeddings after every embedder batch (one API request), so a failure or a kill
     # mid-corpus keeps everything embedded so far
-    chunk = max(1, int(getattr(c.embedder, "batch_size", 256) or 256))
-    embedder = CachedEmbedder(c.embedder, KVCache(c.cache_dir / "embeddings.sqlite"), chunk=chunk) if c.embedder else None
+    embed_chunk = max(1, int(getattr(c.embedder, "batch_size", 256) or 256))
+    embedder = CachedEmbedder(c.embedder, KVCache(c.cache_dir / "embeddings.sqlite"), chunk=embed_chunk) if c.embedder else None
     generator = CachedGenerator(c.generator, KVCache(c.cache_dir / "llm.sqlite")) if c.generator else None
     services = Services(
         embedder=embedder, store_factory=c.store_factory, generator=generator, prompts=c.prompts,
@@ -120,14 +120,16 @@ def run_experiment(c: Components) -> Result:
             c.stop.check()
             chunk = todo[start : start + batch]
             chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
-            contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits)]
-            gens = [None] * len(chunk)
+            contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits, strict=False)]
+            gens: Sequence[Generation | None] = [None] * len(chunk)
             if generator is not None:
-                prompts = [answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts)]
+                prompts = [
+                    answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=False)
+                ]
                 t0 = time.perf_counter()
                 gens = generator.generate(prompts, c.sampling)
                 timings["generate_seconds"] += time.perf_counter() - t0
-            for q, h, ctx, g in zip(chunk, chunk_hits, contexts, gens):
+            for q, h, ctx, g in zip(chunk, chunk_hits, contexts, gens, strict=False):
                 row = _prediction_row(q, h, ctx, g, c)
                 if g is not None:
                     n_generated += 1

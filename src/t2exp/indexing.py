@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from t2exp import documents
-from t2exp.infra.cache import build_lock, content_key
 from t2exp.data import Document, Subset
 from t2exp.embedders import Embedder
+from t2exp.infra.cache import build_lock, content_key
 from t2exp.lexical import BM25sIndex
 from t2exp.stores import Store
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import logging
+from collections.abc import Sequence
 
 import bm25s
 import numpy as np
-
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
@@ -32,6 +30,6 @@ class BM25sIndex:
         toks = [paper_tokenize(q) or ["\x00"] for q in queries]
         docs, scores = self.retriever.retrieve(toks, k=k, show_progress=False, n_threads=0)
         out = []
-        for row_d, row_s in zip(np.asarray(docs), np.asarray(scores)):
-            out.append([(self.ids[int(d)], float(s)) for d, s in zip(row_d, row_s) if s > 0])
+        for row_d, row_s in zip(np.asarray(docs), np.asarray(scores), strict=True):
+            out.append([(self.ids[int(d)], float(s)) for d, s in zip(row_d, row_s, strict=True) if s > 0])
         return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import jinja2
@@ -23,7 +23,7 @@ class PromptLibrary:
         )
         self.used: dict[str, str] = {}
 
-    @lru_cache(maxsize=None)  # noqa: B019 - one library per run
+    @cache  # noqa: B019 - one library per run
     def _template(self, name: str) -> jinja2.Template:
         try:
             return self.env.get_template(f"{name}.j2")

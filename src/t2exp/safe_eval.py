@@ -3,8 +3,8 @@
 Only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
 abs/round/min/max/sum over literals are allowed: no names, attributes, calls to anything else,
 imports or builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is
-never the modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded (source length, AST nodes, exponent), so evaluation time is
-bounded too.
+never the modulo operator, and a comma before three digits is a thousands separator. Sizes are
+bounded (source length, AST nodes, exponent), so evaluation time is bounded too.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import ast
 import math
 import operator
 import re
+from collections.abc import Callable
+from typing import Any
 
 MAX_SOURCE = 2000
 MAX_NODES = 400
@@ -27,8 +29,10 @@ _BIN = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-_FUNCS = {"abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a)}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a)
+}
 
 
 class UnsafeProgram(ValueError):

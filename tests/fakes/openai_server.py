@@ -148,7 +148,9 @@ class FakeOpenAIServer:
             "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason, "logprobs": None}
             ],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens
+            },
         }
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

@@ -71,7 +71,8 @@ class OpenAIFake(FakeHTTPServer):
 
     def _auth(self, rec: Recorded) -> Reply | None:
         if rec.headers.get("authorization") != f"Bearer {self.api_key}":
-            return Reply(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}})
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}
+            return Reply(401, {"error": error})
         return None
 
     def embeddings(self, rec: Recorded) -> Reply:
@@ -104,7 +105,10 @@ GEMINI_TASK_TYPES = {
     "TASK_TYPE_UNSPECIFIED", "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION",
     "CLUSTERING", "QUESTION_ANSWERING", "FACT_VERIFICATION", "CODE_RETRIEVAL_QUERY",
 }
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL", 503: "UNAVAILABLE",
+}
 
 
 class GeminiFake(FakeHTTPServer):
@@ -148,7 +152,8 @@ class GeminiFake(FakeHTTPServer):
             expect(isinstance(content, dict), f"requests[{i}].content must be an object")
             _check_keys(content, {"parts", "role"}, f"requests[{i}].content")
             parts = content.get("parts")
-            expect(isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0], dict), f"requests[{i}].content.parts must hold one part")
+            one_part = isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0], dict)
+            expect(one_part, f"requests[{i}].content.parts must hold one part")
             _check_keys(parts[0], {"text"}, f"requests[{i}].content.parts[0]")
             text = parts[0].get("text")
             expect(isinstance(text, str) and text, f"requests[{i}].content.parts[0].text must be a non-empty string")
@@ -185,7 +190,8 @@ class CohereFake(FakeHTTPServer):
             return self.error_reply(401, "invalid api token")
         b = rec.body
         expect(isinstance(b, dict), "body must be a JSON object")
-        _check_keys(b, {"model", "texts", "input_type", "embedding_types", "truncate", "output_dimension", "max_tokens", "priority"}, "embed request")
+        allowed = {"model", "texts", "input_type", "embedding_types", "truncate", "output_dimension", "max_tokens", "priority"}
+        _check_keys(b, allowed, "embed request")
         expect(b.get("model") == self.model, f"model={b.get('model')!r}, expected {self.model!r}")
         texts = b.get("texts")
         expect(isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts), "texts must be a non-empty list of strings")

@@ -59,7 +59,7 @@ def register() -> None:
 def check(cfg: DictConfig) -> Config:
     """Build the typed config (runs every ``__post_init__`` check) and apply the cross-group
     rules. Raises ``ConfigError``; returns the typed object."""
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
+    plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
     try:
         typed = OmegaConf.to_object(plain)
         check_rules(plain)
@@ -91,7 +91,9 @@ def config_error(exc: BaseException, cfg: Any = None) -> ConfigError:
         shown = value if value is not None else getattr(cause, "value", "?")
         return ConfigError(f"{key}={shown} is invalid; allowed: {kind} ({text[:160]})")
     if "not in" in text or "Could not override" in str(exc) or "Key '" in text:
-        return ConfigError(f"{key} is not a setting of this config; allowed: the keys of its schema ({text[:160]}; `python -m t2exp --cfg job` lists them)")
+        return ConfigError(
+            f"{key} is not a setting of this config; allowed: the keys of its schema ({text[:160]}; `python -m t2exp --cfg job` lists them)"
+        )
     return ConfigError(f"{key}: cannot resolve its value ({text[:200]})")
 
 

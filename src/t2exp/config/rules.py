@@ -85,7 +85,9 @@ def _check_store(store: Any) -> None:
         return
     env = store.get("api_key_env") or "WEAVIATE_API_KEY"
     if not os.environ.get(env):
-        raise ConfigError(f"store.api_key_env={env!r} is invalid: ${env} is not set; allowed: the name of a set variable holding the Weaviate Cloud key")
+        raise ConfigError(
+            f"store.api_key_env={env!r} is invalid: ${env} is not set; allowed: the name of a set variable holding the Weaviate Cloud key"
+        )
 
 
 def _check_backend(gen: Any) -> None:
@@ -105,7 +107,9 @@ def _check_backend(gen: Any) -> None:
         require(vllm, "generator.command", None, f"a command that starts vllm's OpenAI server (vllm is not installed here; {VLLM_HINT})")
         return
     argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
-    require(bool(argv), "generator.command", command, "a non-empty command, e.g. [/opt/vllm/bin/python, -m, vllm.entrypoints.openai.api_server]")
+    require(
+        bool(argv), "generator.command", command, "a non-empty command, e.g. [/opt/vllm/bin/python, -m, vllm.entrypoints.openai.api_server]"
+    )
     exe = argv[0]
     found = shutil.which(exe) is not None or (os.sep in exe and os.access(exe, os.X_OK))
     require(found, "generator.command", exe, "an executable on PATH or an existing path")

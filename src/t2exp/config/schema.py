@@ -11,7 +11,7 @@ from the module that owns them, inside the checks, so that importing the schema 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -24,7 +24,7 @@ class SamplingConfig:
     top_p: float = 1.0
     max_tokens: int = 256
     seed: int = 0
-    stop: Optional[list[str]] = None  # null = the answer mode's default stop sequences
+    stop: list[str] | None = None  # null = the answer mode's default stop sequences
 
     def check(self, prefix: str) -> None:
         at_least(f"{prefix}.max_tokens", self.max_tokens, 1)
@@ -37,13 +37,13 @@ class DatasetConfig:
     name: str = MISSING
     subsets: list[str] = MISSING
     source: str = "auto"  # auto | local | hub
-    path: Optional[str] = None
-    question_splits: Optional[list[str]] = None
-    limit: Optional[int] = None
-    hub_revision: Optional[str] = None
+    path: str | None = None
+    question_splits: list[str] | None = None
+    limit: int | None = None
+    hub_revision: str | None = None
     skip_empty_questions: bool = True
-    corpus_size: Optional[int] = None
-    corpus_seed: Optional[int] = None
+    corpus_size: int | None = None
+    corpus_seed: int | None = None
 
     def __post_init__(self) -> None:
         from pathlib import Path
@@ -89,7 +89,7 @@ class PathsConfig:
 @dataclass
 class TrackingConfig:
     uri: str = MISSING
-    artifact_location: Optional[str] = None
+    artifact_location: str | None = None
     experiment: str = "t2exp"
 
     def __post_init__(self) -> None:

@@ -28,13 +28,14 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 
-from t2exp.infra.cache import content_key
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.cache import content_key
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +288,7 @@ class RemoteEmbedder:
             return np.zeros((0, self.dim or 1), dtype=np.float32)
         rows: list[np.ndarray] = []
         for batch in batched(texts, self.batch_size):
-            vectors = self._with_retries(lambda b=batch: self._embed_batch(b, role))
+            vectors = self._with_retries(partial(self._embed_batch, batch, role))
             if len(vectors) != len(batch):
                 raise RemoteError(
                     f"embedder={self.name} ({self.provider}): {self.endpoint} returned {len(vectors)} vectors for "

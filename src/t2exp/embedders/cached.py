@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from t2exp.infra.cache import KVCache, content_key
 from t2exp.embedders import Embedder
+from t2exp.infra.cache import KVCache, content_key
 
 
 class CachedEmbedder:
@@ -41,8 +41,8 @@ class CachedEmbedder:
         for start in range(0, len(todo), self.chunk):
             batch = todo[start : start + self.chunk]
             vecs = np.asarray(fn([text_of[k] for k in batch]), dtype=np.float32)
-            self.cache.put_many({k: v.tobytes() for k, v in zip(batch, vecs)})
-            vectors.update(zip(batch, vecs))
+            self.cache.put_many({k: v.tobytes() for k, v in zip(batch, vecs, strict=False)})
+            vectors.update(zip(batch, vecs, strict=False))
             self.computed += len(batch)
         if not texts:
             return np.zeros((0, getattr(self.inner, "dim", 0) or 1), dtype=np.float32)

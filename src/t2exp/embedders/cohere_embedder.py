@@ -17,7 +17,7 @@ INPUT_TYPES = ("search_query", "search_document", "classification", "clustering"
 TRUNCATE = (None, "NONE", "START", "END")
 
 
-def cohere_failure(exc: BaseException, api_error: type[BaseException]) -> Failure | None:
+def cohere_failure(exc: BaseException, api_error: type[Any]) -> Failure | None:
     """Read a cohere ``ApiError`` as a Failure (status, its ``message``, ``Retry-After``)."""
     if isinstance(exc, api_error) and getattr(exc, "status_code", None) is not None:
         body = exc.body

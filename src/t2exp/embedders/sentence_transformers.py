@@ -8,9 +8,9 @@ from functools import cached_property
 
 import numpy as np
 
-from t2exp.infra.cache import content_key
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
+from t2exp.infra.cache import content_key
 
 log = logging.getLogger(__name__)
 
@@ -108,4 +108,5 @@ class SentenceTransformerEmbedder:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         tok = self.model.tokenizer
-        return [len(ids) for ids in tok([self.document_template.format(text=t) for t in texts], add_special_tokens=True, verbose=False)["input_ids"]]
+        encoded = tok([self.document_template.format(text=t) for t in texts], add_special_tokens=True, verbose=False)
+        return [len(ids) for ids in encoded["input_ids"]]

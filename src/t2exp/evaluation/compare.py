@@ -52,7 +52,9 @@ def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:
         try:
             path = client.download_artifacts(run_id, "predictions.jsonl", tmp)
         except Exception as exc:  # noqa: BLE001 - MLflow raises several types for a missing run/artifact
-            raise CompareError(f"run {run_id}: cannot download predictions.jsonl ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+            raise CompareError(
+                f"run {run_id}: cannot download predictions.jsonl ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            ) from None
         return read_jsonl_objects(Path(path))
 
 
@@ -183,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default="auto", help="nm | mrr_at_<k> | recall_at_<r> | auto (default: nm if both runs have it, else MRR@k)")
     p.add_argument("--n-boot", type=int, default=10000, help="bootstrap resamples and permutation sign patterns (default 10000)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tracking-uri", default=default_tracking_uri(), help="MLflow tracking URI (default: mlruns/mlflow.db in the current directory)")
+    p.add_argument(
+        "--tracking-uri", default=default_tracking_uri(), help="MLflow tracking URI (default: mlruns/mlflow.db in the current directory)"
+    )
     p.add_argument("--format", choices=("table", "json"), default="table")
     return p
 
@@ -218,7 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except T2ExpError as exc:
         print(f"t2exp.compare: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    dropped = {"only_in_a": paired.only_a, "only_in_b": paired.only_b, "missing_value": paired.missing_value, "duplicate_rows": paired.duplicates}
+    dropped = {
+        "only_in_a": paired.only_a, "only_in_b": paired.only_b, "missing_value": paired.missing_value, "duplicate_rows": paired.duplicates
+    }
     if args.format == "json":
         print(json.dumps({"metric": metric, "a": args.run_a, "b": args.run_b, "paired": paired.n, "dropped": dropped,
                           "n_boot": args.n_boot, "seed": args.seed, "rows": [r.__dict__ for r in result]}, indent=2))

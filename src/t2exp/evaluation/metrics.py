@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import SupportsFloat, cast
 
 import numpy as np
 
@@ -123,7 +124,7 @@ def aggregate(
             v = row.get(name)
             if v is None or (isinstance(v, float) and math.isnan(v)):
                 continue
-            per.setdefault(subset, {}).setdefault(name, []).append(float(v))
+            per.setdefault(subset, {}).setdefault(name, []).append(float(cast(SupportsFloat, v)))
     result: dict[str, dict[str, MetricValue]] = {}
     for subset, metrics in sorted(per.items()):
         result[subset] = {}
@@ -153,7 +154,7 @@ def flatten_table(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, f
     for subset, values in table.items():
         for name, mv in values.items():
             out[f"{subset}/{name}"] = mv.mean
-            if mv.ci_low is not None:
+            if mv.ci_low is not None and mv.ci_high is not None:
                 out[f"{subset}/{name}_ci_low"] = mv.ci_low
                 out[f"{subset}/{name}_ci_high"] = mv.ci_high
     return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from t2exp.infra.cache import KVCache, content_key
 from t2exp.generators import Generation, Generator, Messages, OnResult, Sampling
+from t2exp.infra.cache import KVCache, content_key
 
 
 class CachedGenerator:
@@ -36,7 +36,7 @@ class CachedGenerator:
         for k, raw in found.items():
             d = json.loads(raw)
             out[k] = Generation(**{**d, "cached": True})
-        todo = [(k, p) for k, p in dict(zip(keys, prompts)).items() if k not in out]
+        todo = [(k, p) for k, p in dict(zip(keys, prompts, strict=True)).items() if k not in out]
         for start in range(0, len(todo), max(1, self.inner.batch_size)):
             chunk = todo[start : start + max(1, self.inner.batch_size)]
 
@@ -45,6 +45,6 @@ class CachedGenerator:
 
             gens = self.inner.generate([p for _, p in chunk], sampling, on_result=keep)
             self.calls += len(chunk)
-            for (k, _), g in zip(chunk, gens):
+            for (k, _), g in zip(chunk, gens, strict=False):
                 out[k] = g
         return [out[k] for k in keys]

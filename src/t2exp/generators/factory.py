@@ -35,7 +35,7 @@ BACKENDS: dict[str, type] = {
 }
 
 
-def accepted_keys(cls: type) -> set[str]:
+def accepted_keys(cls: type[Any]) -> set[str]:
     params = inspect.signature(cls.__init__).parameters
     return {n for n, p in params.items() if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
 

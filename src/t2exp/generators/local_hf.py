@@ -16,10 +16,10 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from t2exp.infra.cache import build_lock, content_key
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.infra.cache import build_lock, content_key
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class TransformersGenerator:
 
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
-            model.hf_quantizer = None
+            model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module's __getattr__ types it Tensor | Module
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
             tmp = hf_dir.with_name(hf_dir.name + ".partial")

@@ -17,9 +17,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
-from t2exp.infra.cache import content_key
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.infra.cache import content_key
 from t2exp.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
@@ -208,7 +209,9 @@ class VLLMServerGenerator:
         self.startup_timeout = float(startup_timeout)
         self.poll_interval = float(poll_interval)
         self.reasoning = bool(reasoning)
-        self.client_kwargs = dict(max_concurrency=max_concurrency, max_retries=max_retries, timeout=timeout, backoff_base=backoff_base)
+        self.client_kwargs: dict[str, Any] = dict(
+            max_concurrency=max_concurrency, max_retries=max_retries, timeout=timeout, backoff_base=backoff_base
+        )
         self.batch_size = int(batch_size)
         self._client: OpenAICompatGenerator | None = None
         self._server: ServerProcess | None = None

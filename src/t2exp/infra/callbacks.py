@@ -15,7 +15,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-from typing import Any
+from typing import Any, cast
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
@@ -37,7 +37,7 @@ class MLflowSweepCallback(Callback):
         self.uri = str(tr.uri)
         exp_id = ensure_tracking(self.uri, str(tr.experiment), tr.get("artifact_location"))
         client = MlflowClient(tracking_uri=self.uri)
-        overrides = " ".join(OmegaConf.to_container(config.hydra.overrides.task, resolve=False) or [])
+        overrides = " ".join(cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or [])
         name = f"sweep {overrides}"[:250]
         run = client.create_run(
             exp_id,
@@ -56,6 +56,7 @@ class MLflowSweepCallback(Callback):
     def _children_status(self) -> str:
         from mlflow.tracking import MlflowClient
 
+        assert self.parent_id is not None, "called by on_multirun_end once the parent run exists"
         client = MlflowClient(tracking_uri=self.uri)
         parent = client.get_run(self.parent_id)
         children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}'")

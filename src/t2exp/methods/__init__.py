@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from t2exp.data import Question, Subset
 from t2exp.config.components import target_class
+from t2exp.data import Question, Subset
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.indexing import Index, build_index
 

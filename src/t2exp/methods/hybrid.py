@@ -30,4 +30,4 @@ class Hybrid(RetrievingMethod):
         depth = max(k, self.candidate_depth)
         dense = index.store.dense(qv, depth)
         lexical = index.bm25s.search(texts, depth)
-        return [fuse(d, s, k, self.alpha, self.fusion) for d, s in zip(dense, lexical)]
+        return [fuse(d, s, k, self.alpha, self.fusion) for d, s in zip(dense, lexical, strict=False)]

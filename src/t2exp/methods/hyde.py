@@ -25,14 +25,15 @@ class HyDE(RetrievingMethod):
 
     def hypothetical(self, questions) -> list[str]:  # noqa: ANN001
         s = self.services
+        assert s is not None and s.generator is not None, "prepare() sets the services, with a generator"
         prompts = [[{"role": "user", "content": s.prompts.render("hyde", question=q.question)}] for q in questions]
         gens = s.generator.generate(prompts, s.aux_sampling)
         return [g.text.strip() for g in gens]
 
     def query_vectors(self, questions, index) -> np.ndarray:  # noqa: ANN001
         passages = self.hypothetical(questions)
-        self.passages.update({q.id: p for q, p in zip(questions, passages)})
-        pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions)])
+        self.passages.update({q.id: p for q, p in zip(questions, passages, strict=False)})
+        pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions, strict=False)])
         if self.question_weight > 0:
             qv = index.embedder.embed_queries([q.question for q in questions])
             pv = (1 - self.question_weight) * pv + self.question_weight * qv

@@ -63,14 +63,14 @@ class MetadataHybrid(Hybrid):
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         depth = max(k, self.candidate_depth)
         fused = super().retrieve(questions, index, depth)
-        return [self.boosted_ranking(q.question, hits, index, k) for q, hits in zip(questions, fused)]
+        return [self.boosted_ranking(q.question, hits, index, k) for q, hits in zip(questions, fused, strict=False)]
 
     def boosted_ranking(self, question: str, hits: list[tuple[str, float]], index, k: int) -> list[tuple[str, float]]:  # noqa: ANN001
         """Fused candidates on [0, 1] plus their boosts, best first (ties keep the fused order)."""
         scaled = unit_scale(hits, self.fusion, self.alpha)
         boosts = [self.boost(question, cid, index) for cid, _ in scaled]
         self.boosted += sum(1 for b in boosts if b)
-        rescored = [(cid, s + b) for (cid, s), b in zip(scaled, boosts)]
+        rescored = [(cid, s + b) for (cid, s), b in zip(scaled, boosts, strict=True)]
         return sorted(rescored, key=lambda t: -t[1])[:k]
 
     def stats(self) -> dict[str, float]:

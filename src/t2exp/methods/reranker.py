@@ -35,10 +35,10 @@ class Rerank(RetrievingMethod):
         n = max(self.candidates or 3 * k, k)  # candidates >= k is a config rule (t2exp.config.rules)
         first = self.first.retrieve(questions, index, n)
         out = []
-        for q, hits in zip(questions, first):
+        for q, hits in zip(questions, first, strict=False):
             ids = [cid for cid, _ in hits]
             scores = self.reranker.score(q.question, [index.docs[cid].text for cid in ids])
-            ranked = sorted(zip(ids, scores), key=lambda t: -t[1])
+            ranked = sorted(zip(ids, scores, strict=False), key=lambda t: -t[1])
             out.append([(cid, float(s)) for cid, s in ranked][:k])
         return out
 

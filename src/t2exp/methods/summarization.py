@@ -20,7 +20,7 @@ def summarize_corpus(subset, services) -> dict[str, str]:  # noqa: ANN001
         for d in docs
     ]
     gens = services.generator.generate(prompts, services.aux_sampling)
-    return {d.context_id: (g.text.strip() or d.text) for d, g in zip(docs, gens)}
+    return {d.context_id: (g.text.strip() or d.text) for d, g in zip(docs, gens, strict=False)}
 
 
 class _SummaryIndexed(RetrievingMethod):

@@ -52,7 +52,7 @@ class ChunkMaxSimReranker:
             out.append(s)
         if self.doc_weight:
             whole = self.embedder.embed_documents(docs) @ q
-            out = [(1 - self.doc_weight) * s + self.doc_weight * float(w) for s, w in zip(out, whole)]
+            out = [(1 - self.doc_weight) * s + self.doc_weight * float(w) for s, w in zip(out, whole, strict=False)]
         return out
 
     def stats(self) -> dict[str, float]:

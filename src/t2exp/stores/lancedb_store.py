@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,7 @@ class LanceDBStore:
         self.db = lancedb.connect(self.uri)
         self.candidate_depth = candidate_depth
         self.fts_stem = fts_stem
-        self.table = None
+        self.table: Any = None  # a lancedb Table once open() found it or add() created it
         self.table_name: str | None = None
         self.inserted = 0
 
@@ -67,6 +68,7 @@ class LanceDBStore:
             }
         )
         if self.table is None:
+            assert self.table_name is not None, "open() names the table"
             self.table = self.db.create_table(self.table_name, data=batch, mode="overwrite")
         else:
             self.table.add(batch)
@@ -90,7 +92,7 @@ class LanceDBStore:
             return []
         k = self._depth(k)
         res = (
-            self.table.search([row for row in q])
+            self.table.search(list(q))
             .distance_type("cosine")
             .limit(k)
             .select(["id", "_distance"])
@@ -99,7 +101,7 @@ class LanceDBStore:
         )
         qidx = res.get("query_index", [0] * len(res["id"]))
         out: list[list[tuple[str, float]]] = [[] for _ in range(len(q))]
-        for i, cid, dist in zip(qidx, res["id"], res["_distance"]):
+        for i, cid, dist in zip(qidx, res["id"], res["_distance"], strict=True):
             out[i].append((cid, 1.0 - float(dist)))
         for hits in out:
             hits.sort(key=lambda h: -h[1])
@@ -107,7 +109,7 @@ class LanceDBStore:
 
     def bm25(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         k = self._depth(k)
-        out = []
+        out: list[list[tuple[str, float]]] = []
         for q in queries:
             q = q.strip()
             if not q:
@@ -123,7 +125,7 @@ class LanceDBStore:
         depth = max(k, self.candidate_depth)
         dense = self.dense(query_vectors, depth)
         lexical = self.bm25(queries, depth)
-        return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical)]
+        return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical, strict=False)]
 
     def close(self) -> None:
         """Nothing to release for the embedded store (kept for the Store contract)."""

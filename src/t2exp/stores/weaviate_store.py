@@ -111,7 +111,8 @@ class WeaviateStore:
                     grpc_host=self.grpc_host, grpc_port=self.grpc_port, grpc_secure=self.grpc_secure,
                     auth_credentials=auth,
                 )
-            return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)
+            # connection=cloud: the config checks require cluster_url and a set api_key_env (t2exp.config)
+            return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)  # type: ignore[arg-type]
         except (WeaviateBaseError, OSError) as exc:
             detail = " ".join(str(exc).split())[:300]
             fix = _DOCKER.format(http=self.http_port, grpc=self.grpc_port)
@@ -170,7 +171,7 @@ class WeaviateStore:
 
         vectors = np.asarray(vectors, dtype=np.float32)
         with self.collection.batch.fixed_size(batch_size=self.batch_size) as batch:
-            for cid, text, vec, meta in zip(ids, texts, vectors, metadata):
+            for cid, text, vec, meta in zip(ids, texts, vectors, metadata, strict=False):
                 batch.add_object(
                     properties={"context_id": cid, "text": text, "metadata": json.dumps(meta, sort_keys=True)},
                     uuid=generate_uuid5(cid),
@@ -187,7 +188,9 @@ class WeaviateStore:
     def finalize(self) -> None:
         rows = self._stored_count()
         if rows != self.inserted:
-            log.warning("weaviate: %s holds %d objects after %d inserts (duplicate context ids?)", self.collection_name, rows, self.inserted)
+            log.warning(
+                "weaviate: %s holds %d objects after %d inserts (duplicate context ids?)", self.collection_name, rows, self.inserted
+            )
         self.collection.config.update(description=_COMPLETE.format(rows))
 
     def count(self) -> int:
@@ -214,7 +217,7 @@ class WeaviateStore:
     def bm25(self, queries: Sequence[str], k: int) -> list[Hits]:
         from weaviate.classes.query import MetadataQuery
 
-        out = []
+        out: list[Hits] = []
         for q in queries:
             if not q.strip():
                 out.append([])
@@ -237,13 +240,13 @@ class WeaviateStore:
         if not self.native_hybrid:
             depth = max(k, self.candidate_depth)
             dense, lexical = self.dense(query_vectors, depth), self.bm25(queries, depth)
-            return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical)]
+            return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical, strict=False)]
 
         from weaviate.classes.query import HybridFusion, MetadataQuery
 
         fusion_type = HybridFusion.RELATIVE_SCORE if fusion == "relative_score" else HybridFusion.RANKED
         out = []
-        for q, v in zip(queries, np.asarray(query_vectors, dtype=np.float32)):
+        for q, v in zip(queries, np.asarray(query_vectors, dtype=np.float32), strict=False):
             if not q.strip():  # no keyword part: what fuse() gives for an empty BM25 list
                 out.append(self.dense(v[None, :], k)[0])
                 continue

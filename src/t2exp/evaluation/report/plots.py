@@ -31,7 +31,7 @@ def plot_bars(t: Table, path: Path) -> bool:
     metrics = list(dict.fromkeys(m for _, m in t.columns))
     fig, axes = plt.subplots(1, len(metrics), figsize=(max(6.0, 1.3 * len(t.runs) + 4.0) * len(metrics) / 1.6, 4.2), squeeze=False)
     width = 0.8 / len(t.runs)
-    for ax, metric in zip(axes[0], metrics):
+    for ax, metric in zip(axes[0], metrics, strict=True):
         subsets = [s for s, m in t.columns if m == metric]
         for i, r in enumerate(t.runs):
             xs, ys, err_lo, err_hi = [], [], [], []
@@ -65,7 +65,7 @@ def plot_curve(group_keys: Sequence[str], points: Sequence[CurvePoint], metric: 
     shown = [s for s in subsets if any(p.subset == s for p in points)]
     fig, axes = plt.subplots(1, len(shown), figsize=(5.0 * len(shown), 4.0), squeeze=False)
     groups = list(dict.fromkeys(p.group for p in points))
-    for ax, s in zip(axes[0], shown):
+    for ax, s in zip(axes[0], shown, strict=True):
         for g in groups:
             pts = [p for p in points if p.group == g and p.subset == s]
             if not pts:

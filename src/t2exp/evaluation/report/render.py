@@ -70,7 +70,7 @@ def write_csv(t: Table, path: Path) -> None:
         w = csv.writer(fh)
         w.writerow(head)
         for r in t.runs:
-            row = [r.label(k) for k in t.keys] + [r.run_id]
+            row: list[str | None] = [*(r.label(k) for k in t.keys), r.run_id]  # csv writes None as an empty field
             for s, m in t.columns:
                 c = t.cells[(r.run_id, s, m)]
                 row += [num(c.mean), num(c.low), num(c.high)]
@@ -101,7 +101,9 @@ def render_curve(group_keys: Sequence[str], points: Sequence[CurvePoint], metric
 def write_curve_csv(group_keys: Sequence[str], points: Sequence[CurvePoint], metric: str, path: Path) -> None:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow([*group_keys, "subset", "corpus_size", "documents", "questions_mean", "n_runs", f"{metric}_mean", f"{metric}_std", "values"])
+        w.writerow(
+            [*group_keys, "subset", "corpus_size", "documents", "questions_mean", "n_runs", f"{metric}_mean", f"{metric}_std", "values"]
+        )
         for p in points:
             w.writerow([*p.group, p.subset, p.size, repr(p.docs), repr(p.questions), p.n, repr(p.mean), repr(p.std),
                         ";".join(repr(v) for v in p.values)])

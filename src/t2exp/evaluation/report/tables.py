@@ -150,8 +150,8 @@ def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot:
     primary = next((m for m in metrics if any(table.cells[(r.run_id, AVG, m)].mean is not None for r in table.runs)), None)
     if primary is None or len(table.runs) < 2:
         return
-    scored = [(table.cells[(r.run_id, AVG, primary)].mean, r) for r in table.runs]
-    scored = [(v, r) for v, r in scored if v is not None]
+    means = [(table.cells[(r.run_id, AVG, primary)].mean, r) for r in table.runs]
+    scored = [(v, r) for v, r in means if v is not None]
 
     def rank(item: tuple[float, RunInfo]) -> tuple[float, ...]:  # ties: the later metrics decide
         later = [table.cells[(item[1].run_id, AVG, m)].mean for m in metrics[metrics.index(primary) + 1 :]]
@@ -222,6 +222,8 @@ def corpus_curve(runs: Sequence[RunInfo], keys: Sequence[str], subsets: Sequence
             qs.append(r.metrics.get(f"{s}/questions", float("nan")))
         if vals:
             std = statistics.stdev(vals) if len(vals) > 1 else 0.0
-            points.append(CurvePoint(g, s, size, statistics.fmean(docs), statistics.fmean(vals), std, len(vals), statistics.fmean(qs), vals))
+            points.append(
+                CurvePoint(g, s, size, statistics.fmean(docs), statistics.fmean(vals), std, len(vals), statistics.fmean(qs), vals)
+            )
     points.sort(key=lambda p: (p.group, subsets.index(p.subset), p.docs))
     return group_keys, points

@@ -51,10 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset-path", help="directory of <Subset>_<split>.parquet|jsonl files, or one file (sets dataset.path)")
     p.add_argument("--question-splits", nargs="+", help="only questions of these splits (space or comma separated)")
     p.add_argument("--limit", type=_limit, default="config", help="questions per subset, or none for all (default: the dataset's)")
-    p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override of the app config, e.g. seed=1")
+    p.add_argument(
+        "--override", "-o", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override of the app config, e.g. seed=1"
+    )
     p.add_argument("--k", type=int, help="cut-off of MRR@k (default: the config's k, 3)")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    p.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="N", help=f"bootstrap resamples for 95%% CIs; 0 = none (default {N_BOOT})")
+    p.add_argument(
+        "--bootstrap", type=int, default=N_BOOT, metavar="N", help=f"bootstrap resamples for 95%% CIs; 0 = none (default {N_BOOT})"
+    )
     p.add_argument("--seed", type=int, default=CI_SEED, help=f"bootstrap seed (default {CI_SEED}, as the app)")
     p.add_argument("--mlflow", action="store_true", help="log params and metrics as one MLflow run")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: the config's tracking.uri)")
@@ -81,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.bootstrap < 0:
             raise T2ExpError(f"--bootstrap {args.bootstrap}: must be 0 or more")
         splits = [s for item in args.question_splits or [] for s in item.split(",") if s] or None
-        cfg = compose_config(args.dataset, dataset_path=args.dataset_path, question_splits=splits, limit=args.limit, overrides=args.override)
+        cfg = compose_config(
+            args.dataset, dataset_path=args.dataset_path, question_splits=splits, limit=args.limit, overrides=args.override
+        )
         k = int(args.k if args.k is not None else cfg.get("k", 3))
         result = score(args.predictions, config=cfg, k=k, n_boot=args.bootstrap, seed=args.seed)
         try:
@@ -119,7 +125,8 @@ def log_to_mlflow(
     from t2exp.infra.tracking import Tracker
 
     name = run_name or f"score-{Path(result.source).stem or 'predictions'}"
-    tracker = Tracker(uri, experiment, artifact_location or default_artifact_location(uri), name, {"t2exp.kind": "score", "t2exp.predictions": result.source})
+    tags = {"t2exp.kind": "score", "t2exp.predictions": result.source}
+    tracker = Tracker(uri, experiment, artifact_location or default_artifact_location(uri), name, tags)
     status = "FAILED"
     try:
         tracker.log_params(result.params)

@@ -110,6 +110,7 @@ def score_rows(
     unknown: list[str] = []
     duplicates: list[str] = []
     ambiguous = 0
+    s: Submitted | None
     for s in subs:
         cands = by_id.get(s.id, [])
         if s.subset is not None and len(cands) > 1:

@@ -129,7 +129,7 @@ def read_predictions(predictions: Predictions) -> tuple[list[dict[str, Any]], st
         path = Path(predictions)
         return _read_rows(path), str(path)
     if hasattr(predictions, "to_dict") and hasattr(predictions, "columns"):
-        return _frame_rows(predictions), "DataFrame"  # type: ignore[arg-type]
+        return _frame_rows(predictions), "DataFrame"
     kind = "dict" if isinstance(predictions, Mapping) else "list"
     return _rows_from_object(predictions, f"predictions ({kind})"), kind
 
@@ -142,7 +142,9 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
         raise DataError(f"{source}: no rows; expected at least the columns id and prediction")
     for col in ("id", "prediction"):
         if col not in columns:
-            raise DataError(f"{source}: no {col!r} column (columns: {', '.join(sorted(columns))[:200]}); predictions need id and prediction")
+            raise DataError(
+                f"{source}: no {col!r} column (columns: {', '.join(sorted(columns))[:200]}); predictions need id and prediction"
+            )
     out = []
     for i, r in enumerate(rows, 1):
         raw = r.get("prediction")

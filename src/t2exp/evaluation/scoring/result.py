@@ -95,7 +95,10 @@ class ScoreResult:
     def __str__(self) -> str:
         header, body = self._grid()
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        fmt = lambda r: "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+
+        def fmt(r: list[str]) -> str:
+            return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=False)))
+
         title = (
             f"T²-RAGBench scores: {self.source} vs dataset {self.dataset} (k={self.k}; "
             + (f"95% bootstrap CI in brackets, {self.n_boot} resamples, seed {self.seed})" if self.n_boot else "no CIs)")
