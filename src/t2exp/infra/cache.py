@@ -16,7 +16,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +184,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 @contextmanager
 def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an inter-process lock for building the artefact ``key``; when another process holds
-    it, ``on_wait`` is called once before waiting (at most ``timeout`` seconds)."""
+    it, ``on_wait`` is called once before waiting (at most ``timeout`` seconds; < 0: no limit).
+    The OS drops the lock of a killed holder."""
     lock_dir = Path(lock_dir)
     lock_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_dir / f"{key}.lock"))
@@ -200,21 +201,7 @@ def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0, on_wait:
         lock.release()
 
 
-@contextmanager
-def cell_lock(lock_dir: str | Path, key: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-    """Hold the lock of one sweep cell for a whole run: a second process running the same cell
-    waits (``on_wait`` is called once) and then resumes from the first one's predictions. The OS
-    drops the lock of a killed holder."""
-    lock_dir = Path(lock_dir)
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lock_dir / f"{key}.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        if on_wait is not None:
-            on_wait()
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
+def cell_lock(lock_dir: str | Path, key: str, on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
+    """The lock of one sweep cell for a whole run: a second process running the same cell waits
+    (``on_wait`` is called once), with no time limit, then resumes from the first one's predictions."""
+    return build_lock(lock_dir, key, timeout=-1, on_wait=on_wait)
