@@ -59,3 +59,31 @@ def test_a_small_boost_does_not_swamp_a_large_lead_under_any_fusion(fusion):
     assert [c for c, _ in ranked][:2] == ["A", "B"]
     big = MetadataHybrid(company_boost=0.6, year_boost=0.0, alpha=0.5, fusion=fusion)
     assert big.boosted_ranking("What was beta's revenue in 2019?", hits, index, 3)[0][0] == "B"
+
+
+def test_paper_rank_fusion_by_hand():
+    """The authors' fusion on a 5-document dense list and a 2-document BM25 list: dense term
+    1 - pos/5 (a rank: 1, .8, .6, .4, .2), BM25 term score / best score (C 1.0, E 0.5)."""
+    dense = [("A", 0.91), ("B", 0.90), ("C", 0.2), ("D", 0.1), ("E", 0.0)]  # similarities are not used
+    lexical = [("C", 10.0), ("E", 5.0)]
+    fused = fuse(dense, lexical, 5, 0.5, "paper_rank")
+    assert [c for c, _ in fused] == ["C", "A", "B", "E", "D"]
+    assert dict(fused) == pytest.approx({"A": 0.5, "B": 0.4, "C": 0.3 + 0.5, "D": 0.2, "E": 0.1 + 0.25})
+    # a document only BM25 found gets no dense term; ties keep the dense order
+    tie = fuse([("A", 1.0), ("B", 0.5)], [("B", 2.0), ("A", 1.0), ("X", 1.0)], 3, 0.5, "paper_rank")
+    assert [c for c, _ in tie] == ["A", "B", "X"] and dict(tie)["X"] == pytest.approx(0.25)
+    assert unit_scale(fused, "paper_rank", 0.5) == fused  # already on [0, 1]
+
+
+def test_rank_bm25_okapi_by_hand():
+    """BM25Okapi (k1 1.5, b 0.75) on three equally long documents: a term in one document has
+    IDF ln((3 - 1 + 0.5) / (1 + 0.5)); with tf 1 and dl = avgdl its score is that IDF exactly."""
+    import math
+
+    from t2exp.lexical import RankBM25Index
+
+    index = RankBM25Index(["a", "b", "c"], ["Revenue rose sharply", "costs fell sharply", "margins were flat"])
+    (hits,) = index.search(["REVENUE"], 3)  # the paper's tokens: lower-cased whitespace split
+    assert hits == [("a", pytest.approx(math.log(2.5 / 1.5)))]
+    (both,) = index.search(["revenue sharply"], 3)
+    assert [c for c, _ in both] == ["a", "b"]

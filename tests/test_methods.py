@@ -248,3 +248,19 @@ def test_company_matching():
     assert mentions_company(words, ["spirent", "communications"])
     assert not mentions_company(words, ["visa"])
     assert mentions_company({"aapl", "revenue"}, ["apple"], "AAPL")
+
+
+def test_the_query_template_is_what_dense_and_bm25_see(subset, embedder, tmp_path):
+    """With query.template="{company_name} : {question}" a pure-BM25 hybrid (alpha 0, rank_bm25)
+    returns exactly BM25's ranking of the templated strings, not of the bare questions."""
+    from t2exp.queries import QueryBuilder
+
+    template = QueryBuilder("{company_name} : {question}")
+    method = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid", "alpha": 0.0, "lexical": "rank_bm25"})
+    sv = services(tmp_path, embedder)
+    sv.query = template
+    index = method.prepare(subset, sv)
+    got = method.retrieve(subset.questions, index, 5)
+    bm25 = index.lexical("rank_bm25")
+    assert got == bm25.search(template.texts(subset.questions), 5)
+    assert got != bm25.search([q.question for q in subset.questions], 5)  # the company name moved some rankings

@@ -25,6 +25,7 @@ from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
+from t2exp.queries import QueryBuilder
 
 log = logging.getLogger("t2exp")
 
@@ -98,6 +99,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         run_dir=cache_dir / "runs" / cell_key(_to_dict(cfg)),
         aux_sampling=aux_sampling,
         stop=stop or StopRequest(),
+        query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
     )
 
 

@@ -34,6 +34,7 @@ from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
 from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.methods import RagMethod, Services
 from t2exp.prompts import PromptLibrary
+from t2exp.queries import QueryBuilder
 from t2exp.stores import Store
 
 __all__ = ["Components", "Interrupted", "Result", "run_experiment"]
@@ -59,6 +60,7 @@ class Components:
     run_dir: Path  # where per-question predictions are appended (deterministic per cell)
     aux_sampling: Sampling | None = None  # HyDE / summaries
     stop: StopRequest = field(default_factory=StopRequest)  # checked at every safe point
+    query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
 
 
 @dataclass
@@ -85,7 +87,7 @@ def run_experiment(c: Components) -> Result:
     generator = CachedGenerator(c.generator, KVCache(c.cache_dir / "llm.sqlite")) if c.generator else None
     services = Services(
         embedder=embedder, store_factory=c.store_factory, generator=generator, prompts=c.prompts,
-        variant=c.variant, lock_dir=c.cache_dir / "locks", aux_sampling=c.aux_sampling,
+        variant=c.variant, lock_dir=c.cache_dir / "locks", aux_sampling=c.aux_sampling, query=c.query,
     )
     depth = max(c.k, max(RECALL_KS))
     rows: list[dict[str, Any]] = []

@@ -6,6 +6,10 @@ list contributes 0 there). This is Weaviate's relativeScoreFusion, so ``alpha`` 
 both stores: 1 = pure dense, 0 = pure BM25.
 ``rrf``: reciprocal rank fusion, ``alpha / (rrf_k + rank_dense) + (1 - alpha) / (rrf_k + rank_bm25)``
 (ranks from 1; Weaviate's rankedFusion uses the same weighting, rrf_k = 60).
+``paper_rank``: the T²-RAGBench authors' fusion: ``alpha * (1 - pos / len(dense)) + (1 - alpha) *
+bm25 / max_bm25``, ``pos`` the 0-based position in the dense list (its rank, not its similarity;
+0 when absent), ``bm25 / max_bm25`` the BM25 score over the best BM25 score of the query (the
+first of the lexical list, i.e. the corpus maximum; 0 when absent). Their lists are the top-k.
 ``alpha`` 1 / 0 return the dense / lexical list unchanged (raw scores). Equal fused scores keep
 the dense order (a document's first position in the dense list, then in the lexical list).
 
@@ -17,7 +21,7 @@ Values are checked by the config schema (``t2exp.config``), not here.
 
 from __future__ import annotations
 
-FUSIONS = ("relative_score", "rrf")
+FUSIONS = ("relative_score", "rrf", "paper_rank")
 
 
 def _minmax(hits: list[tuple[str, float]]) -> dict[str, float]:
@@ -48,6 +52,12 @@ def fuse(
             combined[cid] = combined.get(cid, 0.0) + alpha * s
         for cid, s in _minmax(lexical).items():
             combined[cid] = combined.get(cid, 0.0) + (1 - alpha) * s
+    elif fusion == "paper_rank":
+        for pos, (cid, _) in enumerate(dense):
+            combined[cid] = combined.get(cid, 0.0) + alpha * (1.0 - pos / len(dense))
+        best = lexical[0][1] if lexical else 0.0
+        for cid, s in lexical:
+            combined[cid] = combined.get(cid, 0.0) + (1 - alpha) * (s / best if best > 0 else 0.0)
     else:  # rrf
         for rank, (cid, _) in enumerate(dense, start=1):
             combined[cid] = combined.get(cid, 0.0) + alpha / (rrf_k + rank)
@@ -64,7 +74,8 @@ def fuse(
 def unit_scale(hits: list[tuple[str, float]], fusion: str, alpha: float, rrf_k: int = 60) -> list[tuple[str, float]]:
     """Fused scores of ``fuse(..., alpha, fusion)`` on [0, 1], order unchanged: relative-score
     fusion already is (its maximum, 1, is a document first in both lists); RRF is divided by its
-    maximum ``1 / (rrf_k + 1)``; a single list (alpha 0 or 1) is min-max normalised."""
+    maximum ``1 / (rrf_k + 1)``; a single list (alpha 0 or 1) is min-max normalised; ``paper_rank``
+    is in [0, 1] already."""
     if alpha in (0.0, 1.0):
         scaled = _minmax(hits)
         return [(cid, scaled[cid]) for cid, _ in hits]

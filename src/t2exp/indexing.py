@@ -18,7 +18,7 @@ from t2exp import documents
 from t2exp.data import Document, Subset
 from t2exp.embedders import Embedder
 from t2exp.infra.cache import build_lock, content_key
-from t2exp.lexical import BM25sIndex
+from t2exp.lexical import LEXICAL_INDEXES, BM25sIndex, RankBM25Index
 from t2exp.stores import Store
 
 log = logging.getLogger(__name__)
@@ -37,15 +37,20 @@ class Index:
     build_seconds: float
     docs: dict[str, Document] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)  # indexed text per context_id
-    _bm25s: BM25sIndex | None = None
+    _lexical: dict[str, BM25sIndex | RankBM25Index] = field(default_factory=dict)
     stats: dict[str, float] = field(default_factory=dict)
 
-    @property
-    def bm25s(self) -> BM25sIndex:
-        if self._bm25s is None:
+    def lexical(self, name: str) -> BM25sIndex | RankBM25Index:
+        """The in-memory BM25 index ``name`` (``t2exp.lexical.LEXICAL_INDEXES``) over the indexed
+        texts, built on first use."""
+        if name not in self._lexical:
             ids = list(self.texts)
-            self._bm25s = BM25sIndex(ids, [self.texts[i] for i in ids])
-        return self._bm25s
+            self._lexical[name] = LEXICAL_INDEXES[name](ids, [self.texts[i] for i in ids])
+        return self._lexical[name]
+
+    @property
+    def bm25s(self) -> BM25sIndex | RankBM25Index:
+        return self.lexical("bm25s")
 
     def size(self) -> int:
         return len(self.docs)

@@ -78,6 +78,22 @@ class DocumentConfig:
 
 
 @dataclass
+class QueryConfig:
+    """The retrieval query (``t2exp.queries``): ``template`` over the question and its metadata,
+    ``instruction`` (optional) wrapping it with ``{query}``."""
+
+    template: str = "{question}"
+    instruction: str | None = None
+
+    def __post_init__(self) -> None:
+        require("{" in self.template and "}" in self.template, "query.template", self.template,
+                "a template with {question} and/or metadata fields, e.g. '{company_name} : {question}'")
+        if self.instruction is not None:
+            require("{query}" in self.instruction, "query.instruction", self.instruction,
+                    "null or a text containing {query}, e.g. 'Instruct: ...\\nQuery: {query}'")
+
+
+@dataclass
 class PathsConfig:
     work: str = MISSING  # outputs go under it: the directory the command is started from
     cache: str = MISSING
@@ -106,6 +122,7 @@ class Config:
     seed: int = 0
     resume: bool = False
     document: DocumentConfig = MISSING
+    query: QueryConfig = field(default_factory=QueryConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     dataset: DatasetConfig = MISSING

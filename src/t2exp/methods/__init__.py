@@ -11,7 +11,7 @@ A method
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +19,7 @@ from t2exp.config.components import target_class
 from t2exp.data import Question, Subset
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.indexing import Index, build_index
+from t2exp.queries import QueryBuilder
 
 Hits = list[tuple[str, float]]
 
@@ -35,6 +36,7 @@ class Services:
     variant: str
     lock_dir: Path
     aux_sampling: Any = None  # sampling for auxiliary LLM calls (HyDE, summaries)
+    query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question (query.*)
 
 
 @runtime_checkable
@@ -61,10 +63,16 @@ class RetrievingMethod:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.query = QueryBuilder()
+
+    def queries(self, questions: Sequence[Question]) -> list[str]:
+        """The retrieval query of each question (``query.template`` / ``query.instruction``)."""
+        return self.query.texts(questions)
 
     def prepare(self, subset: Subset, services: Services) -> Index | None:
         if services.embedder is None or services.store_factory is None:
             raise ConfigError(f"rag_method={self.name} needs an embedder and a store")
+        self.query = services.query
         return build_index(subset, services.embedder, services.store_factory(), services.variant, services.lock_dir)
 
     def contexts(self, question: Question, hits: Hits | None, index: Index | None, k: int) -> list[str]:

@@ -7,5 +7,5 @@ from t2exp.methods import RetrievingMethod
 
 class Base(RetrievingMethod):
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        qv = index.embedder.embed_queries([q.question for q in questions])
+        qv = index.embedder.embed_queries(self.queries(questions))
         return index.store.dense(qv, k)

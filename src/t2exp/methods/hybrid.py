@@ -1,8 +1,9 @@
 """Hybrid: BM25 and dense rankings fused (``t2exp.fusion``).
 
-``lexical=store`` uses the store's native BM25 (and its hybrid query); ``lexical=bm25s`` uses a
-bm25s index with the paper's tokenisation (lower-cased whitespace split) fused with the store's
-dense ranking by the same fusion function.
+``lexical=store`` uses the store's native BM25 (and its hybrid query); ``lexical=bm25s`` /
+``rank_bm25`` use an in-memory BM25 index with the paper's tokenisation (lower-cased whitespace
+split, ``t2exp.lexical``) fused with the store's dense ranking by the same fusion function. Both
+candidate lists have ``max(k, candidate_depth)`` entries.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from t2exp.fusion import fuse
 from t2exp.methods import RetrievingMethod
 
-LEXICAL = ("bm25s", "store")
+LEXICAL = ("bm25s", "rank_bm25", "store")
 
 
 class Hybrid(RetrievingMethod):
@@ -23,11 +24,11 @@ class Hybrid(RetrievingMethod):
         self.candidate_depth = candidate_depth
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        texts = [q.question for q in questions]
+        texts = self.queries(questions)
         qv = index.embedder.embed_queries(texts)
         if self.lexical == "store":
             return index.store.hybrid(texts, qv, k, self.alpha, self.fusion)
         depth = max(k, self.candidate_depth)
         dense = index.store.dense(qv, depth)
-        lexical = index.bm25s.search(texts, depth)
+        lexical = index.lexical(self.lexical).search(texts, depth)
         return [fuse(d, s, k, self.alpha, self.fusion) for d, s in zip(dense, lexical, strict=False)]

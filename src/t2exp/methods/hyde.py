@@ -35,7 +35,7 @@ class HyDE(RetrievingMethod):
         self.passages.update({q.id: p for q, p in zip(questions, passages, strict=False)})
         pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions, strict=False)])
         if self.question_weight > 0:
-            qv = index.embedder.embed_queries([q.question for q in questions])
+            qv = index.embedder.embed_queries(self.queries(questions))
             pv = (1 - self.question_weight) * pv + self.question_weight * qv
             pv = pv / np.maximum(np.linalg.norm(pv, axis=1, keepdims=True), 1e-12)
         return pv

@@ -29,15 +29,17 @@ class Rerank(RetrievingMethod):
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
         if hasattr(self.reranker, "bind"):  # embedding-based rerankers use the run's cached embedder
             self.reranker.bind(services.embedder)
-        return super().prepare(subset, services)
+        index = super().prepare(subset, services)
+        self.first.query = self.query  # the first stage sees the same query string
+        return index
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         n = max(self.candidates or 3 * k, k)  # candidates >= k is a config rule (t2exp.config.rules)
         first = self.first.retrieve(questions, index, n)
         out = []
-        for q, hits in zip(questions, first, strict=False):
+        for query, hits in zip(self.queries(questions), first, strict=True):
             ids = [cid for cid, _ in hits]
-            scores = self.reranker.score(q.question, [index.docs[cid].text for cid in ids])
+            scores = self.reranker.score(query, [index.docs[cid].text for cid in ids])
             ranked = sorted(zip(ids, scores, strict=False), key=lambda t: -t[1])
             out.append([(cid, float(s)) for cid, s in ranked][:k])
         return out

@@ -28,6 +28,7 @@ class _SummaryIndexed(RetrievingMethod):
     generate_from = "summary"
 
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        self.query = services.query
         summaries = summarize_corpus(subset, services)
         return build_index(
             subset, services.embedder, services.store_factory(), services.variant, services.lock_dir,
@@ -35,7 +36,7 @@ class _SummaryIndexed(RetrievingMethod):
         )
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        return index.store.dense(index.embedder.embed_queries([q.question for q in questions]), k)
+        return index.store.dense(index.embedder.embed_queries(self.queries(questions)), k)
 
     def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
         ids = [cid for cid, _ in (hits or [])[:k]]

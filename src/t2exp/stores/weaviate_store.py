@@ -237,7 +237,7 @@ class WeaviateStore:
             return self.dense(query_vectors, k)
         if alpha == 0.0:
             return self.bm25(queries, k)
-        if not self.native_hybrid:
+        if not self.native_hybrid or fusion == "paper_rank":  # Weaviate has relativeScore and ranked only
             depth = max(k, self.candidate_depth)
             dense, lexical = self.dense(query_vectors, depth), self.bm25(queries, depth)
             return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical, strict=False)]
