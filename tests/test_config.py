@@ -145,3 +145,17 @@ def test_an_option_that_sets_a_run_level_key_wins_over_the_main_config():
     assert compose_cfg("rag_method=metadata_hybrid", "document.variant=plain").document.variant == "plain"
     assert compose_cfg().document.variant == "plain"
     assert compose_cfg("+experiment=table4").k == 5
+
+
+@pytest.mark.parametrize("method", _options("rag_method"))
+def test_the_paper_experiment_sets_the_authors_protocol_for_every_method(method, keys):
+    cfg = compose_cfg("+experiment=paper", f"rag_method={method}")
+    typed = _typed(cfg)
+    assert typed.query.template == "{company_name} : {question}"
+    assert typed.query.instruction.startswith("Instruct: Given a question about a company") and typed.query.instruction.endswith("{query}")
+    assert cfg.embedder.query_template == "{text}"  # the instruction is not wrapped twice
+    if method == "hybrid":
+        assert (cfg.rag_method.fusion, cfg.rag_method.lexical) == ("paper_rank", "rank_bm25")
+    if method == "reranker":
+        assert cfg.rag_method.first_stage == "base"
+    assert compose_cfg(f"rag_method={method}").query.template == "{question}"  # t2exp's own protocol otherwise

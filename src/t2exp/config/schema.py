@@ -131,6 +131,7 @@ class Config:
     rag_method: Any = MISSING
     generator: Any = None
     reranker: Any = None
+    protocol: Any = None  # the protocol group's node (empty): its choice selects conf/protocol_method/<protocol>_<rag_method>.yaml
 
     def __post_init__(self) -> None:
         at_least("k", self.k, 1)
