@@ -134,3 +134,28 @@ def test_unreadable_file_is_one_line(tmp_path):
     with pytest.raises(DataError) as e:
         load_subsets(subsets=["FinQA"], path=tmp_path)
     assert "cannot read" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_corpus_splits_choose_the_corpus_and_refuse_orphan_questions(tmp_path):
+
+
+
+
+    src = pd.read_parquet(Path(__file__).resolve().parents[1] / "data" / "t2ragbench" / "FinQA_dev.parquet")
+    ctx = list(dict.fromkeys(src.context_id))[:10]
+    dev = src[src.context_id.isin(ctx[:6])].copy()
+    test = src[src.context_id.isin(ctx[4:])].copy()  # contexts 4 and 5 are in both splits
+    test["id"] = test["id"] + "_t"
+    dev["split"], test["split"] = "dev", "test"
+    dev.to_parquet(tmp_path / "FinQA_dev.parquet")
+    test.to_parquet(tmp_path / "FinQA_test.parquet")
+
+    (both,) = load_subsets(subsets=["FinQA"], path=tmp_path, source="local")
+    assert {d.context_id for d in both.corpus} == set(ctx)  # default: every loaded split
+    (only_test,) = load_subsets(subsets=["FinQA"], path=tmp_path, source="local", corpus_splits=["test"], question_splits=["test"])
+    assert {d.context_id for d in only_test.corpus} == set(ctx[4:])
+    assert {q.split for q in only_test.questions} == {"test"}
+    with pytest.raises(DataError) as err:  # dev questions whose gold context is dev-only
+        load_subsets(subsets=["FinQA"], path=tmp_path, source="local", corpus_splits=["test"])
+    msg = str(err.value)
+    assert "\n" not in msg and "dataset.corpus_splits=['test']" in msg and "split 'dev'" in msg

@@ -180,12 +180,18 @@ def rows_to_subset(
     frames: Iterable[tuple[str, pd.DataFrame]],
     *,
     question_splits: Sequence[str] | None = None,
+    corpus_splits: Sequence[str] | None = None,
     skip_empty_questions: bool = True,
 ) -> Subset:
-    """Validate rows of one subset and turn them into records. ``frames`` are (source, frame)."""
+    """Validate rows of one subset and turn them into records. ``frames`` are (source, frame).
+
+    The corpus is the unique contexts of the rows of ``corpus_splits`` (``None``: every loaded
+    split; the T²-RAGBench authors' code indexes the contexts of the rows it is given); a question
+    whose gold context is not in it is an error, since no retriever could find it."""
     questions: list[Question] = []
     corpus: dict[str, Document] = {}
     context_source: dict[str, tuple[str, int]] = {}
+    texts: dict[str, str] = {}
     seen_ids: dict[str, tuple[str, int]] = {}
     sources: list[str] = []
     stats = {"empty_questions_skipped": 0, "non_numeric_gold": 0, "rows": 0}
@@ -214,17 +220,19 @@ def rows_to_subset(
             if not text.strip():
                 raise DataError(f"{source}: row {i}: column 'context' is empty for context_id {cid!r}")
             meta = {c: _clean(row.get(c)) for c in METADATA_COLUMNS if _clean(row.get(c))}
-            if cid in corpus:
-                if corpus[cid].text != text:
-                    s0, r0 = context_source[cid]
+            if cid in context_source:
+                s0, r0 = context_source[cid]
+                if texts[cid] != text:
                     raise DataError(
                         f"{source}: row {i}: column 'context' for context_id {cid!r} differs from {s0} row {r0}; "
                         "one context_id must have one text"
                     )
-            else:
-                corpus[cid] = Document(context_id=cid, subset=name, text=text, metadata=meta)
-                context_source[cid] = (source, i)
             split = _clean(row.get("split")) or default_split
+            if cid not in context_source:
+                context_source[cid] = (source, i)
+                texts[cid] = text
+            if cid not in corpus and (not corpus_splits or split in corpus_splits):
+                corpus[cid] = Document(context_id=cid, subset=name, text=text, metadata=meta)
             if question_splits and split not in question_splits:
                 continue
             question = _clean(row.get("question")).strip()
@@ -252,7 +260,15 @@ def rows_to_subset(
                 )
             )
     if not corpus:
-        raise DataError(f"subset {name}: the corpus is empty (sources: {', '.join(sources) or 'none'})")
+        splits = f" of dataset.corpus_splits={list(corpus_splits)}" if corpus_splits else ""
+        raise DataError(f"subset {name}: the corpus{splits} is empty (sources: {', '.join(sources) or 'none'})")
+    orphans = [q for q in questions if q.context_id not in corpus]
+    if orphans:
+        q = orphans[0]
+        raise DataError(
+            f"dataset.corpus_splits={list(corpus_splits or [])} leaves out the gold context of {len(orphans)} {name} question(s) "
+            f"(e.g. id {q.id!r}, split {q.split!r}); allowed: splits that hold them, or dataset.question_splits limited to the corpus's"
+        )
     if stats["non_numeric_gold"]:
         log.warning("subset %s: %d questions have a non-numeric gold answer; excluded from NM", name, stats["non_numeric_gold"])
     return Subset(name=name, questions=questions, corpus=list(corpus.values()), sources=sources, stats=stats)
@@ -305,6 +321,7 @@ def load_subsets(
     source: str = "auto",
     path: str | Path | None = None,
     question_splits: Sequence[str] | None = None,
+    corpus_splits: Sequence[str] | None = None,
     limit: int | None = None,
     seed: int = 0,
     hub_revision: str | None = None,
@@ -336,7 +353,8 @@ def load_subsets(
             raise DataError(f"dataset.path={path}: no {name}_<split>.parquet or .jsonl file found for subset {name}")
         else:
             frames = _load_hub(name, hub_revision)
-        subset = rows_to_subset(name, frames, question_splits=question_splits, skip_empty_questions=skip_empty_questions)
+        subset = rows_to_subset(name, frames, question_splits=question_splits, corpus_splits=corpus_splits,
+                                skip_empty_questions=skip_empty_questions)
         subset = subsample_corpus(subset, corpus_size, seed if corpus_seed is None else corpus_seed)
         subset.stats["questions_total"] = len(subset.questions)
         subset.questions = sample_questions(subset.questions, limit, seed)
@@ -358,6 +376,7 @@ def loader_args(cfg: Any) -> dict[str, Any]:
         source=ds.source,
         path=ds.get("path"),
         question_splits=list(ds.question_splits) if ds.get("question_splits") else None,
+        corpus_splits=list(ds.corpus_splits) if ds.get("corpus_splits") else None,
         limit=ds.get("limit"),
         seed=int(cfg.seed),
         hub_revision=ds.get("hub_revision"),

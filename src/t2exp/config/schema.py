@@ -39,6 +39,7 @@ class DatasetConfig:
     source: str = "auto"  # auto | local | hub
     path: str | None = None
     question_splits: list[str] | None = None
+    corpus_splits: list[str] | None = None  # the corpus: contexts of these splits' rows (null = every loaded split)
     limit: int | None = None
     hub_revision: str | None = None
     skip_empty_questions: bool = True
@@ -56,9 +57,10 @@ class DatasetConfig:
         one_of("dataset.source", self.source, ("auto", "local", "hub"))
         at_least("dataset.limit", self.limit, 1, optional=True)
         at_least("dataset.corpus_size", self.corpus_size, 1, optional=True)
-        splits = self.question_splits
-        require(splits is None or all(isinstance(s, str) and s for s in splits), "dataset.question_splits", splits,
-                "null or a list of split names, e.g. [test]")
+        for key in ("question_splits", "corpus_splits"):
+            splits = getattr(self, key)
+            require(splits is None or all(isinstance(s, str) and s for s in splits), f"dataset.{key}", splits,
+                    "null or a list of split names, e.g. [test]")
         if self.source == "local":
             require(self.path is not None and str(self.path).strip() != "", "dataset.path", self.path,
                     "a directory of <Subset>_<split>.parquet|jsonl files, or one such file (dataset.source=local)")
