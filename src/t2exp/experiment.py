@@ -182,6 +182,9 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         "question": q.question,
         "retrieved": ranked,
         "scores": None if hits is None else [round(s, 6) for _, s in hits],
+        # the dense similarity of each retrieved document the method's dense retriever returned
+        # (None: BM25-only); what the authors' metrics re-sort by (methods.Ranking)
+        "retrieved_dense": _dense_of(hits),
         "n_contexts": len(contexts),
         "generation": None if gen is None else gen.text,
         "program": parsed.program if parsed else None,
@@ -194,6 +197,13 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         "completion_tokens": None if gen is None else gen.completion_tokens,
         **m,
     }
+
+
+def _dense_of(hits) -> list[float | None] | None:  # noqa: ANN001
+    dense = getattr(hits, "dense", None)
+    if not dense:
+        return None
+    return [None if cid not in dense else round(float(dense[cid]), 6) for cid, _ in hits]
 
 
 def _write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:

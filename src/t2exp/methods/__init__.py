@@ -10,7 +10,7 @@ A method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -22,6 +22,22 @@ from t2exp.indexing import Index, build_index
 from t2exp.queries import QueryBuilder
 
 Hits = list[tuple[str, float]]
+
+
+class Ranking(list):
+    """A method's ranked hits ``[(context_id, score), ...]`` (a list, usable as ``Hits``) and, for
+    the documents its dense retriever returned, their dense similarities (``dense``). Fused or
+    reranked scores never overwrite them; the T²-RAGBench authors' metrics re-sort by them
+    (``*_paper_order`` in t2exp.evaluation.metrics)."""
+
+    def __init__(self, hits: Iterable[tuple[str, float]] = (), dense: Iterable[tuple[str, float]] | dict[str, float] = ()) -> None:
+        super().__init__(hits)
+        self.dense: dict[str, float] = dict(dense)
+
+
+def dense_rankings(hits_per_question: list[Hits]) -> list[Ranking]:
+    """Rankings of a dense retriever: each hit's score is its dense similarity."""
+    return [Ranking(h, dense=h) for h in hits_per_question]
 
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from t2exp.methods import RetrievingMethod
+from t2exp.methods import RetrievingMethod, dense_rankings
 
 
 class Base(RetrievingMethod):
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         qv = index.embedder.embed_queries(self.queries(questions))
-        return index.store.dense(qv, k)
+        return dense_rankings(index.store.dense(qv, k))

@@ -9,7 +9,7 @@ candidate lists have ``max(k, candidate_depth)`` entries.
 from __future__ import annotations
 
 from t2exp.fusion import fuse
-from t2exp.methods import RetrievingMethod
+from t2exp.methods import Ranking, RetrievingMethod
 
 LEXICAL = ("bm25s", "rank_bm25", "store")
 
@@ -31,4 +31,4 @@ class Hybrid(RetrievingMethod):
         depth = max(k, self.candidate_depth)
         dense = index.store.dense(qv, depth)
         lexical = index.lexical(self.lexical).search(texts, depth)
-        return [fuse(d, s, k, self.alpha, self.fusion) for d, s in zip(dense, lexical, strict=False)]
+        return [Ranking(fuse(d, s, k, self.alpha, self.fusion), dense=d) for d, s in zip(dense, lexical, strict=True)]

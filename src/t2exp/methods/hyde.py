@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from t2exp.methods import RetrievingMethod, Services
+from t2exp.methods import RetrievingMethod, Services, dense_rankings
 
 
 class HyDE(RetrievingMethod):
@@ -41,4 +41,4 @@ class HyDE(RetrievingMethod):
         return pv
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        return index.store.dense(self.query_vectors(questions, index), k)
+        return dense_rankings(index.store.dense(self.query_vectors(questions, index), k))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from t2exp.fusion import unit_scale
+from t2exp.methods import Ranking
 from t2exp.methods.hybrid import Hybrid
 
 _SUFFIXES = {
@@ -63,7 +64,8 @@ class MetadataHybrid(Hybrid):
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         depth = max(k, self.candidate_depth)
         fused = super().retrieve(questions, index, depth)
-        return [self.boosted_ranking(q.question, hits, index, k) for q, hits in zip(questions, fused, strict=True)]
+        return [Ranking(self.boosted_ranking(q.question, hits, index, k), dense=getattr(hits, "dense", {}))
+                for q, hits in zip(questions, fused, strict=True)]
 
     def boosted_ranking(self, question: str, hits: list[tuple[str, float]], index, k: int) -> list[tuple[str, float]]:  # noqa: ANN001
         """Fused candidates on [0, 1] plus their boosts, best first (ties keep the fused order)."""

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from t2exp.methods import RetrievingMethod
+from t2exp.methods import Ranking, RetrievingMethod
 from t2exp.methods.base import Base
 from t2exp.methods.hybrid import Hybrid
 
@@ -41,7 +41,7 @@ class Rerank(RetrievingMethod):
             ids = [cid for cid, _ in hits]
             scores = self.reranker.score(query, [index.docs[cid].text for cid in ids])
             ranked = sorted(zip(ids, scores, strict=False), key=lambda t: -t[1])
-            out.append([(cid, float(s)) for cid, s in ranked][:k])
+            out.append(Ranking([(cid, float(s)) for cid, s in ranked][:k], dense=getattr(hits, "dense", {})))
         return out
 
     def stats(self) -> dict[str, float]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from t2exp import documents
 from t2exp.indexing import build_index
-from t2exp.methods import RetrievingMethod
+from t2exp.methods import RetrievingMethod, dense_rankings
 
 
 def summarize_corpus(subset, services) -> dict[str, str]:  # noqa: ANN001
@@ -36,7 +36,7 @@ class _SummaryIndexed(RetrievingMethod):
         )
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        return index.store.dense(index.embedder.embed_queries(self.queries(questions)), k)
+        return dense_rankings(index.store.dense(index.embedder.embed_queries(self.queries(questions)), k))
 
     def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
         ids = [cid for cid, _ in (hits or [])[:k]]
