@@ -154,6 +154,7 @@ def test_the_paper_experiment_sets_the_authors_protocol_for_every_method(method,
     assert typed.query.template == "{company_name} : {question}"
     assert typed.query.instruction.startswith("Instruct: Given a question about a company") and typed.query.instruction.endswith("{query}")
     assert cfg.embedder.query_template == "{text}"  # the instruction is not wrapped twice
+    assert cfg.generator.answer_mode == "json"
     if method == "hybrid":
         assert (cfg.rag_method.fusion, cfg.rag_method.lexical) == ("paper_rank", "rank_bm25")
     if method == "reranker":

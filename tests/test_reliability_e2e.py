@@ -492,3 +492,21 @@ def test_api_keys_appear_in_no_param_tag_artifact_hydra_file_or_output(tmp_path,
     assert _files_containing(cache, SECRETS) == []
     for proc in (single, swept):
         assert all(s not in proc.stdout + proc.stderr for s in SECRETS)
+
+
+@pytest.mark.slow
+def test_paper_json_answers_end_to_end(tmp_path, dirs):
+    """+experiment=paper over the OpenAI wire protocol: every request carries the answer schema as
+    structured output, and each prediction records the parsed JSON fields; a broken answer is no answer."""
+    cache, track = dirs
+    answers = iter([json.dumps({"reasoning_steps": ["a"], "final_formula": "2 * 3", "computed_formula": "6.0"}), "not json"])
+    srv = FakeOpenAIServer(model=MODEL, reply=lambda messages: next(answers)).start()
+    try:
+        proc = run_t2exp(["+experiment=paper", *gen_args(srv.base_url, 2)], cache, track)
+    finally:
+        srv.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(b["response_format"]["type"] == "json_schema" for b in srv.requests) and len(srv.requests) == 2
+    rows = sorted(read_rows(prediction_file(cache)), key=lambda r: r["json_valid"])
+    assert rows[0]["json_valid"] is False and rows[0]["prediction"] is None
+    assert rows[1]["json_valid"] is True and rows[1]["prediction"] == 6.0 and rows[1]["final_formula_value"] == 6.0

@@ -4,22 +4,44 @@
 - ``cot``: reasoning, then a "Final answer:" line.
 - ``program``: an arithmetic expression over numbers quoted from the context ("Program: <expr>"),
   evaluated by ``t2exp.safe_eval``; when no program parses, the number in the text is used.
+- ``json``: the T²-RAGBench authors' answer: one JSON object ``{"reasoning_steps": [str],
+  "final_formula": str, "computed_formula": str}`` (``ANSWER_SCHEMA``), requested as structured
+  output where the backend supports it (``response_format`` on OpenAI-compatible servers, vLLM's
+  structured outputs in process); the local transformers generator has no constrained decoding,
+  so its text is read for the first JSON object. The answer is ``computed_formula`` read as the
+  authors read it, with bare ``float()``; invalid JSON, a missing key or a non-float
+  ``computed_formula`` is no answer (NM 0). ``final_formula`` is kept and, when ``safe_eval`` can
+  evaluate it, its value too (``final_formula_value``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from t2exp.errors import ConfigError
 from t2exp.evaluation.numbers import extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval
 
-MODES = ("direct", "cot", "program")
+MODES = ("direct", "cot", "program", "json")
 # stop sequences used when ``generator.sampling.stop`` is null: one-line answer modes stop at a
 # blank line (small models otherwise ramble until max_tokens), reasoning runs on
-MODE_STOPS: dict[str, tuple[str, ...]] = {"direct": ("\n\n",), "program": ("\n\n",), "cot": ()}
+MODE_STOPS: dict[str, tuple[str, ...]] = {"direct": ("\n\n",), "program": ("\n\n",), "cot": (), "json": ()}
+ANSWER_KEYS = ("reasoning_steps", "final_formula", "computed_formula")
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning_steps": {"type": "array", "items": {"type": "string"}},
+        "final_formula": {"type": "string"},
+        "computed_formula": {"type": "string"},
+    },
+    "required": list(ANSWER_KEYS),
+    "additionalProperties": False,
+}
 _PROGRAM_RE = re.compile(r"program\s*:\s*(.+)", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```(?:python)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -29,6 +51,49 @@ class ParsedAnswer:
     value: float | None
     program: str | None = None
     program_error: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # answer-mode specific, recorded with the prediction
+
+
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` (a bare object, or one inside prose or a code fence)."""
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch != "{":
+            continue
+        try:
+            obj, _ = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def bare_float(value: object) -> float | None:
+    """The authors' reading of an answer string: ``float(value)`` or nothing (finite only)."""
+    try:
+        x = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def parse_json_answer(text: str) -> ParsedAnswer:
+    obj = first_json_object(text)
+    if obj is None or any(k not in obj for k in ANSWER_KEYS):
+        missing = "no JSON object" if obj is None else f"missing {', '.join(k for k in ANSWER_KEYS if k not in obj)}"
+        return ParsedAnswer(value=None, program_error=f"invalid JSON answer: {missing}", fields={"json_valid": False})
+    formula = str(obj.get("final_formula") or "")
+    try:
+        formula_value: float | None = safe_eval(formula) if formula.strip() else None
+    except UnsafeProgram:
+        formula_value = None
+    return ParsedAnswer(
+        value=bare_float(obj.get("computed_formula")),
+        program=formula or None,
+        fields={"json_valid": True, "final_formula": formula, "computed_formula": str(obj.get("computed_formula")),
+                "final_formula_value": formula_value, "reasoning_steps": obj.get("reasoning_steps")},
+    )
 
 
 def build_messages(prompts: PromptLibrary, mode: str, question: str, contexts: list[str]) -> list[dict[str, str]]:
@@ -52,6 +117,8 @@ def _program_candidates(text: str) -> list[str]:
 
 def parse_answer(mode: str, text: str) -> ParsedAnswer:
     text = strip_reasoning(text or "")
+    if mode == "json":
+        return parse_json_answer(text)
     if mode == "program":
         error = None
         for cand in _program_candidates(text):

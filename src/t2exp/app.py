@@ -64,11 +64,12 @@ def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
 
 def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
-    from t2exp.answers import MODE_STOPS
+    from t2exp.answers import ANSWER_SCHEMA, MODE_STOPS
 
     d = _to_dict(cfg) if cfg is not None else {}
     stop = d.pop("stop", None)
-    return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop))
+    schema = ANSWER_SCHEMA if answer_mode == "json" else None
+    return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop), json_schema=schema)
 
 
 def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Components:

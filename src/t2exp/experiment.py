@@ -189,6 +189,7 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         "generation": None if gen is None else gen.text,
         "program": parsed.program if parsed else None,
         "program_error": parsed.program_error if parsed else None,
+        **(parsed.fields if parsed else {}),
         "prediction": pred,
         "gold": q.gold,
         "gold_raw": q.gold_raw,

@@ -274,6 +274,7 @@ class NoGeneratorConfig:
     """``generator=none``: retrieval only."""
 
     name: str = "none"
+    answer_mode: str = "direct"  # unused without a generator; lets an experiment set it for every generator
 
 
 @dataclass

@@ -16,10 +16,15 @@ class Sampling:
     max_tokens: int = 256
     seed: int = 0
     stop: tuple[str, ...] = ()
+    # a JSON schema the answer must follow (answer_mode=json), sent as structured output where the
+    # backend supports it; part of the LLM-cache key
+    json_schema: dict | None = field(default=None, hash=False, compare=False)
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["stop"] = list(self.stop)
+        if self.json_schema is None:
+            d.pop("json_schema")  # keys of answers cached before structured output existed stay valid
         return d
 
 

@@ -136,6 +136,8 @@ class OpenAICompatGenerator:
         }
         if sampling.stop:
             kwargs["stop"] = list(sampling.stop)
+        if sampling.json_schema is not None:  # structured output (OpenAI, vLLM's server: guided decoding)
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": sampling.json_schema}}
         return kwargs
 
     def _parse(self, resp: Any) -> Generation:

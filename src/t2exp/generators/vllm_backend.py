@@ -38,6 +38,21 @@ def vllm_fingerprint(model: str, quantization: str | None, dtype: str, reasoning
     return content_key("vllm", model, quantization, dtype, bool(reasoning))[:16]
 
 
+def _structured_output(schema: dict | None) -> dict[str, Any]:
+    """vLLM's guided decoding for a JSON schema: ``structured_outputs`` (vLLM >= 0.10.2), else the
+    older ``guided_decoding``."""
+    if schema is None:
+        return {}
+    try:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return {"structured_outputs": StructuredOutputsParams(json=schema)}
+    except ImportError:
+        from vllm.sampling_params import GuidedDecodingParams
+
+        return {"guided_decoding": GuidedDecodingParams(json=schema)}
+
+
 class VLLMGenerator:
     def __init__(
         self,
@@ -130,6 +145,7 @@ class VLLMGenerator:
             max_tokens=sampling.max_tokens,
             seed=sampling.seed,
             stop=list(sampling.stop) or None,
+            **_structured_output(sampling.json_schema),
         )
         t0 = time.perf_counter()
         outputs = llm.chat(prompts, params, use_tqdm=False)
