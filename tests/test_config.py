@@ -160,3 +160,16 @@ def test_the_paper_experiment_sets_the_authors_protocol_for_every_method(method,
     if method == "reranker":
         assert cfg.rag_method.first_stage == "base"
     assert compose_cfg(f"rag_method={method}").query.template == "{question}"  # t2exp's own protocol otherwise
+
+
+def test_paper_hyde_asks_for_a_plain_passage_of_the_bare_question(keys):
+    from t2exp.data import Question
+    from t2exp.infra.paths import PROMPTS_DIR
+    from t2exp.prompts import PromptLibrary
+
+    cfg = compose_cfg("+experiment=paper", "rag_method=hyde")
+    assert cfg.rag_method.prompt == "hyde_paper" and compose_cfg("rag_method=hyde").rag_method.prompt == "hyde"
+    method = build_method(cfg.rag_method)
+    q = Question(id="q", subset="FinQA", split="dev", context_id="c", question="What was revenue?", gold=1.0, gold_raw="1")
+    text = PromptLibrary(PROMPTS_DIR).render(method.prompt, question=q.question)
+    assert text.startswith("Please write a passage to answer the question.") and "What was revenue?" in text

@@ -88,6 +88,7 @@ class RerankMethodConfig(HybridConfig):
 @dataclass
 class HydeConfig(RagMethodConfig):
     question_weight: float = 0.0
+    prompt: str = "hyde"  # a template in prompts/: hyde (a 10-K passage with a table) or hyde_paper
 
     def __post_init__(self) -> None:
         between("rag_method.question_weight", self.question_weight, 0.0, 1.0)

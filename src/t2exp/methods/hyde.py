@@ -13,8 +13,9 @@ from t2exp.methods import RetrievingMethod, Services, dense_rankings
 class HyDE(RetrievingMethod):
     needs_generator = True
 
-    def __init__(self, name: str = "hyde", question_weight: float = 0.0) -> None:
+    def __init__(self, name: str = "hyde", question_weight: float = 0.0, prompt: str = "hyde") -> None:
         super().__init__(name)
+        self.prompt = prompt  # the template in prompts/ (hyde_paper: the authors' plain request)
         self.question_weight = question_weight
         self.services: Services | None = None
         self.passages: dict[str, str] = {}
@@ -26,7 +27,7 @@ class HyDE(RetrievingMethod):
     def hypothetical(self, questions) -> list[str]:  # noqa: ANN001
         s = self.services
         assert s is not None and s.generator is not None, "prepare() sets the services, with a generator"
-        prompts = [[{"role": "user", "content": s.prompts.render("hyde", question=q.question)}] for q in questions]
+        prompts = [[{"role": "user", "content": s.prompts.render(self.prompt, question=q.question)}] for q in questions]
         gens = s.generator.generate(prompts, s.aux_sampling)
         return [g.text.strip() for g in gens]
 
