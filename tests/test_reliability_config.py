@@ -90,6 +90,11 @@ def one_line_error(*overrides: str) -> str:
         (["generator=llama33_70b", "generator.backend=tgi"], ["generator.backend='tgi'", "openai, vllm, vllm_server"]),
         (["generator.sampling.max_tokens=many"], ["generator.sampling.max_tokens=many", "an integer"]),
         (["rag_method.alfa=0.3"], ["rag_method.alfa", "not a setting", "HybridConfig"]),
+        # `+key=` appends even to a structured node: refused in the pre-flight all the same (issue 17, item 6)
+        (["+foo=1"], ["foo is not a setting of Config", "allowed: experiment_name, k"]),
+        (["+rag_method.alpah=0"], ["rag_method.alpah is not a setting of HybridConfig", "alpha"]),
+        (["generator=none", "+generator.foo=1"], ["generator.foo is not a setting of NoGeneratorConfig"]),
+        (["+embedder.foo=2"], ["embedder.foo is not a setting of SentenceTransformerConfig", "batch_size"]),
         (["embedder.query_template=q"], ["embedder.query_template='q'", "{text}"]),
         (["rag_method=reranker", "reranker.stride=500"], ["reranker.stride=500", "chunk_words"]),
         (["generator=vllm_server", "generator.command=[/no/such/python]"], ["generator.command='/no/such/python'"]),

@@ -61,6 +61,7 @@ def check(cfg: DictConfig) -> Config:
     rules. Raises ``ConfigError``; returns the typed object."""
     plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
     try:
+        refuse_unknown_keys(plain)
         typed = OmegaConf.to_object(plain)
         check_rules(plain)
     except ConfigError:
@@ -69,6 +70,21 @@ def check(cfg: DictConfig) -> Config:
         raise config_error(exc, plain) from None
     assert isinstance(typed, Config) or dataclasses.is_dataclass(typed) or isinstance(typed, dict)
     return typed  # type: ignore[return-value]
+
+
+def refuse_unknown_keys(node: Any, prefix: str = "") -> None:
+    """Keys a schema does not declare. Hydra's ``+key=value`` appends even to a structured node, so
+    ``+foo=1`` or ``+rag_method.alpah=0`` would otherwise pass silently or fail deep in a constructor."""
+    if not isinstance(node, DictConfig):
+        return
+    kind = OmegaConf.get_type(node)
+    if kind is not None and dataclasses.is_dataclass(kind):
+        allowed = [f.name for f in dataclasses.fields(kind)]
+        for key in map(str, node.keys()):
+            if key not in allowed:
+                raise ConfigError(f"{prefix}{key} is not a setting of {kind.__name__}; allowed: {', '.join(allowed)}")
+    for key in map(str, node.keys()):
+        refuse_unknown_keys(node._get_node(key), f"{prefix}{key}.")
 
 
 _KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "a string"}
