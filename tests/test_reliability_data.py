@@ -172,3 +172,18 @@ def test_files_are_read_once_per_process(tmp_path, monkeypatch):
     frame(2).to_parquet(tmp_path / "FinQA_test.parquet")  # a changed file is read again
     (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
     assert len(calls) == 2 and len(sub.questions) == 2
+
+
+def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path):
+    """Issue 17, item 8: the hint named dataset.question_splits, which was not the cause."""
+    import pandas as pd
+
+    from t2exp.data import load_subsets
+    from t2exp.errors import DataError
+
+    pd.DataFrame({"id": ["a", "b"], "context_id": ["c", "d"], "question": ["", " "], "program_answer": ["1", "2"],
+                  "context": ["t1", "t2"]}).to_parquet(tmp_path / "FinQA_test.parquet")
+    with pytest.raises(DataError) as err:
+        load_subsets(subsets=["FinQA"], path=tmp_path, source="local")
+    msg = str(err.value)
+    assert "FinQA_test.parquet" in msg and "column 'question' is empty in all 2 rows" in msg and "question_splits" not in msg

@@ -359,6 +359,12 @@ def load_subsets(
         subset.stats["questions_total"] = len(subset.questions)
         subset.questions = sample_questions(subset.questions, limit, seed)
         if not subset.questions:
+            skipped = subset.stats.get("empty_questions_skipped", 0)
+            if skipped and not question_splits:
+                raise DataError(
+                    f"{', '.join(subset.sources)}: column 'question' is empty in all {skipped} rows of subset {name}; "
+                    "fill the questions, or check that the file is the right one"
+                )
             raise DataError(
                 f"subset {name}: no questions left (question_splits={list(question_splits or [])}); "
                 "check dataset.question_splits"
