@@ -8,6 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
+from t2exp import hub
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
 from t2exp.infra.cache import content_key
@@ -74,12 +75,10 @@ class SentenceTransformerEmbedder:
                 ) from None
             path = str(mod.get_model_path())
         dtype = getattr(torch, self._torch_dtype_name)
-        m = SentenceTransformer(
-            path,
-            device=self.device,
-            revision=self.revision,
-            trust_remote_code=self.trust_remote_code,
-            model_kwargs={"dtype": dtype},
+        m = hub.load(
+            lambda: SentenceTransformer(path, device=self.device, revision=self.revision, trust_remote_code=self.trust_remote_code,
+                                        model_kwargs={"dtype": dtype}),
+            "embedder", self.model_id, self.revision,
         )
         m.max_seq_length = self.max_tokens
         dim = m.get_embedding_dimension()

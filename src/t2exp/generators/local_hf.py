@@ -16,6 +16,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
+from t2exp import hub
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
 from t2exp.generators import Generation, Messages, OnResult, Sampling
@@ -123,8 +124,8 @@ class TransformersGenerator:
         if self.threads:
             torch.set_num_threads(self.threads)
         path = self._checkpoint()
-        tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
+        tok = hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
+        model = hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)
         model.to(self.device)
         model.eval()
         return tok, model

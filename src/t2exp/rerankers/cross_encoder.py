@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from t2exp import hub
 from t2exp.embedders import resolve_device
 from t2exp.rerankers import TruncationCounter
 
@@ -23,7 +24,8 @@ class CrossEncoderReranker:
     def model(self):  # noqa: ANN201
         from sentence_transformers import CrossEncoder
 
-        return CrossEncoder(self.model_id, max_length=self.max_length, device=self.device, revision=self.revision)
+        return hub.load(lambda: CrossEncoder(self.model_id, max_length=self.max_length, device=self.device, revision=self.revision),
+                        "reranker", self.model_id, self.revision)
 
     def score(self, query: str, documents: list[str]) -> list[float]:
         docs = self.trunc.apply(documents)

@@ -1,0 +1,44 @@
+"""A hub model that cannot be had (offline and not cached, a typo) is one line, not a traceback
+(issue 17, item 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from t2exp import hub
+from t2exp.errors import ConfigError
+
+
+def _offline() -> None:
+    raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files.")
+
+
+def test_a_missing_model_is_one_line_naming_group_model_revision_and_fix(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError) as err:
+        hub.load(_offline, "embedder", "intfloat/multilingual-e5-large-instruct", "abc123")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("embedder.model='intfloat/multilingual-e5-large-instruct' (revision abc123)")
+    assert "hf download intfloat/multilingual-e5-large-instruct --revision abc123" in msg and "unset HF_HUB_OFFLINE" in msg
+
+
+def test_other_errors_are_not_disguised():
+    def broken() -> None:
+        raise ValueError("dtype mismatch")
+
+    with pytest.raises(ValueError, match="dtype mismatch"):
+        hub.load(broken, "embedder", "m")
+    assert hub.load(lambda: 42, "embedder", "m") == 42
+
+
+@pytest.mark.slow
+def test_an_uncached_hub_embedder_offline_ends_in_one_line_and_a_failed_run(tmp_path):
+    from conftest import mlflow_runs, run_app
+
+    proc = run_app(["embedder=e5", "generator=none", "dataset=finqa", "dataset.limit=2"], tmp_path / "cache", tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("t2exp: error: embedder.model='intfloat/multilingual-e5-large-instruct'") and "hf download" in line
+    _, runs = mlflow_runs(tmp_path)
+    assert [r.info.status for r in runs] == ["FAILED"] and "hf download" in runs[0].data.tags["t2exp.error"]
