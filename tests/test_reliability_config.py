@@ -231,6 +231,17 @@ def test_secret_overrides_move_to_the_environment():
                    "T2EXP_SECRET_HF_TOKEN": "abc123456789"}
 
 
+def test_a_swept_secret_is_refused_before_anything_is_written():
+    """Issue 17, item 1: `generator.api_key=sk-A,sk-B` used to land in multirun.yaml, each cell's
+    .hydra/ and the parent run's tags."""
+    env: dict[str, str] = {}
+    with pytest.raises(ConfigError) as err:
+        move_secret_overrides(["-m", "generator=openai_compat", "generator.api_key=sk-test-AAA,sk-test-BBB"], env)
+    msg = str(err.value)
+    assert "\n" not in msg and "generator.api_key is invalid as a sweep" in msg and "generator.api_key_env=KEY_A,KEY_B" in msg
+    assert "sk-test" not in msg and env == {}
+
+
 def test_moved_secret_resolves_in_the_composed_config(monkeypatch):
     env: dict[str, str] = {}
     (o,) = move_secret_overrides(["generator.api_key=sk-resolvesfine123"], env)

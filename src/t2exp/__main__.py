@@ -86,7 +86,13 @@ def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
         except Exception:  # noqa: BLE001 - not an override Hydra accepts: Hydra reports it
             out.append(arg)
             continue
-        if o.is_sweep_override() or o.is_delete():
+        if o.is_sweep_override():  # Hydra would write every value to multirun.yaml and each cell's .hydra/
+            raise ConfigError(
+                f"{o.key_or_group} is invalid as a sweep: a secret cannot be swept, its values would be written in clear to "
+                f"Hydra's files; allowed: one key per environment variable, swept by name "
+                f"(e.g. {o.key_or_group}_env=KEY_A,KEY_B where the component has one)"
+            )
+        if o.is_delete():
             out.append(arg)
             continue
         env = SECRET_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", o.key_or_group).upper()
@@ -204,9 +210,9 @@ def preflight(argv: list[str]) -> int:
 
 def main() -> None:
     """Console entry point (``t2exp``) and ``python -m t2exp``."""
-    sys.argv[1:] = move_secret_overrides(sys.argv[1:])
     install_log_redaction()
     try:
+        sys.argv[1:] = move_secret_overrides(sys.argv[1:])
         preflight(sys.argv[1:])
     except T2ExpError as exc:
         _fail(exc)

@@ -20,7 +20,7 @@ from typing import Any, cast
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.infra.tracking import PARENT_ENV, ensure_tracking
+from t2exp.infra.tracking import PARENT_ENV, ensure_tracking, redact_overrides, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ class MLflowSweepCallback(Callback):
         self.uri = str(tr.uri)
         exp_id = ensure_tracking(self.uri, str(tr.experiment), tr.get("artifact_location"))
         client = MlflowClient(tracking_uri=self.uri)
-        overrides = " ".join(cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or [])
+        task = cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or []
+        overrides = redact_text(" ".join(redact_overrides(task)))  # the same redaction as every child's tags
         name = f"sweep {overrides}"[:250]
         run = client.create_run(
             exp_id,
