@@ -110,3 +110,23 @@ def test_sigkill_mid_write_leaves_readable_caches(tmp_path):
     n = len(kv)
     assert n > 0 and n % 20 == 0  # whole transactions only
     assert all(json.loads(line) for line in log_p.read_text().splitlines())
+
+
+def test_a_damaged_page_inside_a_sqlite_cache_is_one_line_not_a_traceback(tmp_path):
+    """Issue 17, item 2: a page damaged in the middle of embeddings.sqlite gave
+    `sqlite3.DatabaseError: database disk image is malformed` halfway through a run."""
+    from t2exp.infra.cache import CorruptCacheError
+
+    path = tmp_path / "embeddings.sqlite"
+    kv = KVCache(path)
+    kv.put_many({f"k{i}": os.urandom(512) for i in range(2000)})
+    kv._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    kv._conn().close()
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # overwrite a page in the middle of the file (past the header page)
+        f.seek((size // 4096 // 2) * 4096)
+        f.write(b"\xff" * 4096)
+    with pytest.raises(CorruptCacheError) as err:
+        KVCache(path).get_many([f"k{i}" for i in range(2000)])
+    msg = str(err.value)
+    assert "\n" not in msg and str(path) in msg and "delete it" in msg

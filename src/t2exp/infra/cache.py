@@ -58,16 +58,27 @@ class KVCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table = table
         self._local = threading.local()
-        try:
+        with self._guard():
             conn = self._conn()
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
             conn.commit()
-        except sqlite3.DatabaseError as exc:
-            raise CorruptCacheError(
-                f"{self.path}: not a usable SQLite cache ({exc}); delete it (and its -wal/-shm files) to start it afresh"
-            ) from None
+            # a damaged page inside the file is found now, not halfway through a run
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError(f"integrity check: {problems[0]}")
         self.hits = 0
         self.misses = 0
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """SQLite errors of a damaged file as one line naming it and the fix."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise CorruptCacheError(
+                f"{self.path}: not a usable SQLite cache ({exc}); delete it (and its -wal/-shm files): it is a cache, "
+                "everything in it is recomputed"
+            ) from None
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -82,10 +93,11 @@ class KVCache:
         keys = list(dict.fromkeys(keys))
         out: dict[str, bytes] = {}
         conn = self._conn()
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
-            out.update({k: bytes(v) for k, v in conn.execute(q, chunk)})
+        with self._guard():
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
+                out.update({k: bytes(v) for k, v in conn.execute(q, chunk)})
         self.hits += len(out)
         self.misses += len(keys) - len(out)
         return out
@@ -97,14 +109,15 @@ class KVCache:
         if not items:
             return
         conn = self._conn()
-        with conn:
+        with self._guard(), conn:
             conn.executemany(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", list(items.items()))
 
     def put(self, key: str, value: bytes) -> None:
         self.put_many({key: value})
 
     def __len__(self) -> int:
-        return int(self._conn().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+        with self._guard():
+            return int(self._conn().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
 
 
 class JsonlLog:
