@@ -485,3 +485,23 @@ def test_weaviate_unreachable_server_is_one_line_remote_error() -> None:
 def test_import_t2exp_does_not_import_weaviate() -> None:
     code = "import sys, t2exp, t2exp.stores, t2exp.stores.weaviate_store; assert 'weaviate' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_lancedb_table_with_lost_data_files_is_rebuilt_not_trusted(tmp_path) -> None:
+    """Issue 17, item 3: a table whose completion marker remains but whose data files are gone was
+    opened as complete and the run died with `lance error: Not found`."""
+    import shutil
+
+    vecs = np.eye(4, 8, dtype=np.float32)
+    store = LanceDBStore(str(tmp_path / "db"))
+    assert store.open("k1") is False
+    store.add(["a", "b", "c", "d"], ["alpha", "beta", "gamma", "delta"], vecs, [{}] * 4)
+    store.finalize()
+    data = tmp_path / "db" / f"{store.table_name}.lance" / "data"
+    shutil.rmtree(data)  # the fragments are gone, the marker stays
+    again = LanceDBStore(str(tmp_path / "db"))
+    assert again.open("k1") is False  # rebuilt from the cached embeddings, not trusted
+    again.add(["a", "b", "c", "d"], ["alpha", "beta", "gamma", "delta"], vecs, [{}] * 4)
+    again.finalize()
+    assert [c for c, _ in again.dense(vecs[:1], 1)[0]] == ["a"]
+    assert LanceDBStore(str(tmp_path / "db")).open("k1") is True  # an intact table is reused

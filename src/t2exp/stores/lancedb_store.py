@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,13 +49,35 @@ class LanceDBStore:
         self.table_name = _table_name(key)
         exists = self.table_name in self.db.list_tables().tables
         if exists and self._marker().exists():
-            self.table = self.db.open_table(self.table_name)
-            return True
-        if exists:  # an interrupted build: start over
+            problem = self._verify()
+            if problem is None:
+                return True
+            # a complete-marked table whose data cannot be read (files deleted or damaged): rebuilt
+            # from the cached embeddings rather than trusted
+            log.warning("lancedb: table %s is marked complete but %s; rebuilding it", self.table_name, problem)
+            self._marker().unlink(missing_ok=True)
+        elif exists:  # an interrupted build: start over
             log.warning("lancedb: dropping incomplete table %s", self.table_name)
-            self.db.drop_table(self.table_name)
+        if exists:
+            try:
+                self.db.drop_table(self.table_name)
+            except Exception:  # noqa: BLE001 - a damaged table may not even drop: remove its directory
+                shutil.rmtree(Path(self.uri) / f"{self.table_name}.lance", ignore_errors=True)
         self.table = None
         return False
+
+    def _verify(self) -> str | None:
+        """None when the table opens, has the rows its marker recorded, and its data reads back."""
+        try:
+            self.table = self.db.open_table(self.table_name)
+            rows = int(json.loads(self._marker().read_text()).get("rows", -1))
+            n = self.count()
+            if rows >= 0 and n != rows:
+                return f"has {n} rows, not the {rows} it was built with"
+            self.table.search().select(["id"]).limit(max(n, 1)).to_arrow()  # every fragment opened (ids only: cheap)
+        except Exception as exc:  # noqa: BLE001 - lance raises several kinds for missing/damaged files
+            return f"cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
+        return None
 
     def add(self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, metadata: Sequence[dict]) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
