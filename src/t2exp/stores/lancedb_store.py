@@ -68,6 +68,7 @@ class LanceDBStore:
 
     def _verify(self) -> str | None:
         """None when the table opens, has the rows its marker recorded, and its data reads back."""
+        assert self.table_name is not None, "open() names the table"
         try:
             self.table = self.db.open_table(self.table_name)
             rows = int(json.loads(self._marker().read_text()).get("rows", -1))
