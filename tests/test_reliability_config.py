@@ -336,3 +336,19 @@ def test_error_line_is_redacted(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err == "t2exp: error: bad thing ***\n"
     assert re.fullmatch(r"t2exp: error: [^\n]*\n", err)
+
+
+def test_cell_key_ignores_where_a_cell_runs_and_how_servers_are_reached():
+    """Issue 17, item 4: store.uri, the generator's base_url, timeouts and concurrency (and paths.*)
+    do not change what a cell computes, so they must not change its key; results-changing keys do."""
+    base = {"k": 3, "rag_method": {"name": "hybrid", "alpha": 0.5},
+            "store": {"_target_": "s", "uri": "/a/.t2exp_cache/lancedb", "candidate_depth": 50},
+            "generator": {"name": "g", "model": "m", "base_url": "http://a:8000/v1", "timeout": 600, "max_concurrency": 16},
+            "dataset": {"name": "finqa", "path": "/a/data", "limit": 6}}
+    moved = {**base, "store": {**base["store"], "uri": "/b/cache/lancedb"},
+             "generator": {**base["generator"], "base_url": "http://b:9000/v1", "timeout": 30, "max_concurrency": 2},
+             "dataset": {**base["dataset"], "path": "/mnt/b/data"}, "paths": {"cache": "/b/cache"}}
+    assert cell_key(base, "data-1") == cell_key(moved, "data-1")
+    assert cell_key(base, "data-1") != cell_key(base, "data-2")  # other corpora or questions
+    assert cell_key(base, "data-1") != cell_key({**base, "rag_method": {"name": "hybrid", "alpha": 0.3}}, "data-1")
+    assert cell_key(base, "data-1") != cell_key({**base, "generator": {**base["generator"], "model": "other"}}, "data-1")

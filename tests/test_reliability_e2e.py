@@ -510,3 +510,30 @@ def test_paper_json_answers_end_to_end(tmp_path, dirs):
     rows = sorted(read_rows(prediction_file(cache)), key=lambda r: r["json_valid"])
     assert rows[0]["json_valid"] is False and rows[0]["prediction"] is None
     assert rows[1]["json_valid"] is True and rows[1]["prediction"] == 6.0 and rows[1]["final_formula_value"] == 6.0
+
+
+@pytest.mark.slow
+def test_a_moved_cache_and_another_server_resume_the_finished_cell(tmp_path):
+    """Issue 17, item 4: the same experiment with its cache moved and its model served elsewhere is
+    the same cell: `resume=true` finds its FINISHED run and asks nothing again."""
+    import shutil
+
+    cache_a, cache_b, track = tmp_path / "a" / "cache", tmp_path / "b" / "cache", tmp_path / "track"
+    first = FakeOpenAIServer(model=MODEL, reply=short_reply).start()
+    try:
+        proc = run_t2exp(gen_args(first.base_url, 2), cache_a, track)
+    finally:
+        first.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cache_b.parent.mkdir(parents=True)
+    shutil.move(str(cache_a), str(cache_b))
+    second = FakeOpenAIServer(model=MODEL, reply=short_reply).start()
+    try:
+        proc = run_t2exp([*gen_args(second.base_url, 2, "generator.timeout=30"), "resume=true"], cache_b, track)
+    finally:
+        second.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert second.requests == []  # nothing asked again
+    _, runs = mlflow_runs(track)
+    assert [r.info.status for r in runs] == ["FINISHED"]  # skipped, not run again
+    assert "already FINISHED" in proc.stdout + proc.stderr

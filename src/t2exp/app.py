@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp import config
 from t2exp.data import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError
-from t2exp.experiment import Components, Result, cell_key, run_experiment
+from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.generators import Sampling
 from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.stop import Interrupted, StopRequest
@@ -97,7 +97,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         k=int(cfg.k),
         variant=str(cfg.document.variant),
         cache_dir=cache_dir,
-        run_dir=cache_dir / "runs" / cell_key(_to_dict(cfg)),
+        run_dir=cache_dir / "runs" / cell_key(_to_dict(cfg), data_fingerprint(subsets)),
         aux_sampling=aux_sampling,
         stop=stop or StopRequest(),
         query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
@@ -178,7 +178,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
 def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], stop: StopRequest) -> Result:
     resolved = _to_dict(cfg)
     components = build_components(cfg, stop)
-    key = cell_key(resolved)
+    key = cell_key(resolved, data_fingerprint(components.subsets))
 
     def waiting() -> None:
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", key)

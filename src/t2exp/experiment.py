@@ -216,13 +216,35 @@ def _write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
 
 
-def cell_key(resolved: dict[str, Any]) -> str:
-    """Deterministic key of a sweep cell: hash of the resolved config without bookkeeping keys,
-    plus the content of the prompt templates (an edited prompt is a new cell, never a resume)."""
+# component settings that change where a cell runs or how a server is reached, not what it
+# computes: a moved cache, another mount point or another server for the same weights resume the cell
+OPERATIONAL_KEYS = frozenset({
+    "uri", "base_url", "host", "port", "http_port", "grpc_port", "grpc_host", "http_secure", "grpc_secure", "cluster_url",
+    "connection", "api_key_env", "timeout", "max_concurrency", "max_retries", "backoff_base", "backoff_max", "models_dir",
+    "cache_dir", "startup_timeout", "poll_interval", "command", "extra_args", "env", "threads", "path",
+})
+COMPONENT_GROUPS = ("dataset", "embedder", "store", "generator", "reranker")
+
+
+def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
+    """Deterministic key of a sweep cell: what determines its results — the resolved config without
+    bookkeeping (tracking, paths, resume) and without operational component settings
+    (``OPERATIONAL_KEYS``: locations, endpoints, timeouts, concurrency), plus the content of the
+    prompt templates (an edited prompt is a new cell, never a resume) and ``data``, a fingerprint of
+    the loaded corpora and questions (it stands in for ``dataset.path``)."""
     semantic = {k: v for k, v in resolved.items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
+    for group in COMPONENT_GROUPS:
+        if isinstance(semantic.get(group), dict):
+            semantic[group] = {k: v for k, v in semantic[group].items() if k not in OPERATIONAL_KEYS}
     prompts_dir = (resolved.get("paths") or {}).get("prompts")
     semantic["_prompts"] = prompts_fingerprint(prompts_dir) if prompts_dir else None
+    semantic["_data"] = data
     return content_key(_mask_secrets(semantic))[:16]
+
+
+def data_fingerprint(subsets: list[Subset]) -> str:
+    """The loaded corpora and the questions asked (ids, in order)."""
+    return content_key([(s.name, s.content_hash, [q.id for q in s.questions]) for s in subsets])[:16]
 
 
 def prompts_fingerprint(directory: str | Path) -> str:
