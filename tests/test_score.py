@@ -374,7 +374,7 @@ def test_cli_json_and_csv_formats(gold, bundled_sample, tmp_path, capsys):
 def test_markdown_and_frame(gold):
     r = score(with_retrieved(gold), gold=gold)
     md = r._repr_markdown_()
-    assert md.startswith("| subset | gold | scored | coverage | NM | NM (submitted) | MRR@3 |")
+    assert md.startswith("| subset | gold | scored | coverage | NM | NM (submitted) | NM-bare | NM-strict | MRR@3 |")
     f = r.to_frame()
     assert f.loc["FinQA", "nm"] == pytest.approx(50.0) and f.loc["FinQA", "scored"] == 5
     assert f.loc["avg", "recall_at_5"] == pytest.approx(400 / 6)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from t2exp.errors import ConfigError
-from t2exp.evaluation.numbers import extract_number, strip_reasoning
+from t2exp.evaluation.numbers import answer_span, extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval
 
@@ -29,6 +29,8 @@ class ParsedAnswer:
     value: float | None
     program: str | None = None
     program_error: str | None = None
+    # the model's answer string (see :func:`answer_text`): what ``nm_bare`` parses with float()
+    text: str | None = None
 
 
 def build_messages(prompts: PromptLibrary, mode: str, question: str, contexts: list[str]) -> list[dict[str, str]]:
@@ -50,6 +52,24 @@ def _program_candidates(text: str) -> list[str]:
     return cands
 
 
+def answer_text(mode: str, text: str | None, program: str | None = None) -> str | None:
+    """The model's answer string: what a run records as the answer, before any number parsing.
+
+    This is the string the authors' bare-``float()`` Number Match (``nm_bare``) reads, and the one
+    :func:`t2exp.evaluation.numbers.is_degenerate` inspects; a run stores it as ``answer_text``
+    in ``predictions.jsonl`` (next to the raw ``generation``, the ``program`` and the parsed
+    number ``prediction``). In ``program`` mode it is the program the model wrote (the
+    authors' ``computed_formula`` is also the model's own string: evaluating it is our reading,
+    not theirs) when one was parsed; otherwise, and in ``direct``/``cot``, it is
+    :func:`t2exp.evaluation.numbers.answer_span` of the generation (reasoning stripped): the
+    ``\\boxed{}`` content, else the rest of the line after the last answer marker, else the last
+    line with a digit. ``None`` when there is none.
+    """
+    if mode == "program" and program:
+        return program.strip() or None
+    return answer_span(text)
+
+
 def parse_answer(mode: str, text: str) -> ParsedAnswer:
     text = strip_reasoning(text or "")
     if mode == "program":
@@ -57,8 +77,8 @@ def parse_answer(mode: str, text: str) -> ParsedAnswer:
         for cand in _program_candidates(text):
             cand = cand.splitlines()[0] if cand else cand
             try:
-                return ParsedAnswer(value=safe_eval(cand), program=cand)
+                return ParsedAnswer(value=safe_eval(cand), program=cand, text=answer_text(mode, text, cand))
             except UnsafeProgram as exc:
                 error = str(exc)
-        return ParsedAnswer(value=extract_number(text), program=None, program_error=error or "no program found")
-    return ParsedAnswer(value=extract_number(text))
+        return ParsedAnswer(value=extract_number(text), program=None, program_error=error or "no program found", text=answer_span(text))
+    return ParsedAnswer(value=extract_number(text), text=answer_span(text))
