@@ -44,6 +44,16 @@ id already seen: the first is kept). A prediction without a number ("N/A", "", n
 numbers are read with :func:`t2exp.evaluation.numbers.extract_number`. A file whose ``prediction`` is empty
 in every row is a retrieval-only submission: no NM is computed (as for a run without a
 generator) and the output says so.
+
+NM readings
+-----------
+Next to ``nm`` (and computed by the same evaluator, over the same questions: a non-numeric gold is
+left out of all of them) come ``nm_bare`` (the authors' bare-``float()`` reading of the answer
+string, with their small-gold rule) and ``nm_strict`` (relative error < ε, no power-of-ten shift),
+plus ``<subset>/degenerate_predictions`` and the total ``degenerate_predictions``
+(:func:`t2exp.evaluation.numbers.is_degenerate`). The answer string is the ``answer_text`` column
+when the file has one (a run's ``predictions.jsonl``, whose ``prediction`` is the parsed number),
+else the raw ``prediction``.
 """
 
 from __future__ import annotations
