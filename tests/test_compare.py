@@ -213,3 +213,16 @@ def test_default_locations_are_under_the_current_directory(tmp_path, monkeypatch
     assert compare_parser().parse_args(["a", "b"]).tracking_uri == uri
     assert report_parser().parse_args(["t"]).tracking_uri == uri
     assert default_out_dir("my sweep") == tmp_path / "outputs" / "reports" / "my_sweep"
+
+
+@pytest.mark.parametrize("metric", ["nm_bare", "nm_strict"])
+def test_compare_on_the_other_nm_readings(tmp_path, capsys, monkeypatch, metric):
+    from t2exp.evaluation.compare import main
+
+    monkeypatch.chdir(tmp_path)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps({**_row(str(i), nm=1.0), metric: 1.0}) + "\n" for i in range(4)))
+    b.write_text("".join(json.dumps({**_row(str(i), nm=1.0), metric: float(i % 2)}) + "\n" for i in range(4)))
+    assert main([str(a), str(b), "--metric", metric, "--format", "json", "--n-boot", "100"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metric"] == metric and out["rows"][-1]["diff"] == 50.0

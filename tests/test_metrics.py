@@ -189,3 +189,115 @@ def test_question_value_reads_logged_or_recomputes():
     assert question_value(row, "mrr_at_1") == 0.0 and question_value(row, "recall_at_2") == 1.0
     assert question_value(row, "nm") is None
     assert question_value({**row, "retrieved": ["x"]}, "recall_at_5") is None  # gold may sit below depth 1
+
+
+# --- the other NM readings (issue 14.3): nm_bare, nm_strict, degenerate predictions -------------
+def _nms(pred, gold, text=None):  # noqa: ANN001, ANN202
+    m = question_metrics(None, "c", 3, pred, gold, pred_text=text)
+    return m["nm"], m["nm_bare"], m["nm_strict"]
+
+
+@pytest.mark.parametrize(
+    "text, gold, want",  # want: (nm, nm_bare, nm_strict); pred = extract_number(text), as in a run
+    [
+        ("1e92", 1.0, (1.0, 1.0, 0.0)),  # nm's power-of-ten shift accepts it; strict does not
+        ("10", 1.0, (1.0, 1.0, 0.0)),
+        ("1,234.5", 1234.5, (1.0, 0.0, 1.0)),  # float("1,234.5") fails
+        ("$1,234.5 million", 1234.5e6, (1.0, 0.0, 1.0)),
+        ("0.001", 0.004, (1.0, 1.0, 1.0)),  # both below eps
+        ("4.0", 0.004, (1.0, 0.0, 0.0)),  # nm by scale; bare: a gold below eps needs a pred below eps
+        ("0.0", 0.0, (1.0, 1.0, 1.0)),
+        ("45.51", -45.51, (1.0, 1.0, 1.0)),  # sign ignored by all three
+        ("45.51", 45.51 * 1.0099, (1.0, 1.0, 1.0)),
+        ("45.51", 45.51 * 1.011, (0.0, 0.0, 0.0)),
+        ("45.51", 0.4551, (1.0, 1.0, 0.0)),
+        (" 7.5 ", 7.5, (1.0, 1.0, 1.0)),  # float() after strip()
+        ("N/A", 7.5, (0.0, 0.0, 0.0)),
+        (None, 7.5, (0.0, 0.0, 0.0)),
+    ],
+)
+def test_nm_variants_known_answers(text, gold, want):
+    assert _nms(extract_number(text), gold, text) == want
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nan_and_inf_are_never_correct_and_never_crash(bad):
+    from t2exp.evaluation.numbers import is_degenerate, number_match_bare, number_match_strict
+
+    for gold in (1.0, 0.0, 0.004, bad):
+        assert _nms(bad, gold, bad) == (0.0, 0.0, 0.0)  # as parsed values
+        assert _nms(None, gold, str(bad)) == (0.0, 0.0, 0.0)  # as answer strings: "nan", "inf", "-inf"
+        assert not number_match_bare(str(bad), gold) and not number_match_strict(bad, gold) and not number_match(bad, gold)
+    for pred in (1.0, 0.0, 0.001):  # a non-finite gold
+        assert not number_match(pred, bad) and not number_match_bare(str(pred), bad) and not number_match_strict(pred, bad)
+    assert is_degenerate(str(bad)) and is_degenerate(None, bad) and is_degenerate(bad)
+    assert question_metrics(None, "c", 3, None, 1.0, pred_text=str(bad))["degenerate"] == 1.0
+
+
+@pytest.mark.parametrize("gold", ["2016-09-23", "23/09/2016", "N/A", "", None])
+def test_non_numeric_gold_is_excluded_from_every_nm(gold):
+    m = question_metrics(["c"], "c", 3, 2016.0, parse_gold(gold), pred_text="2016")
+    assert m["nm"] is None and m["nm_bare"] is None and m["nm_strict"] is None
+    assert m["degenerate"] == 0.0  # counted whatever the gold
+    rows = [{"subset": "A", **m}, {"subset": "A", **question_metrics(["c"], "c", 3, 5.0, 5.0, pred_text="5")}]
+    table = aggregate(rows, ["nm", "nm_bare", "nm_strict"])
+    assert {n: table["A"][n].n for n in ("nm", "nm_bare", "nm_strict")} == {"nm": 1, "nm_bare": 1, "nm_strict": 1}
+
+
+@pytest.mark.parametrize(
+    "text, degenerate",
+    [
+        ("0.00000000000000", True),  # 15 digits
+        ("0.0000000000000", False),  # 14
+        ("123456789012345", True),
+        ("1,234,567,890,123,456", True),  # separators inside one number
+        ("the answer is 0.00000000000000000000000000000", True),
+        ("12345678901234", False),
+        ("24.691358024691358", False),  # a float's shortest repr (a FinQA gold as written), not runaway
+        ("0.3333333333333333", False),
+        ("-0.6030612244897959", False),
+        ("0.33333333333333333333", True),  # more digits than any float prints
+        ("12.50000000000000", True),
+        ("1.000.000.000.000.000", True),
+        ("12 345 678 901 234 567", False),  # separate numbers
+        ("1e92", False),  # a short string; nm_strict is what catches it
+        ("1e999", True),  # inf after parsing
+        ("nan", True),
+        ("-inf", True),
+        ("5.0", False),
+        ("N/A", False),
+        (None, False),
+        (1e20, False),  # a finite number (a submitted numeric prediction)
+    ],
+)
+def test_is_degenerate(text, degenerate):
+    from t2exp.evaluation.numbers import is_degenerate
+
+    assert is_degenerate(text) is degenerate
+
+
+def test_degenerate_counts_per_subset():
+    from t2exp.evaluation.metrics import degenerate_counts
+
+    rows = [{"subset": "B", "degenerate": 1.0}, {"subset": "A", "degenerate": 0.0}, {"subset": "B", "degenerate": 1.0},
+            {"subset": "C", "degenerate": None}]
+    assert degenerate_counts(rows) == {"A": 0, "B": 2}
+
+
+@pytest.mark.parametrize(
+    "mode, generation, text",
+    [
+        ("direct", "Final answer: 1,234.5", "1,234.5"),
+        ("direct", "Final answer: $5 million\n", "$5 million"),
+        ("cot", "<think>3 + 4</think>The sum is 7.\nFinal answer:\n  7 ", "7"),
+        ("cot", "Reasoning... so \\boxed{0.25} is it", "0.25"),
+        ("direct", "It is 12 percent", "It is 12 percent"),
+        ("direct", "I cannot tell.", None),
+        ("program", "Program: (5 - 3) / 2", "(5 - 3) / 2"),  # the program the model wrote
+        ("program", "Program: 2.5", "2.5"),
+    ],
+)
+def test_answer_text_is_what_nm_bare_reads(mode, generation, text):
+    from t2exp.answers import parse_answer
+
+    assert parse_answer(mode, generation).text == text

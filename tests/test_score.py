@@ -208,7 +208,14 @@ class _Generator:
         for p in prompts:
             text = p[-1]["content"]
             i, g = next(v for t, v in self.by_text.items() if f"Question: {t}" in text)
-            reply = [f"Final answer: {g}", f"Final answer: {g * 10}", f"Final answer: {g * 1.5 + 1}", "I cannot tell."][i % 4]
+            reply = [
+                f"Final answer: {g}",
+                f"Final answer: {g * 10}",  # nm (power-of-ten shift), not nm_strict
+                f"Final answer: {g * 1.5 + 1}",
+                "I cannot tell.",
+                f"Final answer: ${g}",  # nm and nm_strict; not nm_bare: float("$...") fails
+                "Final answer: 0.0000000000000000000000",  # degenerate
+            ][i % 6]
             out.append(Generation(text=reply))
         return out
 
@@ -235,15 +242,26 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
         run_dir=tmp_path / "run",
     )
     result = run_experiment(comps)
-    pattern = r"^(FinQA|TAT-DQA|avg)/(nm|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$"
+    pattern = r"^(FinQA|TAT-DQA|avg)/(nm|nm_bare|nm_strict|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$"
     wanted = {k: v for k, v in result.metrics.items() if re.match(pattern, k)}
-    assert len(wanted) == 3 * 5 * 3
+    assert len(wanted) == 3 * 7 * 3
     assert 0 < wanted["avg/nm"] < 100 and 0 < wanted["avg/mrr_at_3"] < 100
+    # the three NM readings differ on these replies, over the same questions
+    assert wanted["avg/nm_strict"] < wanted["avg/nm"] and wanted["avg/nm_bare"] < wanted["avg/nm"]
+    for s in ("FinQA", "TAT-DQA"):
+        assert result.table[s]["nm_bare"]["n"] == result.table[s]["nm_strict"]["n"] == result.table[s]["nm"]["n"]
+    counts = {k: v for k, v in result.metrics.items() if k.endswith("degenerate_predictions")}
+    assert set(counts) == {"FinQA/degenerate_predictions", "TAT-DQA/degenerate_predictions", "degenerate_predictions"}
+    assert counts["degenerate_predictions"] == counts["FinQA/degenerate_predictions"] + counts["TAT-DQA/degenerate_predictions"] > 0
 
     rescored = score(result.predictions_path, dataset="bundled")
     assert rescored.counts.scored == 2 * LIMIT and rescored.counts.missing == rescored.counts.unknown_ids == 0
     assert {k: rescored.metrics[k] for k in wanted} == wanted  # exactly, CIs included
     assert rescored.metrics["avg/nm_submitted"] == wanted["avg/nm"]
+    assert {k: rescored.metrics[k] for k in counts} == counts
+    assert rescored.counts.degenerate_predictions == counts["degenerate_predictions"]
+    rows = [json.loads(line) for line in result.predictions_path.read_text().splitlines()]
+    assert all({"answer_text", "nm", "nm_bare", "nm_strict", "degenerate"} <= r.keys() for r in rows)
 
     # known answers: _Method puts the gold at rank i % 7 + 1 (i: the id's digits), retrieving 5
     for subset in ("FinQA", "TAT-DQA"):
@@ -374,7 +392,7 @@ def test_cli_json_and_csv_formats(gold, bundled_sample, tmp_path, capsys):
 def test_markdown_and_frame(gold):
     r = score(with_retrieved(gold), gold=gold)
     md = r._repr_markdown_()
-    assert md.startswith("| subset | gold | scored | coverage | NM | NM (submitted) | MRR@3 |")
+    assert md.startswith("| subset | gold | scored | coverage | NM | NM (submitted) | NM-bare | NM-strict | MRR@3 |")
     f = r.to_frame()
     assert f.loc["FinQA", "nm"] == pytest.approx(50.0) and f.loc["FinQA", "scored"] == 5
     assert f.loc["avg", "recall_at_5"] == pytest.approx(400 / 6)
@@ -393,3 +411,33 @@ def test_rescoring_a_corpus_size_run_loads_its_questions(tmp_path):
     assert r.metrics["avg/mrr_at_3"] == 100.0
     assert r.metrics["avg/nm"] == 100.0
     assert r.params["dataset.corpus_size"] == "30"
+
+
+def test_nm_variants_and_degenerate_on_submitted_strings(gold):
+    g = [q.gold for q in gold]
+    preds = [
+        {"id": gold[0].id, "prediction": str(g[0])},  # all three
+        {"id": gold[1].id, "prediction": f"${g[1]}"},  # nm, nm_strict; float("$…") fails: not nm_bare
+        {"id": gold[2].id, "prediction": str(g[2] * 10)},  # nm, nm_bare (scale); not nm_strict
+        {"id": gold[3].id, "prediction": "inf"},  # degenerate, wrong in all three
+        {"id": gold[4].id, "prediction": math.nan},  # a JSON NaN: no number, degenerate, wrong
+        {"id": gold[5].id, "prediction": "0.000000000000000001"},  # degenerate
+    ]
+    r = score(preds, gold=gold, n_boot=0)
+    m = r.metrics
+    assert (m["FinQA/nm"], m["FinQA/nm_bare"], m["FinQA/nm_strict"]) == pytest.approx((50.0, 100 / 3, 100 / 3))
+    assert r.table["FinQA"]["nm_bare"].n == r.table["FinQA"]["nm_strict"].n == r.table["FinQA"]["nm"].n == 6
+    assert m["FinQA/degenerate_predictions"] == 3.0 and m["degenerate_predictions"] == 3.0
+    assert r.counts.degenerate_predictions == 3 and "degenerate 3" in str(r)
+    assert "NM-bare" in str(r) and "NM-strict" in str(r)
+
+
+def test_nm_variants_skip_non_numeric_golds_like_nm():
+    (sub,) = load_subsets(subsets=["TAT-DQA"], path=BUNDLE, source="local")
+    tat = sub.questions
+    dates = [q for q in tat if q.gold is None]
+    assert len(dates) == 8  # the bundle's "YYYY-MM-DD" golds
+    r = score([{"id": q.id, "subset": q.subset, "prediction": "2016"} for q in tat], gold=tat, n_boot=0)
+    n = len(tat) - len(dates)
+    assert {name: r.table["TAT-DQA"][name].n for name in ("nm", "nm_bare", "nm_strict")} == {"nm": n, "nm_bare": n, "nm_strict": n}
+    assert r.counts.non_numeric_gold == len(dates)

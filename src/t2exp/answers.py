@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from t2exp.errors import ConfigError
-from t2exp.evaluation.numbers import extract_number, strip_reasoning
+from t2exp.evaluation.numbers import answer_span, extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval
 
@@ -52,6 +52,8 @@ class ParsedAnswer:
     program: str | None = None
     program_error: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)  # answer-mode specific, recorded with the prediction
+    # the model's answer string (see :func:`answer_text`): what ``nm_bare`` parses with float()
+    text: str | None = None
 
 
 def first_json_object(text: str) -> dict[str, Any] | None:
@@ -82,7 +84,7 @@ def parse_json_answer(text: str) -> ParsedAnswer:
     obj = first_json_object(text)
     if obj is None or any(k not in obj for k in ANSWER_KEYS):
         missing = "no JSON object" if obj is None else f"missing {', '.join(k for k in ANSWER_KEYS if k not in obj)}"
-        return ParsedAnswer(value=None, program_error=f"invalid JSON answer: {missing}", fields={"json_valid": False})
+        return ParsedAnswer(value=None, program_error=f"invalid JSON answer: {missing}", fields={"json_valid": False}, text=None)
     formula = str(obj.get("final_formula") or "")
     try:
         formula_value: float | None = safe_eval(formula) if formula.strip() else None
@@ -91,6 +93,7 @@ def parse_json_answer(text: str) -> ParsedAnswer:
     return ParsedAnswer(
         value=bare_float(obj.get("computed_formula")),
         program=formula or None,
+        text=str(obj.get("computed_formula")),  # the authors' answer string: what nm_bare reads
         fields={"json_valid": True, "final_formula": formula, "computed_formula": str(obj.get("computed_formula")),
                 "final_formula_value": formula_value, "reasoning_steps": obj.get("reasoning_steps")},
     )
@@ -115,6 +118,24 @@ def _program_candidates(text: str) -> list[str]:
     return cands
 
 
+def answer_text(mode: str, text: str | None, program: str | None = None) -> str | None:
+    """The model's answer string: what a run records as the answer, before any number parsing.
+
+    This is the string the authors' bare-``float()`` Number Match (``nm_bare``) reads, and the one
+    :func:`t2exp.evaluation.numbers.is_degenerate` inspects; a run stores it as ``answer_text``
+    in ``predictions.jsonl`` (next to the raw ``generation``, the ``program`` and the parsed
+    number ``prediction``). In ``program`` mode it is the program the model wrote (the
+    authors' ``computed_formula`` is also the model's own string: evaluating it is our reading,
+    not theirs) when one was parsed; otherwise, and in ``direct``/``cot``, it is
+    :func:`t2exp.evaluation.numbers.answer_span` of the generation (reasoning stripped): the
+    ``\\boxed{}`` content, else the rest of the line after the last answer marker, else the last
+    line with a digit. ``None`` when there is none.
+    """
+    if mode == "program" and program:
+        return program.strip() or None
+    return answer_span(text)
+
+
 def parse_answer(mode: str, text: str) -> ParsedAnswer:
     text = strip_reasoning(text or "")
     if mode == "json":
@@ -124,8 +145,8 @@ def parse_answer(mode: str, text: str) -> ParsedAnswer:
         for cand in _program_candidates(text):
             cand = cand.splitlines()[0] if cand else cand
             try:
-                return ParsedAnswer(value=safe_eval(cand), program=cand)
+                return ParsedAnswer(value=safe_eval(cand), program=cand, text=answer_text(mode, text, cand))
             except UnsafeProgram as exc:
                 error = str(exc)
-        return ParsedAnswer(value=extract_number(text), program=None, program_error=error or "no program found")
-    return ParsedAnswer(value=extract_number(text))
+        return ParsedAnswer(value=extract_number(text), program=None, program_error=error or "no program found", text=answer_span(text))
+    return ParsedAnswer(value=extract_number(text), text=answer_span(text))

@@ -20,9 +20,12 @@ from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.evaluation.metrics import (
     CI_SEED,
+    DEGENERATE,
     N_BOOT,
+    NM_METRICS,
     RECALL_KS,
     aggregate,
+    degenerate_counts,
     flatten_table,
     metric_names,
     question_metrics,
@@ -151,9 +154,14 @@ def run_experiment(c: Components) -> Result:
     # --- score ---------------------------------------------------------------------------------
     names = metric_names(c.k)
     if generator is None:
-        names.remove("nm")
+        names = [n for n in names if n not in NM_METRICS]
     table = aggregate(rows, names, ci=True, n_boot=N_BOOT, seed=CI_SEED)
     metrics: dict[str, float] = flatten_table(table)
+    if generator is not None:
+        degenerate = degenerate_counts(rows)
+        for subset in c.subsets:
+            metrics[f"{subset.name}/degenerate_predictions"] = float(degenerate.get(subset.name, 0))
+        metrics["degenerate_predictions"] = float(sum(degenerate.values()))
     metrics.update(timings)
     metrics.update(extra)
     if generator is not None:
@@ -171,9 +179,11 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
     ranked = None if hits is None else [cid for cid, _ in hits]
     parsed = answers.parse_answer(c.answer_mode, gen.text) if gen is not None else None
     pred = parsed.value if parsed else None
-    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold)
+    text = parsed.text if parsed else None
+    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text)
     if gen is None:
-        m["nm"] = None
+        for name in (*NM_METRICS, DEGENERATE):
+            m[name] = None
     return {
         "id": q.id,
         "subset": q.subset,
@@ -190,6 +200,7 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         "program": parsed.program if parsed else None,
         "program_error": parsed.program_error if parsed else None,
         **(parsed.fields if parsed else {}),
+        "answer_text": text,  # the model's answer string (answers.answer_text): what nm_bare reads
         "prediction": pred,
         "gold": q.gold,
         "gold_raw": q.gold_raw,

@@ -7,7 +7,7 @@ paired questions (question-weighted, like ``avg``) it prints mean A, mean B, the
 with a paired bootstrap 95 % CI and the two-sided paired permutation (sign-flip) p-value
 (:mod:`t2exp.evaluation.stats`). Values are in percent.
 
-Metrics: ``nm``, ``mrr_at_<k>``, ``recall_at_<r>``. A retrieval metric that a run did not log for
+Metrics: ``nm``, ``nm_bare``, ``nm_strict``, ``mrr_at_<k>``, ``recall_at_<r>``. A retrieval metric that a run did not log for
 its own k (``mrr_at_5`` of a k=3 run) is recomputed from the ranked ``retrieved`` ids when their
 depth allows it. ``--metric auto`` (default) is ``nm`` when both runs have NM values, else the
 MRR@k of run A.
@@ -28,7 +28,7 @@ from typing import Any
 
 from t2exp.data import read_jsonl_objects
 from t2exp.errors import T2ExpError
-from t2exp.evaluation.metrics import RANK_METRIC, question_value
+from t2exp.evaluation.metrics import NM_METRICS, RANK_METRIC, question_value
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
 
 OVERALL = "overall"
@@ -182,7 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m t2exp.compare", description="Paired comparison of two runs' per-question metrics.")
     p.add_argument("run_a", help="MLflow run id (or a predictions.jsonl path)")
     p.add_argument("run_b", help="MLflow run id (or a predictions.jsonl path)")
-    p.add_argument("--metric", default="auto", help="nm | mrr_at_<k> | recall_at_<r> | auto (default: nm if both runs have it, else MRR@k)")
+    p.add_argument(
+        "--metric", default="auto",
+        help="nm | nm_bare | nm_strict | mrr_at_<k> | recall_at_<r> | auto (default: nm if both runs have it, else MRR@k)",
+    )
     p.add_argument("--n-boot", type=int, default=10000, help="bootstrap resamples and permutation sign patterns (default 10000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -210,8 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows_a = load_source(client, args.run_a)
         rows_b = load_source(client, args.run_b)
         metric = default_metric(rows_a, rows_b) if args.metric == "auto" else args.metric
-        if metric != "nm" and RANK_METRIC.match(metric) is None:
-            raise CompareError(f"--metric={metric!r}: allowed nm, mrr_at_<k>, recall_at_<r>, auto")
+        if metric not in NM_METRICS and RANK_METRIC.match(metric) is None:
+            raise CompareError(f"--metric={metric!r}: allowed {', '.join(NM_METRICS)}, mrr_at_<k>, recall_at_<r>, auto")
         paired = pair_predictions(rows_a, rows_b, metric)
         if paired.n == 0:
             raise CompareError(

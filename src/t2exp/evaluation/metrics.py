@@ -16,27 +16,34 @@ from typing import SupportsFloat, cast
 
 import numpy as np
 
-from t2exp.evaluation.numbers import number_match
+from t2exp.evaluation.numbers import is_degenerate, number_match, number_match_bare, number_match_strict
 
 RECALL_KS = (1, 3, 5)
 # how the app aggregates a run: 1000 bootstrap resamples drawn with seed 0, 95 % CIs
 N_BOOT = 1000
 CI_SEED = 0
 RANK_METRIC = re.compile(r"^(mrr|recall)_at_(\d+)$")
-METRIC = re.compile(r"^(nm|mrr_at_\d+|recall_at_\d+)$")
+# the Number Match readings, every one over the same questions (those with a numeric gold):
+# nm: paper §3 on t2exp's number extraction; nm_bare: the authors' bare-float() reading with their
+# small-gold rule; nm_strict: relative error < eps with no power-of-ten shift
+NM_METRICS = ("nm", "nm_bare", "nm_strict")
+# per question 0/1, summed (not averaged) into ``<subset>/degenerate_predictions``
+DEGENERATE = "degenerate"
+METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_\d+|recall_at_\d+)$")
+_LABELS = {"nm": "NM", "nm_bare": "NM-bare", "nm_strict": "NM-strict"}
 
 
 def metric_names(k: int) -> list[str]:
     """The metrics a run logs for MRR@k."""
-    return ["nm", f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS]
+    return [*NM_METRICS, f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS]
 
 
 def metric_label(name: str) -> str:
-    """``mrr_at_3`` → ``MRR@3``, ``recall_at_5`` → ``R@5``, ``nm`` → ``NM``."""
+    """``mrr_at_3`` → ``MRR@3``, ``recall_at_5`` → ``R@5``, ``nm`` → ``NM``, ``nm_bare`` → ``NM-bare``."""
     m = RANK_METRIC.match(name)
     if m:
         return f"{'MRR' if m.group(1) == 'mrr' else 'R'}@{m.group(2)}"
-    return "NM" if name == "nm" else name
+    return _LABELS.get(name, name)
 
 
 def reciprocal_rank(ranked: Sequence[str], gold: str, k: int) -> float:
@@ -51,10 +58,28 @@ def recall_at(ranked: Sequence[str], gold: str, k: int) -> float:
 
 
 def question_metrics(
-    ranked: Sequence[str] | None, gold_context: str, k: int, pred: float | None, gold: float | None
+    ranked: Sequence[str] | None,
+    gold_context: str,
+    k: int,
+    pred: float | None,
+    gold: float | None,
+    pred_text: object = None,
 ) -> dict[str, float | None]:
-    """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable."""
-    out: dict[str, float | None] = {"nm": None if gold is None else float(number_match(pred, gold))}
+    """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable.
+
+    ``pred`` is the parsed answer number, ``pred_text`` the model's answer string
+    (:func:`t2exp.answers.answer_text`; ``pred`` itself when not given) that ``nm_bare`` reads
+    with bare ``float()``. Every NM reading is ``None`` for a non-numeric gold (``gold is None``),
+    so all three cover the same questions. ``degenerate`` is 1 for a degenerate prediction
+    (:func:`t2exp.evaluation.numbers.is_degenerate`), 0 otherwise, whatever the gold.
+    """
+    text = pred if pred_text is None else pred_text
+    out: dict[str, float | None] = {
+        "nm": None if gold is None else float(number_match(pred, gold)),
+        "nm_bare": None if gold is None else float(number_match_bare(text, gold)),
+        "nm_strict": None if gold is None else float(number_match_strict(pred, gold)),
+        DEGENERATE: float(is_degenerate(text, pred)),
+    }
     if ranked is None:
         out[f"mrr_at_{k}"] = None
         for r in RECALL_KS:
@@ -146,6 +171,19 @@ def aggregate(
             avg[name] = MetricValue(mean, total, lo, hi)
         result["avg"] = avg
     return result
+
+
+def degenerate_counts(rows: Iterable[Mapping[str, object]]) -> dict[str, int]:
+    """``{subset: n}`` degenerate predictions (rows whose ``degenerate`` is 1), every subset that
+    has a row with a ``degenerate`` value, sorted."""
+    out: dict[str, int] = {}
+    for row in rows:
+        v = row.get(DEGENERATE)
+        if v is None:
+            continue
+        subset = str(row["subset"])
+        out[subset] = out.get(subset, 0) + int(bool(v))
+    return dict(sorted(out.items()))
 
 
 def flatten_table(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, float]:

@@ -16,6 +16,7 @@ from t2exp.evaluation.metrics import (
     CI_SEED,
     METRIC,
     N_BOOT,
+    NM_METRICS,
     aggregate,
     metric_label,
     question_value,
@@ -98,7 +99,7 @@ class CellSource:
         key = f"{subset}/{metric}"
         if key in run.metrics:
             return Cell(run.metrics[key], run.metrics.get(f"{key}_ci_low"), run.metrics.get(f"{key}_ci_high"))
-        if metric == "nm":
+        if metric in NM_METRICS:
             return Cell(None)
         # the evaluator on the run's own rows, aggregated as the app aggregates a run
         rows = [{"subset": r.get("subset"), metric: question_value(r, metric)} for r in self.predictions(run.run_id) or []]

@@ -44,6 +44,16 @@ id already seen: the first is kept). A prediction without a number ("N/A", "", n
 numbers are read with :func:`t2exp.evaluation.numbers.extract_number`. A file whose ``prediction`` is empty
 in every row is a retrieval-only submission: no NM is computed (as for a run without a
 generator) and the output says so.
+
+NM readings
+-----------
+Next to ``nm`` (and computed by the same evaluator, over the same questions: a non-numeric gold is
+left out of all of them) come ``nm_bare`` (the authors' bare-``float()`` reading of the answer
+string, with their small-gold rule) and ``nm_strict`` (relative error < ε, no power-of-ten shift),
+plus ``<subset>/degenerate_predictions`` and the total ``degenerate_predictions``
+(:func:`t2exp.evaluation.numbers.is_degenerate`). The answer string is the ``answer_text`` column
+when the file has one (a run's ``predictions.jsonl``, whose ``prediction`` is the parsed number),
+else the raw ``prediction``.
 """
 
 from __future__ import annotations
@@ -56,10 +66,13 @@ from t2exp.data import Question, Subset
 from t2exp.errors import ConfigError
 from t2exp.evaluation.metrics import (
     CI_SEED,
+    DEGENERATE,
     N_BOOT,
+    NM_METRICS,
     RECALL_KS,
     MetricValue,
     aggregate,
+    degenerate_counts,
     flatten_table,
     question_metrics,
 )
@@ -133,7 +146,7 @@ def score_rows(
 
     retrieval = _retrieval_mode(subs, columns)
     with_nm = any(s.prediction is not None for s in subs)
-    names = (["nm"] if with_nm else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
+    names = (list(NM_METRICS) if with_nm else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
     names += {"ranked": [f"recall_at_{r}" for r in RECALL_KS], "rank1": ["recall_at_1"], "none": []}[retrieval]
 
     rows: list[dict[str, Any]] = []
@@ -160,8 +173,10 @@ def score_rows(
             no_ranking += s is not None and not s.retrieved
         elif retrieval == "rank1":
             ranked = [s.context_id] if s is not None and s.context_id is not None else []
-        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold)
+        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text)
         row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
+        if s is not None and with_nm:
+            row[DEGENERATE] = m[DEGENERATE]
         rows.append(row)
         if s is not None and with_nm:
             submitted_rows.append({"subset": q.subset, "nm_submitted": m["nm"]})
@@ -179,6 +194,8 @@ def score_rows(
         cov = MetricValue(100.0 * sc["scored"] / sc["questions"], sc["questions"]) if sc["questions"] else MetricValue(0.0, 0)
         table[subset] = {"coverage": cov, **agg.get(subset, {})}
     shown = (["nm", "nm_submitted"] if with_nm else []) + [n for n in names if n != "nm"]
+    degenerate = degenerate_counts(rows) if with_nm else {}
+    counts.degenerate_predictions = sum(degenerate.values())
 
     metrics = flatten_table(table)
     for subset, sc in subset_counts.items():
@@ -187,6 +204,8 @@ def score_rows(
             metrics[f"{subset}/scored"] = float(sc["scored"])
             metrics[f"{subset}/missing"] = float(sc["missing"])
             metrics[f"{subset}/unparsable"] = float(sc["unparsable"])
+            if with_nm:
+                metrics[f"{subset}/degenerate_predictions"] = float(degenerate.get(subset, 0))
     metrics.update({name: float(v) for name, v in counts.as_dict().items()})
 
     notes = _notes(counts, retrieval, with_nm, k, unknown, duplicates, ambiguous, no_ranking, gold)

@@ -29,6 +29,10 @@ class Submitted:
     value: float | None
     retrieved: list[str] | None
     context_id: str | None
+    # the answer string ``nm_bare`` and the degenerate check read: the ``answer_text`` column
+    # when the file has one (a run's predictions.jsonl: the model's answer string, while its
+    # ``prediction`` is the parsed number), else the raw ``prediction`` (a nan stays nan here)
+    text: Any = None
 
 
 def _missing(v: Any) -> bool:
@@ -157,6 +161,7 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
                 value=None if _missing(raw) else extract_number(raw),
                 retrieved=_ranked(r.get("retrieved"), f"{source}: row {i}") if "retrieved" in r else None,
                 context_id=_text(r.get("context_id")),
+                text=r.get("answer_text") if "answer_text" in r else raw,
             )
         )
     return out, columns

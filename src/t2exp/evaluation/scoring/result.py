@@ -24,6 +24,7 @@ class Counts:
     non_numeric_gold: int = 0  # gold questions without a numeric answer (not in NM)
     outside_sample: int = 0  # unknown ids that are in the dataset but outside the ``limit`` sample
     subset_mismatch: int = 0  # scored rows whose ``subset`` differs from the gold question's
+    degenerate_predictions: int = 0  # scored rows with a degenerate prediction (numbers.is_degenerate)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -84,11 +85,16 @@ class ScoreResult:
         lines = [
             f"rows {c.rows}: scored {c.scored} of {c.gold} gold questions (coverage {cov:.1f}%), missing {c.missing}, "
             f"unknown ids {c.unknown_ids}, duplicate ids {c.duplicate_ids}, unparsable {c.unparsable}"
+            + (f", degenerate {c.degenerate_predictions}" if "nm" in self.metric_names else "")
         ]
         if "nm" in self.metric_names:
             lines.append(
                 "NM (headline) counts every gold question, a missing one as wrong; NM (submitted) is over scored "
                 "questions only; avg is question-weighted over subsets"
+            )
+            lines.append(
+                "NM-bare: the authors' bare float() reading of the answer string, a gold below 0.01 only matched by a "
+                "prediction below 0.01; NM-strict: relative error < 0.01, no power-of-ten shift"
             )
         return lines + [f"note: {n}" for n in self.notes]
 
