@@ -301,3 +301,27 @@ def test_answer_text_is_what_nm_bare_reads(mode, generation, text):
     from t2exp.answers import parse_answer
 
     assert parse_answer(mode, generation).text == text
+
+
+def test_paper_order_resorts_by_dense_similarity_with_bm25_only_hits_last():
+    from t2exp.evaluation.metrics import paper_order, question_metrics
+
+    assert paper_order(["A", "B", "C", "D"], [0.2, None, 0.9, 0.2]) == ["C", "A", "D", "B"]  # ties keep the retrieved order
+    m = question_metrics(["A", "B", "C"], "A", 3, None, None, dense=[0.2, None, 0.9])
+    assert m["mrr_at_3"] == 1.0 and m["recall_at_1"] == 1.0  # the true order the retriever returned
+    assert m["mrr_at_3_paper_order"] == 0.5 and m["recall_at_1_paper_order"] == 0.0  # C first after the re-sort
+    none = question_metrics(["A", "B"], "A", 3, None, None)
+    assert none["mrr_at_3_paper_order"] is None and none["recall_at_1_paper_order"] is None  # no dense scores kept
+
+
+def test_paper_order_metrics_are_scored_from_a_runs_predictions():
+    from t2exp.data import Question
+    from t2exp.evaluation.scoring.compute import score
+
+    gold = [Question(id=f"q{i}", subset="FinQA", split="dev", context_id="A", question="?", gold=1.0, gold_raw="1") for i in range(2)]
+    rows = [{"id": "q0", "prediction": "1", "retrieved": ["A", "B"], "retrieved_dense": [0.1, 0.8]},
+            {"id": "q1", "prediction": "1", "retrieved": ["B", "A"], "retrieved_dense": [None, 0.5]}]
+    res = score(rows, gold=gold, n_boot=0)
+    assert res.metrics["FinQA/mrr_at_3"] == pytest.approx(75.0)  # 1 and 1/2
+    assert res.metrics["FinQA/mrr_at_3_paper_order"] == pytest.approx(75.0)  # 1/2 and 1
+    assert res.metrics["FinQA/recall_at_1_paper_order"] == pytest.approx(50.0)

@@ -180,7 +180,7 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
     parsed = answers.parse_answer(c.answer_mode, gen.text) if gen is not None else None
     pred = parsed.value if parsed else None
     text = parsed.text if parsed else None
-    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text)
+    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=_dense_of(hits))
     if gen is None:
         for name in (*NM_METRICS, DEGENERATE):
             m[name] = None

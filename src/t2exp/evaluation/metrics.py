@@ -33,13 +33,33 @@ METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_\d+|recall_at_\d+)$")
 _LABELS = {"nm": "NM", "nm_bare": "NM-bare", "nm_strict": "NM-strict"}
 
 
+PAPER_ORDER = "_paper_order"
+
+
+def paper_order_names(k: int) -> list[str]:
+    """The authors' retrieval metrics (``paper_order``): MRR@k and Recall@1 after their re-sort."""
+    return [f"mrr_at_{k}{PAPER_ORDER}", f"recall_at_1{PAPER_ORDER}"]
+
+
 def metric_names(k: int) -> list[str]:
-    """The metrics a run logs for MRR@k."""
-    return [*NM_METRICS, f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS]
+    """The metrics a run logs for MRR@k (the paper-order ones only where a method kept dense scores)."""
+    return [*NM_METRICS, f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS] + paper_order_names(k)
+
+
+def paper_order(ranked: Sequence[str], dense: Sequence[float | None]) -> list[str]:
+    """The T²-RAGBench authors' evaluation order: the retrieved documents re-sorted by their stored
+    dense similarity, best first; a document the dense retriever did not return (BM25-only)
+    scores 0; ties keep the retrieved order. A comparability aid, not a quality measure: for
+    hybrid and reranker it measures the dense order inside the retrieved set."""
+    scored = [0.0 if d is None else float(d) for d in dense]
+    order = sorted(range(len(ranked)), key=lambda i: -scored[i])
+    return [ranked[i] for i in order]
 
 
 def metric_label(name: str) -> str:
     """``mrr_at_3`` → ``MRR@3``, ``recall_at_5`` → ``R@5``, ``nm`` → ``NM``, ``nm_bare`` → ``NM-bare``."""
+    if name.endswith(PAPER_ORDER):
+        return metric_label(name[: -len(PAPER_ORDER)]) + " (paper order)"
     m = RANK_METRIC.match(name)
     if m:
         return f"{'MRR' if m.group(1) == 'mrr' else 'R'}@{m.group(2)}"
@@ -64,6 +84,7 @@ def question_metrics(
     pred: float | None,
     gold: float | None,
     pred_text: object = None,
+    dense: Sequence[float | None] | None = None,
 ) -> dict[str, float | None]:
     """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable.
 
@@ -71,7 +92,9 @@ def question_metrics(
     (:func:`t2exp.answers.answer_text`; ``pred`` itself when not given) that ``nm_bare`` reads
     with bare ``float()``. Every NM reading is ``None`` for a non-numeric gold (``gold is None``),
     so all three cover the same questions. ``degenerate`` is 1 for a degenerate prediction
-    (:func:`t2exp.evaluation.numbers.is_degenerate`), 0 otherwise, whatever the gold.
+    (:func:`t2exp.evaluation.numbers.is_degenerate`), 0 otherwise, whatever the gold. ``dense``
+    (aligned with ``ranked``: each document's dense similarity, ``None`` for BM25-only hits) adds
+    the authors' re-sorted MRR@k and Recall@1 (:func:`paper_order`); without it they are ``None``.
     """
     text = pred if pred_text is None else pred_text
     out: dict[str, float | None] = {
@@ -88,6 +111,12 @@ def question_metrics(
         out[f"mrr_at_{k}"] = reciprocal_rank(ranked, gold_context, k)
         for r in RECALL_KS:
             out[f"recall_at_{r}"] = recall_at(ranked, gold_context, r)
+    mrr_paper, r1_paper = paper_order_names(k)
+    if ranked is not None and dense is not None and len(dense) == len(ranked):
+        resorted = paper_order(ranked, dense)
+        out[mrr_paper], out[r1_paper] = reciprocal_rank(resorted, gold_context, k), recall_at(resorted, gold_context, 1)
+    else:
+        out[mrr_paper] = out[r1_paper] = None
     return out
 
 

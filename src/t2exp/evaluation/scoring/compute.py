@@ -74,6 +74,7 @@ from t2exp.evaluation.metrics import (
     aggregate,
     degenerate_counts,
     flatten_table,
+    paper_order_names,
     question_metrics,
 )
 from t2exp.evaluation.scoring.gold import (
@@ -148,6 +149,8 @@ def score_rows(
     with_nm = any(s.prediction is not None for s in subs)
     names = (list(NM_METRICS) if with_nm else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
     names += {"ranked": [f"recall_at_{r}" for r in RECALL_KS], "rank1": ["recall_at_1"], "none": []}[retrieval]
+    if retrieval == "ranked" and any(s.dense is not None for s in subs):
+        names += paper_order_names(k)
 
     rows: list[dict[str, Any]] = []
     submitted_rows: list[dict[str, Any]] = []
@@ -173,7 +176,8 @@ def score_rows(
             no_ranking += s is not None and not s.retrieved
         elif retrieval == "rank1":
             ranked = [s.context_id] if s is not None and s.context_id is not None else []
-        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text)
+        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text,
+                             dense=[] if s is None else s.dense)  # a missing question is a miss in every order
         row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
         if s is not None and with_nm:
             row[DEGENERATE] = m[DEGENERATE]

@@ -33,6 +33,9 @@ class Submitted:
     # when the file has one (a run's predictions.jsonl: the model's answer string, while its
     # ``prediction`` is the parsed number), else the raw ``prediction`` (a nan stays nan here)
     text: Any = None
+    # a run's retrieved_dense (dense similarity per retrieved id, None for BM25-only): the
+    # authors' re-sorted metrics (metrics.paper_order) are scored when present
+    dense: list[float | None] | None = None
 
 
 def _missing(v: Any) -> bool:
@@ -55,6 +58,15 @@ def _text(v: Any) -> str | None:
         v = int(v)
     s = str(v).strip()
     return s or None
+
+
+def _dense(v: Any) -> list[float | None] | None:
+    if not isinstance(v, list | tuple):
+        return None
+    try:
+        return [None if x is None else float(x) for x in v]
+    except (TypeError, ValueError):
+        return None
 
 
 def _ranked(v: Any, where: str) -> list[str] | None:
@@ -162,6 +174,7 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
                 retrieved=_ranked(r.get("retrieved"), f"{source}: row {i}") if "retrieved" in r else None,
                 context_id=_text(r.get("context_id")),
                 text=r.get("answer_text") if "answer_text" in r else raw,
+                dense=_dense(r.get("retrieved_dense")),
             )
         )
     return out, columns
