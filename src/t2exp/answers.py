@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from t2exp.errors import ConfigError
-from t2exp.evaluation.numbers import answer_span, extract_number, strip_reasoning
+from t2exp.evaluation.numbers import answer_span, bare_float, extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval
 
@@ -71,13 +71,10 @@ def first_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def bare_float(value: object) -> float | None:
-    """The authors' reading of an answer string: ``float(value)`` or nothing (finite only)."""
-    try:
-        x = float(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+def _finite_bare_float(value: object) -> float | None:
+    """The authors' reading of ``computed_formula`` (:func:`numbers.bare_float`), finite values only."""
+    x = bare_float(value)
+    return x if x is not None and math.isfinite(x) else None
 
 
 def parse_json_answer(text: str) -> ParsedAnswer:
@@ -91,7 +88,7 @@ def parse_json_answer(text: str) -> ParsedAnswer:
     except UnsafeProgram:
         formula_value = None
     return ParsedAnswer(
-        value=bare_float(obj.get("computed_formula")),
+        value=_finite_bare_float(obj.get("computed_formula")),
         program=formula or None,
         text=str(obj.get("computed_formula")),  # the authors' answer string: what nm_bare reads
         fields={"json_valid": True, "final_formula": formula, "computed_formula": str(obj.get("computed_formula")),

@@ -174,13 +174,20 @@ def parse_gold(value: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def _absolute(pred: float | None, gold: float | None) -> tuple[float, float] | None:
+    """``(|pred|, |gold|)`` when both are finite numbers (every NM reading ignores the sign), else None."""
+    if pred is None or gold is None:
+        return None
+    a_star, a = abs(float(pred)), abs(float(gold))
+    return (a_star, a) if math.isfinite(a_star) and math.isfinite(a) else None
+
+
 def number_match(pred: float | None, gold: float | None, eps: float = EPS) -> bool:
     """T²-RAGBench Number Match on absolute values, invariant to powers of ten."""
-    if pred is None or gold is None:
+    pair = _absolute(pred, gold)
+    if pair is None:
         return False
-    a_star, a = abs(float(pred)), abs(float(gold))
-    if not (math.isfinite(a_star) and math.isfinite(a)):
-        return False
+    a_star, a = pair
     if a_star < eps and a < eps:
         return True
     if a_star == 0.0 or a == 0.0:
@@ -224,11 +231,10 @@ def number_match_bare(text: object, gold: float | None, eps: float = EPS) -> boo
     (:func:`number_match`). nan/±inf on either side is wrong.
     """
     pred = bare_float(text)
-    if pred is None or gold is None:
+    pair = _absolute(pred, gold)
+    if pair is None:
         return False
-    a_star, a = abs(pred), abs(float(gold))
-    if not (math.isfinite(a_star) and math.isfinite(a)):
-        return False
+    a_star, a = pair
     if a < eps:
         return a_star < eps
     return number_match(pred, gold, eps)
@@ -238,11 +244,10 @@ def number_match_strict(pred: float | None, gold: float | None, eps: float = EPS
     """Relative error without a power-of-ten shift: ``|a* - a| / |a| < eps`` on absolute values
     (sign ignored, as in :func:`number_match`); both below ``eps`` also counts. ``1e92`` for a
     gold ``1.0`` is wrong here (``number_match`` accepts it). nan/±inf on either side is wrong."""
-    if pred is None or gold is None:
+    pair = _absolute(pred, gold)
+    if pair is None:
         return False
-    a_star, a = abs(float(pred)), abs(float(gold))
-    if not (math.isfinite(a_star) and math.isfinite(a)):
-        return False
+    a_star, a = pair
     if a_star < eps and a < eps:
         return True
     if a == 0.0:
