@@ -441,3 +441,16 @@ def test_nm_variants_skip_non_numeric_golds_like_nm():
     n = len(tat) - len(dates)
     assert {name: r.table["TAT-DQA"][name].n for name in ("nm", "nm_bare", "nm_strict")} == {"nm": n, "nm_bare": n, "nm_strict": n}
     assert r.counts.non_numeric_gold == len(dates)
+
+
+def test_nan_inf_and_booleans_are_unparsable_predictions_never_retrieval_only(gold):
+    """Issue 17, item 7: an all-NaN file was taken as a retrieval-only submission (NM not computed)
+    and a boolean `true` scored as 1.0."""
+    from t2exp import score
+
+    ids = [q.id for q in gold[:3]]
+    all_nan = score([{"id": i, "prediction": float("nan")} for i in ids], gold=gold[:3], n_boot=0)
+    assert all_nan.counts.unparsable == 3 and all_nan.metrics["avg/nm"] == 0.0
+    odd = score([{"id": ids[0], "prediction": True}, {"id": ids[1], "prediction": float("inf")}, {"id": ids[2], "prediction": False}],
+                gold=gold[:3], n_boot=0)
+    assert odd.counts.unparsable == 3 and odd.metrics["avg/nm"] == 0.0

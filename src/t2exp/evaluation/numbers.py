@@ -111,7 +111,7 @@ def extract_number(text: str | None) -> float | None:
     Order of preference: ``\\boxed{...}``; the first number after the last
     "Final answer:"/"Answer:" marker; otherwise the first number of the last line that has one.
     """
-    if text is None:
+    if text is None or isinstance(text, bool):  # true/false are not numbers (float(True) would be 1.0)
         return None
     if not isinstance(text, str):
         try:

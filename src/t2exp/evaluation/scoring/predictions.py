@@ -51,6 +51,12 @@ def _missing(v: Any) -> bool:
         return False
 
 
+def _absent(v: Any) -> bool:
+    """No prediction given: null (a table's empty cell arrives as None, see ``_frame_rows``). An
+    explicit NaN, inf or boolean *is* a prediction, an unparsable one (wrong in NM, counted)."""
+    return v is None or (_missing(v) and not isinstance(v, float))
+
+
 def _text(v: Any) -> str | None:
     if _missing(v):
         return None
@@ -169,8 +175,8 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
                 row=i,
                 id=_text(r.get("id")) or "",
                 subset=_text(r.get("subset")),
-                prediction=None if _missing(raw) else raw,
-                value=None if _missing(raw) else extract_number(raw),
+                prediction=None if _absent(raw) else raw,
+                value=None if _absent(raw) else extract_number(raw),
                 retrieved=_ranked(r.get("retrieved"), f"{source}: row {i}") if "retrieved" in r else None,
                 context_id=_text(r.get("context_id")),
                 text=r.get("answer_text") if "answer_text" in r else raw,
