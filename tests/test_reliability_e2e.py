@@ -537,3 +537,45 @@ def test_a_moved_cache_and_another_server_resume_the_finished_cell(tmp_path):
     _, runs = mlflow_runs(track)
     assert [r.info.status for r in runs] == ["FINISHED"]  # skipped, not run again
     assert "already FINISHED" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp_path, dirs):
+    """Issue 17, item 5: with max_concurrency=2 the generator used to send the queued requests after
+    the signal. Synchronised on events: two requests are held by the server until the app has
+    logged that it is stopping; then they complete, and nothing else may be sent."""
+    cache, track = dirs
+    n_q, in_flight, gate = 6, threading.Barrier(3), threading.Event()
+    count = iter(range(1, 100))
+
+    def held(messages) -> str:  # noqa: ANN001
+        if next(count) <= 2:
+            in_flight.wait(120)  # both requests are in flight together, and the test knows it
+            assert gate.wait(300), "the test never released the held requests"
+        return short_reply(messages)
+
+    srv = FakeOpenAIServer(model=MODEL, reply=held).start()
+    try:
+        args = [*gen_args(srv.base_url, n_q), "generator.max_concurrency=2", "generator.batch_size=64"]
+        proc = subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            in_flight.wait(300)
+            proc.send_signal(signal.SIGTERM)
+            _read_until(proc.stdout, "stopping after the requests in flight")
+            gate.set()
+            out = proc.stdout.read()
+            rc = proc.wait(timeout=120)
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 128 + signal.SIGTERM, out[-3000:]
+        assert len(srv.requests) == 2  # nothing sent after the signal
+        kept = read_rows(prediction_file(cache))
+        assert len(kept) == 2  # every answer that arrived is a prediction
+        proc2 = run_t2exp(gen_args(srv.base_url, n_q), cache, track)
+        assert proc2.returncode == 0, proc2.stderr[-3000:]
+        assert len(srv.requests) == n_q  # the rest, each asked once
+    finally:
+        srv.close()

@@ -201,7 +201,7 @@ class _Generator:
     def __init__(self, questions: list[Question]) -> None:
         self.by_text = {q.question: (i, q.gold) for i, q in enumerate(questions)}
 
-    def generate(self, prompts, sampling, on_result=None):  # noqa: ANN001, ANN201
+    def generate(self, prompts, sampling, on_result=None, should_stop=None):  # noqa: ANN001, ANN201
         from t2exp.generators import Generation
 
         out = []

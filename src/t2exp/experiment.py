@@ -30,7 +30,7 @@ from t2exp.evaluation.metrics import (
     metric_names,
     question_metrics,
 )
-from t2exp.generators import Generation, Generator, Sampling
+from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
 from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
@@ -127,15 +127,15 @@ def run_experiment(c: Components) -> Result:
             chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
             contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits, strict=False)]
             gens: Sequence[Generation | None] = [None] * len(chunk)
-            if generator is not None:
-                prompts = [
-                    answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=False)
-                ]
-                t0 = time.perf_counter()
-                gens = generator.generate(prompts, c.sampling)
-                timings["generate_seconds"] += time.perf_counter() - t0
-            for q, h, ctx, g in zip(chunk, chunk_hits, contexts, gens, strict=False):
-                row = _prediction_row(q, h, ctx, g, c)
+
+            def write(i: int, g: Generation | None, chunk=chunk, chunk_hits=chunk_hits, contexts=contexts) -> None:  # noqa: ANN001
+                """The prediction of question ``i`` of the chunk, once (in question order normally;
+                as answers arrive when the run is stopping or a request failed)."""
+                nonlocal n_generated
+                q = chunk[i]
+                if q.id in done:
+                    return
+                row = _prediction_row(q, chunk_hits[i], contexts[i], g, c)
                 if g is not None:
                     n_generated += 1
                     if not g.cached:
@@ -146,6 +146,31 @@ def run_experiment(c: Components) -> Result:
                     tokens["truncated_generations"] += int(g.finish_reason == "length")
                 preds.write(row)
                 done[q.id] = row
+
+            if generator is not None:
+                prompts = [
+                    answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=True)
+                ]
+                arrived: dict[int, Generation] = {}
+
+                def on_answer(i: int, g: Generation, arrived=arrived, write=write) -> None:  # noqa: ANN001
+                    arrived[i] = g
+                    if c.stop.is_set():  # a stopping run writes each answer the moment it exists
+                        write(i, g)
+
+                t0 = time.perf_counter()
+                try:
+                    gens = generator.generate(prompts, c.sampling, on_result=on_answer, should_stop=c.stop.is_set)
+                except BaseException as exc:  # a failure, a stop or a hard stop: keep every answer that arrived
+                    for i in sorted(arrived):
+                        write(i, arrived[i])
+                    if isinstance(exc, Cancelled):
+                        c.stop.check()  # Interrupted: nothing more was sent after the signal
+                    raise
+                finally:
+                    timings["generate_seconds"] += time.perf_counter() - t0
+            for i, g in enumerate(gens):
+                write(i, g)
         rows.extend(done[q.id] for q in subset.questions)
         close = getattr(getattr(index, "store", None), "close", None)
         if close is not None:

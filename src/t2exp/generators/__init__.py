@@ -40,6 +40,12 @@ class Generation:
 
 
 OnResult = Callable[[int, "Generation"], None]
+ShouldStop = Callable[[], bool]
+
+
+class Cancelled(Exception):
+    """Some prompts of a ``generate`` call were not sent because ``should_stop()`` became true
+    (the run is stopping); the answers already completed went to ``on_result``."""
 
 
 @runtime_checkable
@@ -51,7 +57,11 @@ class Generator(Protocol):
     def fingerprint(self) -> str:
         """Identifies the model (and weights) whose outputs a cache may reuse."""
 
-    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
+    ) -> list[Generation]:
         """Answers in prompt order. Every backend calls ``on_result(i, generation)`` as soon as
         answer ``i`` is complete (before a later prompt can fail), so the LLM cache keeps the
-        finished answers of a failed or interrupted batch."""
+        finished answers of a failed or interrupted batch. Before sending each prompt a backend
+        asks ``should_stop()``; once it is true nothing more is sent and ``Cancelled`` is raised
+        after the requests in flight complete."""

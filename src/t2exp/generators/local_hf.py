@@ -19,7 +19,7 @@ from pathlib import Path
 from t2exp import hub
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
-from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import build_lock, content_key
 
 log = logging.getLogger(__name__)
@@ -130,12 +130,16 @@ class TransformersGenerator:
         model.eval()
         return tok, model
 
-    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
+    ) -> list[Generation]:
         import torch
 
         tok, model = self._model
         out: list[Generation] = []
         for i, messages in enumerate(prompts):
+            if should_stop is not None and should_stop():
+                raise Cancelled()  # the run is stopping: the answers so far went to on_result
             t0 = time.perf_counter()
             enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
             ids = enc["input_ids"]

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
 from t2exp.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
@@ -218,12 +218,15 @@ class OpenAICompatGenerator:
         gen.seconds = time.perf_counter() - t0
         return gen
 
-    def _generate_one(self, messages: Messages, sampling: Sampling, stop: threading.Event) -> Generation:
+    def _generate_one(self, messages: Messages, sampling: Sampling, stop: threading.Event,
+                      should_stop: ShouldStop | None = None) -> Generation:
         """One request under tenacity: retryable failures (``_classify``) are retried up to
         ``max_retries`` times with ``_backoff``; a backoff is cut short, and no retry made, once
         another request of the batch has failed for good (``stop``)."""
         import tenacity
 
+        if should_stop is not None and should_stop():
+            raise Cancelled()  # the run is stopping: this prompt is not sent
         kwargs = self._request(messages, sampling)
 
         def retryable(exc: BaseException) -> bool:
@@ -262,21 +265,26 @@ class OpenAICompatGenerator:
             raise RemoteError(f"generator={self.name}: {self.endpoint} failed {tries}: {status}; {hint}") from exc
 
     # --- protocol ---------------------------------------------------------------------------------
-    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
+    ) -> list[Generation]:
         """Concurrent requests; ``on_result(i, generation)`` is called as each one completes, so a
-        caller can persist finished answers even when a later request of the batch fails."""
+        caller can persist finished answers even when a later request of the batch fails; a
+        queued request is not sent once ``should_stop()`` is true (``Cancelled`` is raised)."""
         if not prompts:
             return []
         stop = threading.Event()
         workers = min(self.max_concurrency, len(prompts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"t2exp-{self.name}") as pool:
-            futures: list[Future[Generation]] = [pool.submit(self._generate_one, p, sampling, stop) for p in prompts]
+            futures: list[Future[Generation]] = [pool.submit(self._generate_one, p, sampling, stop, should_stop) for p in prompts]
             try:
                 if on_result is not None:
                     index = {f: i for i, f in enumerate(futures)}
                     for f in as_completed(futures):
                         if f.exception() is None:
                             on_result(index[f], f.result())
+                if any(not f.cancelled() and isinstance(f.exception(), Cancelled) for f in futures):
+                    raise Cancelled()  # after every answer in flight was delivered
                 return [f.result() for f in futures]
             except BaseException:
                 stop.set()

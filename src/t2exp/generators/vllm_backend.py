@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from t2exp.errors import ConfigError
-from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.generators import Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.generators.openai_compat import reasoning_generation
 from t2exp.infra.cache import content_key
 from t2exp.reasoning import split_reasoning
@@ -133,7 +133,11 @@ class VLLMGenerator:
         except Exception:  # noqa: BLE001 - an estimate is fine when the tokenizer is unusual
             return len(text.split())
 
-    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
+    ) -> list[Generation]:
+        """One engine batch: ``should_stop`` is not consulted inside it (vLLM schedules the whole
+        batch at once); the next batch is where a stopping run stops."""
         if not prompts:
             return []
         from vllm import SamplingParams

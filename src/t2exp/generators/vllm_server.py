@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.generators import Generation, Messages, OnResult, Sampling
+from t2exp.generators import Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.generators.vllm_backend import INSTALL_HINT, vllm_available, vllm_fingerprint
 
@@ -279,13 +279,15 @@ class VLLMServerGenerator:
             )
         return server
 
-    def generate(self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None) -> list[Generation]:
+    def generate(
+        self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
+    ) -> list[Generation]:
         if not prompts:
             return []
         if self._server is None or not self._server.alive() or self._client is None:
             self.start()
         assert self._client is not None
-        return self._client.generate(prompts, sampling, on_result=on_result)
+        return self._client.generate(prompts, sampling, on_result=on_result, should_stop=should_stop)
 
     def close(self) -> None:
         """Stop the server this generator uses (if it is still the running one)."""
