@@ -277,6 +277,11 @@ class NoGeneratorConfig:
     name: str = "none"
     answer_mode: str = "direct"  # unused without a generator; lets an experiment set it for every generator
 
+    def __post_init__(self) -> None:
+        from t2exp.answers import MODES
+
+        one_of("generator.answer_mode", self.answer_mode, MODES)
+
 
 @dataclass
 class GeneratorConfig:
