@@ -173,3 +173,12 @@ def test_paper_hyde_asks_for_a_plain_passage_of_the_bare_question(keys):
     q = Question(id="q", subset="FinQA", split="dev", context_id="c", question="What was revenue?", gold=1.0, gold_raw="1")
     text = PromptLibrary(PROMPTS_DIR).render(method.prompt, question=q.question)
     assert text.startswith("Please write a passage to answer the question.") and "What was revenue?" in text
+
+
+def test_aux_sampling_from_the_schema_is_usable(keys):
+    """The schema gives aux_sampling a `stop: null`; it must become no stop sequence, not None
+    (before the fix `Sampling.as_dict()`, the LLM-cache key, raised TypeError for generator=qwq32b)."""
+    components = build_components(compose_cfg("generator=qwq32b", "dataset=finqa", "dataset.limit=1"))
+    aux = components.aux_sampling
+    assert aux is not None and aux.stop == () and aux.max_tokens == 4096 and aux.json_schema is None
+    assert aux.as_dict()["stop"] == []

@@ -83,7 +83,8 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
     gen_cfg = cfg.generator
     sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")
-    aux_sampling = Sampling(**_to_dict(aux)) if aux else Sampling(max_tokens=160, seed=sampling.seed)
+    # auxiliary calls (HyDE passages, summaries) have no answer mode: ``stop: null`` is no stop sequence
+    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=160, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
     return Components(
         subsets=subsets,
