@@ -16,8 +16,9 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
+from t2exp.config.components import build
 from t2exp.data import load_subsets, loader_args
-from t2exp.errors import ConfigError, T2ExpError
+from t2exp.errors import T2ExpError
 from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.generators import Sampling
 from t2exp.infra.cache import atomic_write_text, cell_lock
@@ -45,21 +46,12 @@ def _to_dict(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
     if cfg is None or cfg.get("_target_") is None:
         return None
     d = _to_dict(cfg)
     for key in GENERATOR_RUN_KEYS:
         d.pop(key, None)
-    try:
-        return instantiate(d, **kwargs)
-    except InstantiationException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, T2ExpError):
-            raise cause from None
-        raise ConfigError(f"{d.get('name', d['_target_'])}: {str(exc).splitlines()[-1][:300]}") from None
+    return build(d, str(d.get("name", d["_target_"])), **kwargs)
 
 
 def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -68,8 +68,7 @@ def check(cfg: DictConfig) -> Config:
         raise
     except OmegaConfBaseException as exc:
         raise config_error(exc, plain) from None
-    assert isinstance(typed, Config) or dataclasses.is_dataclass(typed) or isinstance(typed, dict)
-    return typed  # type: ignore[return-value]
+    return cast(Config, typed)
 
 
 def refuse_unknown_keys(node: Any, prefix: str = "") -> None:

@@ -12,6 +12,7 @@ goes without one (then its constructor's signature is the check).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from omegaconf import MISSING
 
 from t2exp.config.checks import at_least, between, invalid, one_of, require
 from t2exp.config.schema import SamplingConfig
+from t2exp.errors import ConfigError, T2ExpError
 
 
 def target_class(target: str, key: str = "_target_") -> Any:
@@ -28,6 +30,20 @@ def target_class(target: str, key: str = "_target_") -> Any:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as exc:
         raise invalid(key, target, f"an importable module.Name ({type(exc).__name__}: {exc})") from None
+
+
+def build(cfg: Mapping[str, Any], label: str, **kwargs: Any) -> Any:
+    """``hydra.utils.instantiate`` of a component config; a constructor's ``T2ExpError`` passes
+    through, any other failure is one ``ConfigError`` line starting with ``label``."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(dict(cfg), **kwargs)
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, T2ExpError):
+            raise exc.__cause__ from None
+        raise ConfigError(f"{label}: {str(exc).splitlines()[-1][:300]}") from None
 
 
 def _templates(prefix: str, **templates: str) -> None:

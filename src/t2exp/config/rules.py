@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.config.checks import invalid, require
+from t2exp.config.checks import require
 from t2exp.config.components import target_class
 from t2exp.errors import ConfigError
 
@@ -132,6 +132,7 @@ def _check_key(group: str, comp: Any) -> None:
     if envs is None or comp.get("api_key") or any(os.environ.get(e) for e in envs):
         return
     provider = comp.get("provider") or "openai"
-    err = invalid(f"{group}.api_key", None, f"an API key in {' or '.join(envs)} or {group}.api_key "
-                                            f"({group}={comp.get('name')} calls the {provider} API)")
-    raise ConfigError(str(err).replace(" is invalid;", f" is invalid and ${' / $'.join(envs)} is not set;"))
+    raise ConfigError(
+        f"{group}.api_key=None is invalid and ${' / $'.join(envs)} is not set; allowed: an API key in {' or '.join(envs)} "
+        f"or {group}.api_key ({group}={comp.get('name')} calls the {provider} API)"
+    )

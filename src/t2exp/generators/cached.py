@@ -38,8 +38,9 @@ class CachedGenerator:
             positions.setdefault(k, []).append(i)
 
         def deliver(k: str, g: Generation) -> None:
-            for i in positions[k] if on_result is not None else ():
-                on_result(i, g)  # type: ignore[misc]
+            if on_result is not None:
+                for i in positions[k]:
+                    on_result(i, g)
 
         found = self.cache.get_many(keys)
         out: dict[str, Generation] = {}

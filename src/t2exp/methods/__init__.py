@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from t2exp.config.components import target_class
+from t2exp.config.components import build, target_class
 from t2exp.data import Question, Subset
-from t2exp.errors import ConfigError, T2ExpError
+from t2exp.errors import ConfigError
 from t2exp.indexing import Index, build_index
 from t2exp.queries import QueryBuilder
 
@@ -102,13 +102,5 @@ class RetrievingMethod:
 def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMethod:
     """The method a ``rag_method`` config names by ``_target_`` (``reranker`` for methods that
     rescore candidates: ``needs_reranker``)."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
     kwargs = {"reranker": reranker} if getattr(target_class(cfg["_target_"], "rag_method._target_"), "needs_reranker", False) else {}
-    try:
-        return instantiate(dict(cfg), **kwargs)
-    except InstantiationException as exc:
-        if isinstance(exc.__cause__, T2ExpError):
-            raise exc.__cause__ from None
-        raise ConfigError(f"rag_method={cfg.get('name')}: {str(exc).splitlines()[-1][:300]}") from None
+    return build(cfg, f"rag_method={cfg.get('name')}", **kwargs)
