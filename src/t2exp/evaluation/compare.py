@@ -43,7 +43,9 @@ class CompareError(T2ExpError):
 
 def default_tracking_uri() -> str:
     """``mlruns/mlflow.db`` under the current directory, where ``python -m t2exp`` writes by default."""
-    return f"sqlite:///{Path.cwd() / 'mlruns' / 'mlflow.db'}"
+    from t2exp.infra.paths import work_dir
+
+    return f"sqlite:///{work_dir() / 'mlruns' / 'mlflow.db'}"
 
 
 def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:

@@ -56,6 +56,7 @@ from t2exp.evaluation.report.tables import (
     label_keys,
     swept_keys,
 )
+from t2exp.infra.paths import work_dir
 
 
 @dataclass
@@ -157,7 +158,7 @@ def log_report(client: Any, target: Target, result: ReportResult) -> str:
 
 def default_out_dir(target: str) -> Path:
     """``outputs/reports/<target>`` under the current directory."""
-    return Path.cwd() / "outputs" / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+    return work_dir() / "outputs" / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
 
 
 def build_parser() -> argparse.ArgumentParser:
