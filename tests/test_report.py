@@ -145,3 +145,27 @@ def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
         assert float(r["documents"]) == float(r["corpus_size"]) and r["n_runs"] == "2"
     _assert_png(out / "corpus_size_mrr_at_3.png")
     assert not client.list_artifacts(parent.info.run_id, "report")  # --no-log
+
+
+def test_protocol_sweep_gets_the_readings_table(shared_cache, tmp_path):
+    """`-m protocol=t2exp,paper`: one row per (rag_method, protocol); every cell is the child's
+    logged metric, the paper-order columns included, and the two protocols really differ."""
+    tracking = tmp_path / "track"
+    run_app(["-m", "protocol=t2exp,paper", "rag_method=hybrid", "generator=none", "dataset.limit=10"], shared_cache, tracking)
+    client, runs = mlflow_runs(tracking)
+    (parent,), children = _split(runs)
+    assert sorted(c.data.params["protocol.name"] for c in children) == ["paper", "t2exp"]
+    out = tmp_path / "report"
+    _report(parent.info.run_id, "--tracking-uri", f"sqlite:///{tracking / 'mlflow.db'}", "--out", str(out), "--no-log")
+    rows = {r["run_id"]: r for r in _csv(out / "readings.csv")}
+    assert set(rows) == {c.info.run_id for c in children}
+    for child in children:
+        m, row = child.data.metrics, rows[child.info.run_id]
+        assert row["protocol"] == child.data.params["protocol.name"] and row["rag_method"] == "hybrid"
+        for key in ("FinQA/mrr_at_3", "FinQA/mrr_at_3_paper_order", "avg/mrr_at_3_paper_order",
+                    "avg/recall_at_1_paper_order", "avg/recall_at_5", "avg/recall_at_1"):
+            assert float(row[key]) == m[key], key
+    md = (out / "readings.md").read_text(encoding="utf-8")
+    assert "| RAG method | Protocol | FinQA MRR@3 | FinQA MRR@3 (paper order) |" in md
+    by = {c.data.params["protocol.name"]: c.data.metrics for c in children}
+    assert by["paper"]["avg/mrr_at_3"] != by["t2exp"]["avg/mrr_at_3"]  # the instruction, BM25 and fusion changed

@@ -19,14 +19,17 @@ from t2exp import config
 from t2exp.config.components import build
 from t2exp.data import load_subsets, loader_args
 from t2exp.errors import T2ExpError
+from t2exp.evidence import Evidence
 from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.generators import Sampling
+from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
 from t2exp.queries import QueryBuilder
+from t2exp.summary import results_table, run_footer
 
 log = logging.getLogger("t2exp")
 
@@ -94,6 +97,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         aux_sampling=aux_sampling,
         stop=stop or StopRequest(),
         query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
+        evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences)),
     )
 
 
@@ -154,6 +158,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
     """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
     ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
     config.check(cfg)
+    progress.quiet_libraries()
     stop = StopRequest()
     restore = _install_signal_handlers(stop)
     try:
@@ -202,7 +207,7 @@ def _run_cell(
         tracker.log_metrics(result.metrics)
         _log_artifacts(tracker, cfg, components, result)
         status = "FINISHED"
-        _print_summary(result, components)
+        _print_summary(result, components, tracker, cfg)
         return result
     except Interrupted as exc:
         status = "KILLED"
@@ -244,12 +249,7 @@ def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Res
             tracker.log_artifact(pdir)
 
 
-def _print_summary(result: Result, c: Components) -> None:
-    names = ["nm", f"mrr_at_{c.k}", "recall_at_1", "recall_at_3", "recall_at_5"]
-    header = f"{'subset':<10}" + "".join(f"{n:>14}" for n in names) + f"{'n':>6}"
-    lines = [header]
-    for subset, vals in result.table.items():
-        cells = "".join(f"{vals[n]['mean']:>14.2f}" if n in vals else f"{'-':>14}" for n in names)
-        n = max((v["n"] for v in vals.values()), default=0)
-        lines.append(f"{subset:<10}{cells}{n:>6}")
-    print("\n".join(lines), file=sys.stderr)
+def _print_summary(result: Result, c: Components, tracker: Tracker, cfg: DictConfig) -> None:
+    text = results_table(result.table, c.k) + "\n" + run_footer(
+        tracker.run_id, str(cfg.tracking.experiment), str(tracker.experiment_id), str(cfg.tracking.uri), result.predictions_path)
+    print(text, file=sys.stderr)

@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,11 @@ from t2exp.evaluation.metrics import (
     metric_names,
     question_metrics,
 )
+from t2exp.evidence import Evidence
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.indexing import truncation_fraction
+from t2exp.infra import progress
 from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
 from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.methods import RagMethod, Services
@@ -64,6 +67,7 @@ class Components:
     aux_sampling: Sampling | None = None  # HyDE / summaries
     stop: StopRequest = field(default_factory=StopRequest)  # checked at every safe point
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
+    evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
 
 
 @dataclass
@@ -121,56 +125,63 @@ def run_experiment(c: Components) -> Result:
 
         # --- generate + score, one prediction written as soon as it exists --------------------
         batch = max(1, getattr(generator, "batch_size", 1)) if generator else len(todo) or 1
-        for start in range(0, len(todo), batch):
-            c.stop.check()
-            chunk = todo[start : start + batch]
-            chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
-            contexts = [c.method.contexts(q, h, index, c.k) for q, h in zip(chunk, chunk_hits, strict=False)]
-            gens: Sequence[Generation | None] = [None] * len(chunk)
+        shown = progress.stage(f"generate {subset.name}", len(todo), "answer") if generator is not None and todo else nullcontext(None)
+        with shown as bar:
+            for start in range(0, len(todo), batch):
+                c.stop.check()
+                chunk = todo[start : start + batch]
+                chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
+                contexts = [c.evidence.all(q.question, c.method.contexts(q, h, index, c.k))
+                            for q, h in zip(chunk, chunk_hits, strict=False)]
+                gens: Sequence[Generation | None] = [None] * len(chunk)
 
-            def write(i: int, g: Generation | None, chunk=chunk, chunk_hits=chunk_hits, contexts=contexts) -> None:  # noqa: ANN001
-                """The prediction of question ``i`` of the chunk, once (in question order normally;
-                as answers arrive when the run is stopping or a request failed)."""
-                nonlocal n_generated
-                q = chunk[i]
-                if q.id in done:
-                    return
-                row = _prediction_row(q, chunk_hits[i], contexts[i], g, c)
-                if g is not None:
-                    n_generated += 1
-                    if not g.cached:
-                        tokens["model_seconds"] += g.seconds
-                    tokens["prompt_tokens"] += g.prompt_tokens
-                    tokens["completion_tokens"] += g.completion_tokens
-                    tokens["reasoning_tokens"] += int(g.extra.get("reasoning_tokens", 0) or 0)
-                    tokens["truncated_generations"] += int(g.finish_reason == "length")
-                preds.write(row)
-                done[q.id] = row
+                def write(i: int, g: Generation | None, chunk=chunk, chunk_hits=chunk_hits, contexts=contexts, bar=bar) -> None:  # noqa: ANN001
+                    """The prediction of question ``i`` of the chunk, once (in question order normally;
+                    as answers arrive when the run is stopping or a request failed)."""
+                    nonlocal n_generated
+                    q = chunk[i]
+                    if q.id in done:
+                        return
+                    row = _prediction_row(q, chunk_hits[i], contexts[i], g, c)
+                    if g is not None:
+                        n_generated += 1
+                        if bar is not None:
+                            bar.advance()
+                            if g.cached:
+                                bar.tally("from the LLM cache")
+                        if not g.cached:
+                            tokens["model_seconds"] += g.seconds
+                        tokens["prompt_tokens"] += g.prompt_tokens
+                        tokens["completion_tokens"] += g.completion_tokens
+                        tokens["reasoning_tokens"] += int(g.extra.get("reasoning_tokens", 0) or 0)
+                        tokens["truncated_generations"] += int(g.finish_reason == "length")
+                    preds.write(row)
+                    done[q.id] = row
 
-            if generator is not None:
-                prompts = [
-                    answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=True)
-                ]
-                arrived: dict[int, Generation] = {}
+                if generator is not None:
+                    prompts = [
+                        answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=True)
+                    ]
+                    arrived: dict[int, Generation] = {}
 
-                def on_answer(i: int, g: Generation, arrived=arrived, write=write) -> None:  # noqa: ANN001
-                    arrived[i] = g
-                    if c.stop.is_set():  # a stopping run writes each answer the moment it exists
-                        write(i, g)
+                    def on_answer(i: int, g: Generation, arrived=arrived, write=write) -> None:  # noqa: ANN001
+                        arrived[i] = g
+                        if c.stop.is_set():  # a stopping run writes each answer the moment it exists
+                            write(i, g)
 
-                t0 = time.perf_counter()
-                try:
-                    gens = generator.generate(prompts, c.sampling, on_result=on_answer, should_stop=c.stop.is_set)
-                except BaseException as exc:  # a failure, a stop or a hard stop: keep every answer that arrived
-                    for i in sorted(arrived):
-                        write(i, arrived[i])
-                    if isinstance(exc, Cancelled):
-                        c.stop.check()  # Interrupted: nothing more was sent after the signal
-                    raise
-                finally:
-                    timings["generate_seconds"] += time.perf_counter() - t0
-            for i, g in enumerate(gens):
-                write(i, g)
+                    t0 = time.perf_counter()
+                    try:
+                        gens = generator.generate(prompts, c.sampling, on_result=on_answer, should_stop=c.stop.is_set)
+                    except BaseException as exc:  # a failure, a stop or a hard stop: keep every answer that arrived
+                        for i in sorted(arrived):
+                            write(i, arrived[i])
+                        if isinstance(exc, Cancelled):
+                            c.stop.check()  # Interrupted: nothing more was sent after the signal
+                        raise
+                    finally:
+                        timings["generate_seconds"] += time.perf_counter() - t0
+                for i, g in enumerate(gens):
+                    write(i, g)
         rows.extend(done[q.id] for q in subset.questions)
         close = getattr(getattr(index, "store", None), "close", None)
         if close is not None:

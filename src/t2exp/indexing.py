@@ -17,6 +17,7 @@ import numpy as np
 from t2exp import documents
 from t2exp.data import Document, Subset
 from t2exp.embedders import Embedder
+from t2exp.infra import progress
 from t2exp.infra.cache import build_lock, content_key
 from t2exp.lexical import LEXICAL_INDEXES, BM25sIndex, RankBM25Index
 from t2exp.stores import Store
@@ -70,7 +71,7 @@ def build_index(
     variant: str,
     lock_dir: str | Path,
     *,
-    batch_size: int = 256,
+    batch_size: int = 64,  # documents per embed + store call: the bar's step
     texts: dict[str, str] | None = None,
     key_suffix: str = "",
 ) -> Index:
@@ -89,13 +90,17 @@ def build_index(
         hit = store.open(key)
         if not hit:
             ids = list(texts)
-            for start in range(0, len(ids), batch_size):
-                chunk = ids[start : start + batch_size]
-                vecs = embedder.embed_documents([texts[c] for c in chunk])
-                store.add(chunk, [texts[c] for c in chunk], np.asarray(vecs), [docs[c].metadata for c in chunk])
-            store.finalize()
+            name = f"index {subset.name} ({getattr(embedder, 'name', 'embedder')}, {store.name})"
+            with progress.stage(name, len(ids), "document") as bar:
+                for start in range(0, len(ids), batch_size):
+                    chunk = ids[start : start + batch_size]
+                    vecs = embedder.embed_documents([texts[c] for c in chunk])
+                    store.add(chunk, [texts[c] for c in chunk], np.asarray(vecs), [docs[c].metadata for c in chunk])
+                    bar.advance(len(chunk))
+                store.finalize()
     seconds = time.perf_counter() - t0
-    log.info("index %s: %s in %.2fs (%d docs)", subset.name, "reused" if hit else "built", seconds, len(texts))
+    if hit:
+        log.info("index %s: reused (%d docs, %.2fs)", subset.name, len(texts), seconds)
     return Index(
         subset=subset, store=store, embedder=embedder, variant=variant, key=key, cache_hit=hit,
         build_seconds=seconds, docs=docs, texts=texts,

@@ -105,6 +105,31 @@ class PathsConfig:
 
 
 @dataclass
+class ContextConfig:
+    """What the generator reads of each document it is handed (``t2exp.evidence``): ``full``
+    documents, or ``focused`` evidence (every table plus the ``sentences`` prose sentences that
+    best match the question)."""
+
+    mode: str = "full"
+    sentences: int = 3
+
+    def __post_init__(self) -> None:
+        from t2exp.evidence import MODES
+
+        one_of("context.mode", self.mode, MODES)
+        at_least("context.sentences", self.sentences, 1)
+
+
+@dataclass
+class ProtocolConfig:
+    """Whose settings a run follows: ``t2exp`` (its own) or ``paper`` (the T²-RAGBench authors',
+    conf/protocol/paper.yaml). Set by the protocol group; the name is logged as the param
+    ``protocol.name`` so reports can put the two side by side."""
+
+    name: str = "t2exp"
+
+
+@dataclass
 class TrackingConfig:
     uri: str = MISSING
     artifact_location: str | None = None
@@ -125,6 +150,7 @@ class Config:
     resume: bool = False
     document: DocumentConfig = MISSING
     query: QueryConfig = field(default_factory=QueryConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     dataset: DatasetConfig = MISSING
@@ -133,7 +159,8 @@ class Config:
     rag_method: Any = MISSING
     generator: Any = None
     reranker: Any = None
-    protocol: Any = None  # the protocol group's node (empty): its choice selects conf/protocol_method/<protocol>_<rag_method>.yaml
+    # the protocol group's choice also selects conf/protocol_method/<protocol>_<rag_method>.yaml
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
 
     def __post_init__(self) -> None:
         at_least("k", self.k, 1)

@@ -54,6 +54,19 @@ class Services:
     aux_sampling: Any = None  # sampling for auxiliary LLM calls (HyDE, summaries)
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question (query.*)
 
+    def generate_aux(self, prompts: list[Any], stage: str, unit: str) -> list[Any]:
+        """Auxiliary LLM calls (HyDE passages, summaries) with ``aux_sampling``, shown as a stage."""
+        from t2exp.infra import progress
+
+        assert self.generator is not None, "a method that generates declares needs_generator"
+        with progress.stage(stage, len(prompts), unit) as bar:
+            def arrived(i: int, g: Any) -> None:  # noqa: ARG001
+                bar.advance()
+                if getattr(g, "cached", False):
+                    bar.tally("from the LLM cache")
+
+            return list(self.generator.generate(prompts, self.aux_sampling, on_result=arrived))
+
 
 @runtime_checkable
 class RagMethod(Protocol):

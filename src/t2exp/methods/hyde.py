@@ -28,7 +28,7 @@ class HyDE(RetrievingMethod):
         s = self.services
         assert s is not None and s.generator is not None, "prepare() sets the services, with a generator"
         prompts = [[{"role": "user", "content": s.prompts.render(self.prompt, question=q.question)}] for q in questions]
-        gens = s.generator.generate(prompts, s.aux_sampling)
+        gens = s.generate_aux(prompts, f"hyde passages ({questions[0].subset})" if questions else "hyde passages", "passage")
         return [g.text.strip() for g in gens]
 
     def query_vectors(self, questions, index) -> np.ndarray:  # noqa: ANN001

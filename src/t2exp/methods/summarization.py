@@ -19,7 +19,7 @@ def summarize_corpus(subset, services) -> dict[str, str]:  # noqa: ANN001
         [{"role": "user", "content": services.prompts.render("summarize", document=documents.render(d, services.variant))}]
         for d in docs
     ]
-    gens = services.generator.generate(prompts, services.aux_sampling)
+    gens = services.generate_aux(prompts, f"summarise {subset.name}", "summary")
     return {d.context_id: (g.text.strip() or d.text) for d, g in zip(docs, gens, strict=False)}
 
 

@@ -11,6 +11,9 @@ an experiment:
   question-weighted average, each with its 95 % bootstrap CI, and "Δ vs best (p)": the paired
   difference to the best row on the questions both answered (paired bootstrap CI, sign-flip
   permutation p; :mod:`t2exp.evaluation.compare`).
+- ``readings.md|csv`` when the runs differ in ``protocol`` or follow the authors' (``protocol=paper``):
+  rows rag_method x protocol; per subset NM and MRR@k in both orders, and for the weighted average
+  NM, NM-bare, NM-strict, MRR@k and R@1 in both orders and R@5 (``--tables readings`` for any runs).
 - ``table4.md|csv`` when the runs set the embedder (an embedder sweep): rows embedder; columns
   R@1, R@5, MRR@5 per subset.
 - ``corpus_size.md|csv`` and ``corpus_size_mrr_at_<k>.png`` when the runs differ in
@@ -54,9 +57,12 @@ from t2exp.evaluation.report.tables import (
     corpus_curve,
     find_subsets,
     label_keys,
+    readings_columns,
     swept_keys,
 )
 from t2exp.infra.paths import work_dir
+
+TABLES = ("auto", "table3", "table4", "readings")
 
 
 @dataclass
@@ -89,8 +95,8 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
                 f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.", ""]
     sections += [f"Note: {n}" for n in target.notes]
     want = set(tables)
-    if want - {"auto", "table3", "table4"}:
-        raise ReportError(f"--tables: unknown {sorted(want - {'auto', 'table3', 'table4'})}; allowed: auto, table3, table4")
+    if want - set(TABLES):
+        raise ReportError(f"--tables: unknown {sorted(want - set(TABLES))}; allowed: {', '.join(TABLES)}")
     auto = "auto" in want
 
     t3_metrics = ["nm", f"mrr_at_{k}"]
@@ -108,12 +114,24 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
         add_deltas(t4, ["mrr_at_5", "recall_at_1"], source, n_boot, seed)
         built["table4"] = t4
 
+    protocols = {r.label("protocol") for r in runs}
+    if "readings" in want or (auto and (len(protocols) > 1 or "paper" in protocols)):
+        rd = build_table("readings", f"Metric readings: t2exp's and the authors' (NM variants; MRR@{k} and R@1 in both orders)",
+                         runs, label_keys(runs, ["rag_method", "protocol"]), subsets, [], source,
+                         columns=readings_columns(subsets, k))
+        rd.notes.append("paper order = the retrieved documents re-sorted by their stored dense similarity (the authors' "
+                        "evaluation); '–' where the method kept no dense scores. NM-bare = bare float() with the "
+                        "authors' small-gold rule; NM-strict = relative error < 1 % with no power-of-ten shift.")
+        built["readings"] = rd
+
     for name, t in built.items():
         md = render_markdown(t)
         sections.append(md)
         (out_dir / f"{name}.md").write_text(md, encoding="utf-8")
         write_csv(t, out_dir / f"{name}.csv")
         files += [out_dir / f"{name}.md", out_dir / f"{name}.csv"]
+        if name == "readings":
+            continue  # eight metrics side by side: a table, not a plot
         png = out_dir / f"{name}_bars.png"
         if plot_bars(t, png):
             files.append(png)
@@ -167,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory")
     p.add_argument("--out", type=Path, help="output directory (default: outputs/reports/<target> in the current directory)")
     p.add_argument("--k", type=int, help="MRR@k of the Table 3 layout (default: the runs' k when they share one, else 3)")
-    p.add_argument("--tables", default="auto", help="auto (table3, + table4 for embedder sweeps) or a list: table3,table4")
+    p.add_argument("--tables", default="auto",
+                   help="auto (table3; + table4 for embedder sweeps; + readings for protocol sweeps) or a list: "
+                        "table3,table4,readings")
     p.add_argument("--n-boot", type=int, default=2000, help="resamples / sign patterns for 'Δ vs best' (default 2000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")

@@ -10,7 +10,7 @@ from t2exp.evaluation.compare import format_p
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.report.tables import AVG, Cell, CurvePoint, Table
 
-HEADERS = {"generator": "Generator", "rag_method": "RAG method", "embedder": "Embedder", "k": "k", "run": "Run"}
+HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Protocol", "embedder": "Embedder", "k": "k", "run": "Run"}
 
 
 def _fmt_cell(c: Cell) -> str:

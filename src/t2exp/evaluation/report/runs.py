@@ -8,7 +8,7 @@ from typing import Any
 
 from t2exp.errors import T2ExpError
 
-GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker")
+GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker", "protocol")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _SKIP_OVERRIDE = re.compile(r"^(hydra|paths|tracking)\.|^(experiment|resume|experiment_name)$")
 

@@ -19,6 +19,7 @@ from t2exp.evaluation.metrics import (
     NM_METRICS,
     aggregate,
     metric_label,
+    paper_order_names,
     question_value,
 )
 from t2exp.evaluation.report.runs import RunInfo
@@ -30,7 +31,7 @@ SEED_KEYS = ("dataset.corpus_seed", "seed")
 
 def swept_keys(runs: Sequence[RunInfo]) -> list[str]:
     """Keys whose value differs between runs: override keys first, then the main groups and k."""
-    candidates: list[str] = ["generator", "rag_method"]
+    candidates: list[str] = ["generator", "rag_method", "protocol"]
     for r in runs:
         for key in r.overrides:
             if key not in candidates:
@@ -132,10 +133,22 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
+def readings_columns(subsets: Sequence[str], k: int) -> list[tuple[str, str]]:
+    """The metric readings side by side (the authors' protocol next to t2exp's): per subset NM and
+    MRR@k in both orders; for the weighted average every NM reading, MRR@k and R@1 in both orders
+    and R@5."""
+    mrr, (mrr_paper, r1_paper) = f"mrr_at_{k}", paper_order_names(k)
+    cols = [(s, m) for s in subsets for m in ("nm", mrr, mrr_paper)]
+    return cols + [(AVG, m) for m in (*NM_METRICS, mrr, mrr_paper, "recall_at_1", r1_paper, "recall_at_5")]
+
+
 def build_table(name: str, title: str, runs: Sequence[RunInfo], keys: list[str], subsets: Sequence[str],
-                metrics: Sequence[str], source: CellSource) -> Table:
+                metrics: Sequence[str], source: CellSource, columns: Sequence[tuple[str, str]] | None = None) -> Table:
     ordered = sort_runs(runs, keys)
-    columns = [(s, m) for s in [*subsets, AVG] for m in metrics]
+    if columns is None:
+        columns = [(s, m) for s in [*subsets, AVG] for m in metrics]
+    else:
+        metrics = list(dict.fromkeys(m for _, m in columns))
     cells = {(r.run_id, s, m): source.cell(r, s, m) for r in ordered for s, m in columns}
     used = [(s, m) for s, m in columns if any(cells[(r.run_id, s, m)].mean is not None for r in ordered)]
     t = Table(name, title, keys, ordered, used, cells)

@@ -1,0 +1,98 @@
+"""What the generator reads of each document handed to it (``context.mode``).
+
+- ``full``: the whole document, as indexed (the T²-RAGBench authors' setting).
+- ``focused``: the document's tables, whole, plus the ``context.sentences`` sentences of its prose
+  that share the most (IDF-weighted) terms with the question, all in document order. A FinQA or
+  TAT-DQA document is ~1,050 prompt tokens; its tables and three sentences are about a third of
+  that, and prompt length is what generation on a CPU pays for (``benchmarks/main_job.py``).
+
+Tables are the lines holding a Markdown row (``| ... |``); FinQA glues its table into the prose
+(``... ( in millions ) ._|  | ... |_the volume ...``), so the text before the first ``|`` of a row
+stays with the table as its caption when the row opens the table, and the text after its last
+``|`` goes back to the prose. Sentences end at ``.``/``!``/``?`` followed by a space or at a line
+break. The selection is lexical and deterministic: the question's words and numbers (``2019``,
+``1,234.5`` → ``1234.5``) weighted by their IDF over the document's own sentences.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MODES = ("full", "focused")
+_TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The rule for one run: ``Evidence("focused", 3).of(question, document)``."""
+
+    mode: str = "full"
+    sentences: int = 3
+
+    def of(self, question: str, document: str) -> str:
+        if self.mode == "full":
+            return document
+        return focus(question, document, self.sentences)
+
+    def all(self, question: str, documents: Sequence[str]) -> list[str]:
+        return [self.of(question, d) for d in documents]
+
+
+def terms(text: str) -> list[str]:
+    """Lower-case words and numbers, thousands separators dropped (``$1,234.5`` → ``1234.5``)."""
+    out = []
+    for t in _TOKEN.findall(text.lower()):
+        if t[0].isdigit():
+            t = t.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", t) else t
+        out.append(t)
+    return out
+
+
+def split(document: str) -> list[tuple[str, str]]:
+    """The document as ``(kind, text)`` pieces in order: ``table`` (one Markdown row, its caption
+    attached when it opens a table) or ``prose`` (one sentence)."""
+    pieces: list[tuple[str, str]] = []
+
+    def prose(text: str) -> None:
+        text = text.strip().strip("_").strip()
+        for s in _SENTENCE_END.split(text):
+            if s.strip():
+                pieces.append(("prose", s.strip()))
+
+    for line in document.splitlines():
+        first, last = line.find("|"), line.rfind("|")
+        if first == -1 or first == last:
+            prose(line)
+            continue
+        head, row, tail = line[:first], line[first : last + 1], line[last + 1 :]
+        opens = not pieces or pieces[-1][0] != "table"
+        caption = head.strip().strip("_").strip()
+        if caption and not opens:
+            prose(caption)
+            caption = ""
+        pieces.append(("table", f"{caption}\n{row}" if caption else row))
+        prose(tail)
+    return pieces
+
+
+def focus(question: str, document: str, sentences: int) -> str:
+    """Tables whole + the ``sentences`` best-matching prose sentences, in document order."""
+    pieces = split(document)
+    prose_ids = [i for i, (kind, _) in enumerate(pieces) if kind == "prose"]
+    if len(prose_ids) <= sentences:
+        return document
+    docs = {i: set(terms(pieces[i][1])) for i in prose_ids}
+    df = Counter(t for ts in docs.values() for t in ts)
+    n = len(prose_ids)
+    wanted = set(terms(question))
+
+    def score(i: int) -> float:
+        return sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted & docs[i])
+
+    keep = set(sorted(prose_ids, key=lambda i: (-score(i), i))[:sentences])
+    return "\n".join(text for i, (kind, text) in enumerate(pieces) if kind == "table" or i in keep)

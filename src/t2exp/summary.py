@@ -1,0 +1,54 @@
+"""The text a run ends with: per subset and weighted NM, MRR@k and R@1/3/5 with their 95 %
+bootstrap CIs and n, then where the run, its predictions and the MLflow UI are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from t2exp.evaluation.metrics import metric_label
+
+
+def _cell(v: Mapping[str, Any] | None) -> str:
+    if v is None:
+        return "–"
+    text = f"{v['mean']:.1f}"
+    if v.get("ci_low") is not None and v.get("ci_high") is not None:
+        text += f" [{v['ci_low']:.1f}, {v['ci_high']:.1f}]"
+    return text
+
+
+def results_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> str:
+    """Rows subset (+ ``avg``, question-weighted); a metric no row has (NM of a retrieval-only run) is left out."""
+    names = [n for n in ("nm", f"mrr_at_{k}", "recall_at_1", "recall_at_3", "recall_at_5") if any(n in v for v in table.values())]
+    head = ["subset", *(metric_label(n) for n in names), "n"]
+    rows = []
+    for subset, vals in table.items():
+        n = max((int(v["n"]) for v in vals.values()), default=0)
+        rows.append([subset, *(_cell(vals.get(name)) for name in names), str(n)])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    out = [line(head), *(line(r) for r in rows)]
+    out.append("values in %, 95 % bootstrap CI in brackets; n = questions scored (NM skips non-numeric golds); avg = question-weighted")
+    return "\n".join(out)
+
+
+def ui_command(uri: str) -> str:
+    """The ``mlflow ui`` command that opens the store a run was logged to."""
+    if uri.startswith(("http://", "https://", "databricks")):
+        return f"open {uri}"
+    return f"mlflow ui --backend-store-uri {uri}"
+
+
+def run_footer(run_id: str, experiment: str, experiment_id: str, uri: str, predictions: Path) -> str:
+    web = "" if uri.startswith(("http://", "https://")) else " (then http://127.0.0.1:5000)"
+    link = f"#/experiments/{experiment_id}/runs/{run_id}"
+    return "\n".join([
+        f"MLflow run {run_id} in experiment '{experiment}' ({link})",
+        f"inspect: {ui_command(uri)}{web}",
+        f"predictions: {predictions} (artifact predictions.jsonl of the run)",
+    ])

@@ -1,0 +1,62 @@
+"""Focused evidence (``context.mode=focused``): tables whole, the best-matching sentences, in order."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import compose_cfg
+from t2exp import config
+from t2exp.errors import ConfigError
+from t2exp.evidence import Evidence, focus, split, terms
+
+# the shape of a FinQA context: prose, the table glued in with "._" / "_", prose again
+FINQA_LIKE = (
+    "entergy mississippi , inc .\n"
+    "net revenue consists of operating revenues net of fuel . the weather was mild in the south .\n"
+    "following is an analysis of the change in net revenue comparing 2010 to 2009 .\n"
+    "amount ( in millions ) ._|    | item | amount |\n"
+    "|---:|:---|:---|\n"
+    "|  0 | 2009 net revenue | $ 536.7 |\n"
+    "|  1 | 2010 net revenue | $ 555.3 |_the volume/weather variance is due to usage . "
+    "interest expense decreased . the board met twice ."
+)
+
+
+def test_terms_keep_numbers_whole():
+    assert terms("Revenue of $1,234.5 million in 2019, up (12.3)%") == ["revenue", "of", "1234.5", "million", "in", "2019", "up", "12.3"]
+
+
+def test_split_keeps_the_glued_table_with_its_caption():
+    pieces = split(FINQA_LIKE)
+    tables = [t for kind, t in pieces if kind == "table"]
+    assert tables[0] == "amount ( in millions ) .\n|    | item | amount |" and len(tables) == 4
+    assert tables[-1] == "|  1 | 2010 net revenue | $ 555.3 |"
+    prose = [t for kind, t in pieces if kind == "prose"]
+    assert "the volume/weather variance is due to usage ." in prose and "the board met twice ." in prose
+
+
+def test_focus_keeps_every_table_row_and_the_best_sentences_in_order():
+    out = focus("What was the change in net revenue from 2009 to 2010?", FINQA_LIKE, 1)
+    lines = out.splitlines()
+    assert lines[0] == "following is an analysis of the change in net revenue comparing 2010 to 2009 ."
+    assert lines[1:] == ["amount ( in millions ) .", "|    | item | amount |", "|---:|:---|:---|",
+                         "|  0 | 2009 net revenue | $ 536.7 |", "|  1 | 2010 net revenue | $ 555.3 |"]
+    two = focus("How did interest expense and the mild weather affect results?", FINQA_LIKE, 2).splitlines()
+    assert two[0] == "the weather was mild in the south ." and two[-1] == "interest expense decreased ."
+    assert len(two) == 2 + 5
+
+
+def test_short_documents_and_full_mode_are_unchanged():
+    doc = "one sentence . two sentences ."
+    assert focus("sentences", doc, 3) == doc
+    assert Evidence("full").of("anything", FINQA_LIKE) == FINQA_LIKE
+    assert Evidence("focused", 2).all("q", [doc, doc]) == [doc, doc]
+
+
+def test_context_config_is_checked_and_the_paper_keeps_full_documents():
+    with pytest.raises(ConfigError, match=r"context.mode='summary'.*full, focused"):
+        config.check(compose_cfg("context.mode=summary"))
+    with pytest.raises(ConfigError, match=r"context.sentences=0"):
+        config.check(compose_cfg("context.sentences=0"))
+    assert compose_cfg("+experiment=paper").context.mode == "full"
+    assert compose_cfg("protocol=paper", "context.mode=focused").context.mode == "focused"  # the command line wins

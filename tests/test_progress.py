@@ -1,0 +1,51 @@
+"""What a user sees: a line per finished stage, quiet libraries, and a summary that says where
+the run, its predictions and the MLflow UI are (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+
+from conftest import mlflow_runs, run_app
+from t2exp.infra import progress
+
+
+def test_a_stage_logs_its_count_rate_and_tallies(caplog):
+    with caplog.at_level(logging.INFO, logger="t2exp"):
+        with progress.stage("generate X", 3, "answer") as s:
+            s.advance()
+            s.advance()
+            s.tally("from the LLM cache")
+    assert re.fullmatch(r"generate X: 2 answers in \d+\.\ds(, [\d.]+s/answer)?; 1 from the LLM cache", caplog.messages[-1])
+    with caplog.at_level(logging.INFO, logger="t2exp"), pytest.raises(KeyError):
+        with progress.stage("embed documents", 10, "document") as s:
+            s.advance(4)
+            raise KeyError("boom")
+    assert re.fullmatch(r"embed documents: 4 documents in \d+\.\ds(, [\d.]+s/document)? \(stopped\)", caplog.messages[-1])
+
+
+@pytest.mark.slow
+def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
+    fresh = tmp_path / "cache"  # its own cache: the corpus is really embedded
+    proc = run_app(["rag_method=base", "dataset=finqa", "dataset.limit=2", "context.mode=focused"], fresh, tmp_path, timeout=900)
+    err = proc.stdout + proc.stderr  # Hydra's job log goes to stdout, the summary to stderr
+    assert re.search(r"index FinQA \(minilm, lancedb\): 299 documents in [\d.]+s", err), err[-3000:]
+    assert re.search(r"generate FinQA: 2 answers in [\d.]+s", err), err[-3000:]
+    assert "WARN" not in err and "Loading weights" not in err and "Creating initial MLflow database" not in err, err[-3000:]
+    found = re.search(r"MLflow run ([0-9a-f]{32}) in experiment 't2exp'", err)
+    assert found, err[-2000:]
+    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in err
+    client, runs = mlflow_runs(tmp_path)
+    (run,) = runs
+    assert run.info.run_id == found.group(1) and run.data.params["context.mode"] == "focused"
+    m = run.data.metrics
+    line = next(ln for ln in err.splitlines() if ln.startswith("FinQA "))
+    assert f"{m['FinQA/mrr_at_3']:.1f} [{m['FinQA/mrr_at_3_ci_low']:.1f}, {m['FinQA/mrr_at_3_ci_high']:.1f}]" in line
+    assert line.split()[-1] == "2"  # n
+    pred_path = re.search(r"predictions: (\S+predictions\.jsonl)", err).group(1)
+    rows = [json.loads(x) for x in open(pred_path, encoding="utf-8")]
+    # three focused documents: well under three full ones (~1,050 tokens each)
+    assert len(rows) == 2 and all(r["prompt_tokens"] < 2400 for r in rows), [r["prompt_tokens"] for r in rows]
