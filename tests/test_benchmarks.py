@@ -72,3 +72,11 @@ def test_sweep_reuse():
     assert r["warm_index_hits"] == "4/4"  # 2 cells x 2 subsets: every index reused by the warm sweep
     assert r["warm_embeddings_computed"] == "0"  # nothing embedded again
     float(r["isolated_over_warm"])  # the measured figure (no speed asserted)
+
+
+def test_main_job():
+    out = run_script("main_job.py", timeout=1500)
+    r = ratio(out, "main_job")
+    assert float(r["first_run_s"]) > float(r["rerun_s"]) > 0 and r["questions"] == "2"
+    assert float(r["prompt_tokens_full_over_default"]) > 0
+    assert "context.mode=full, same questions" in out

@@ -86,4 +86,4 @@ def test_a_method_from_a_local_module_and_yaml_joins_sweeps_reports_and_scoring(
     path = client.download_artifacts(by_method["lexical_only"].info.run_id, "predictions.jsonl", str(tmp_path))
     out = _run("t2exp.score", [path, "--dataset", "bundled", "--limit", "8", "--format", "json"], plugin)
     scored = json.loads(out.stdout)
-    assert scored["metrics"]["FinQA/mrr_at_3"] == pytest.approx(lex["FinQA/mrr_at_3"])
+    assert scored["metrics"]["FinQA/mrr_at_3"] == pytest.approx(lex["FinQA/mrr_at_3"], abs=1e-4)  # logged: 4 decimals

@@ -49,3 +49,42 @@ def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     rows = [json.loads(x) for x in open(pred_path, encoding="utf-8")]
     # three focused documents: well under three full ones (~1,050 tokens each)
     assert len(rows) == 2 and all(r["prompt_tokens"] < 2400 for r in rows), [r["prompt_tokens"] for r in rows]
+
+
+@pytest.mark.slow
+def test_the_mlflow_ui_gets_datasets_description_table_and_traces(shared_cache, tmp_path):
+    """Through MLflow's API: dataset inputs, code version, a description holding the results, the
+    predictions as an MLflow table, one trace per question with its three spans, the runs table as
+    the experiment's view, display-rounded metrics."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3"], shared_cache, tmp_path)
+    client, (run,) = mlflow_runs(tmp_path)
+    exp = client.get_experiment(run.info.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    full = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(run.info.run_id)
+    inputs = {d.dataset.name: d.dataset for d in full.inputs.dataset_inputs}
+    assert set(inputs) == {"FinQA", "TAT-DQA"}
+    profile = json.loads(inputs["FinQA"].profile)
+    assert profile == {"questions": 3, "corpus_documents": 299, "splits": ["dev"]}
+    assert "FinQA_dev.parquet" in json.loads(inputs["FinQA"].source)["uri"]
+    tags = run.data.tags
+    assert re.fullmatch(r"[0-9a-f]{40}", tags["mlflow.source.git.commit"])  # the checkout the tests run from
+    note = tags["mlflow.note.content"]
+    m = run.data.metrics
+    assert "| subset | MRR@3 |" in note and f"{m['avg/mrr_at_3']:.1f} [" in note and "FinQA (3 questions)" in note
+    assert all(v == round(v, 4) for v in m.values())
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")  # load_table searches through the fluent API
+    table = client.load_table(run.info.experiment_id, run_ids=[run.info.run_id], artifact_file="predictions_table.json")
+    assert len(table) == 6 and set(table["subset"]) == {"FinQA", "TAT-DQA"}
+    traces = client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id)
+    assert len(traces) == 6
+    spans = {s.name for s in traces[0].data.spans}
+    assert {"retrieve", "score"} <= spans and "generate" not in spans  # retrieval only: nothing generated
+    retrieve = next(s for s in traces[0].data.spans if s.name == "retrieve")
+    assert len(retrieve.outputs["retrieved"]) == 5
+
+    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3", "tracking.traces=false", "k=5"], shared_cache, tmp_path)
+    _, runs = mlflow_runs(tmp_path)
+    assert len(client.search_traces(locations=[run.info.experiment_id], run_id=runs[-1].info.run_id)) == 0

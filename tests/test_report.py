@@ -55,6 +55,8 @@ def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
     client, runs = mlflow_runs(method_sweep)
     (parent,), children = _split(runs)
     assert len(children) == 2
+    made = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert {"report.md", "table3.csv", "table3_bars.png"} <= made  # logged by the sweep's end, before any command
     out = tmp_path / "report"
     uri = f"sqlite:///{method_sweep / 'mlflow.db'}"
     _report(parent.info.run_id, "--tracking-uri", uri, "--out", str(out))
@@ -80,7 +82,7 @@ def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
     other = next(c for c in children if c is not best)
     assert rows[best.info.run_id]["delta_vs_best"] == "0.0"
     delta = float(rows[other.info.run_id]["delta_vs_best"])
-    assert delta == pytest.approx(other.data.metrics["avg/mrr_at_3"] - best.data.metrics["avg/mrr_at_3"])
+    assert delta == pytest.approx(other.data.metrics["avg/mrr_at_3"] - best.data.metrics["avg/mrr_at_3"], abs=1e-3)  # logged: 4 decimals
     assert rows[other.info.run_id]["delta_n"] == "20" and 0 < float(rows[other.info.run_id]["delta_p"]) <= 1
     assert "| best |" in md
 
@@ -144,7 +146,10 @@ def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
         assert float(r["mrr_at_3_std"]) == pytest.approx(statistics.stdev(vals))
         assert float(r["documents"]) == float(r["corpus_size"]) and r["n_runs"] == "2"
     _assert_png(out / "corpus_size_mrr_at_3.png")
-    assert not client.list_artifacts(parent.info.run_id, "report")  # --no-log
+    # --no-log: the parent keeps the report the sweep's end logged (k=5), not this --k 3 one
+    logged = Path(client.download_artifacts(parent.info.run_id, "report/table3.csv", str(tmp_path / "dl")))
+    head = logged.read_text(encoding="utf-8").splitlines()[0]
+    assert "FinQA/mrr_at_5" in head and "mrr_at_3" not in head
 
 
 def test_protocol_sweep_gets_the_readings_table(shared_cache, tmp_path):

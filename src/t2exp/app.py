@@ -19,17 +19,28 @@ from t2exp import config
 from t2exp.config.components import build
 from t2exp.data import load_subsets, loader_args
 from t2exp.errors import T2ExpError
+from t2exp.evaluation.metrics import metric_label
 from t2exp.evidence import Evidence
 from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.generators import Sampling
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock
+from t2exp.infra.inspection import TABLE_FILE, description, predictions_table
 from t2exp.infra.stop import Interrupted, StopRequest
-from t2exp.infra.tracking import Tracker, env_secrets, finished_run_for, flatten, redact_overrides, redact_text
+from t2exp.infra.tracking import (
+    PARENT_ENV,
+    Tracker,
+    env_secrets,
+    finished_run_for,
+    flatten,
+    mirror_into_sweep,
+    redact_overrides,
+    redact_text,
+)
 from t2exp.methods import build_method
 from t2exp.prompts import PromptLibrary
 from t2exp.queries import QueryBuilder
-from t2exp.summary import results_table, run_footer
+from t2exp.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")
 
@@ -192,7 +203,9 @@ def _run_cell(
     if cfg.get("resume"):
         done = finished_run_for(tr.uri, tr.experiment, tr.get("artifact_location"), key)
         if done is not None:
-            log.info("resume: cell %s already FINISHED as MLflow run %s; skipped", key, done.info.run_id)
+            mirror = mirror_into_sweep(tr.uri, done, _run_name(cfg))
+            log.info("resume: cell %s already FINISHED as MLflow run %s; skipped%s", key, done.info.run_id,
+                     f" (listed under this sweep as run {mirror})" if mirror else "")
             return Result(metrics=dict(done.data.metrics), predictions_path=components.run_dir / "predictions.jsonl", skipped=True)
     components.stop.check()
     tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
@@ -203,9 +216,11 @@ def _run_cell(
         params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
         params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.subsets})
         tracker.log_params(params)
+        tracker.log_inputs(components.subsets)
         result = run_experiment(components)
         tracker.log_metrics(result.metrics)
         _log_artifacts(tracker, cfg, components, result)
+        _log_views(tracker, cfg, components, result)
         status = "FINISHED"
         _print_summary(result, components, tracker, cfg)
         return result
@@ -249,7 +264,24 @@ def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Res
             tracker.log_artifact(pdir)
 
 
+def _log_views(tracker: Tracker, cfg: DictConfig, c: Components, result: Result) -> None:
+    """The run as the MLflow UI shows it: its result table as the description, the predictions as
+    an MLflow table, and (up to ``tracking.trace_limit`` questions, or as ``tracking.traces`` says)
+    one trace per question."""
+    rows = [json.loads(line) for line in result.predictions_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    what = f"**{_run_name(cfg)}** on {', '.join(f'{s.name} ({len(s.questions)} questions)' for s in c.subsets)}"
+    tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, c.k), what)})
+    tracker.log_table(predictions_table(rows), TABLE_FILE)
+    wanted = cfg.tracking.get("traces")
+    if wanted or (wanted is None and len(rows) <= int(cfg.tracking.get("trace_limit", 500))):
+        tracker.log_traces(rows, c.k)
+
+
 def _print_summary(result: Result, c: Components, tracker: Tracker, cfg: DictConfig) -> None:
     text = results_table(result.table, c.k) + "\n" + run_footer(
         tracker.run_id, str(cfg.tracking.experiment), str(tracker.experiment_id), str(cfg.tracking.uri), result.predictions_path)
     print(text, file=sys.stderr)
+    if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log
+        avg = result.table.get("avg", {})
+        shown = ", ".join(f"{metric_label(n)} {avg[n]['mean']:.1f}" for n in ("nm", f"mrr_at_{c.k}") if n in avg)
+        log.info("cell done: %s: %s (MLflow run %s)", _run_name(cfg), shown or "no metrics", tracker.run_id)

@@ -19,22 +19,34 @@ def _cell(v: Mapping[str, Any] | None) -> str:
     return text
 
 
-def results_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> str:
-    """Rows subset (+ ``avg``, question-weighted); a metric no row has (NM of a retrieval-only run) is left out."""
+def _rows(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> list[list[str]]:
+    """Header + one row per subset (+ ``avg``); a metric no row has (NM of a retrieval-only run) is left out."""
     names = [n for n in ("nm", f"mrr_at_{k}", "recall_at_1", "recall_at_3", "recall_at_5") if any(n in v for v in table.values())]
-    head = ["subset", *(metric_label(n) for n in names), "n"]
-    rows = []
+    rows = [["subset", *(metric_label(n) for n in names), "n"]]
     for subset, vals in table.items():
         n = max((int(v["n"]) for v in vals.values()), default=0)
         rows.append([subset, *(_cell(vals.get(name)) for name in names), str(n)])
+    return rows
+
+
+NOTE = "values in %, 95 % bootstrap CI in brackets; n = questions scored (NM skips non-numeric golds); avg = question-weighted"
+
+
+def results_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> str:
+    head, *rows = _rows(table, k)
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows), "", NOTE])
+
+
+def results_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> str:
+    """The run's results as aligned text for the terminal."""
+    head, *rows = _rows(table, k)
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
     def line(cells: list[str]) -> str:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
-    out = [line(head), *(line(r) for r in rows)]
-    out.append("values in %, 95 % bootstrap CI in brackets; n = questions scored (NM skips non-numeric golds); avg = question-weighted")
-    return "\n".join(out)
+    return "\n".join([line(head), *(line(r) for r in rows), NOTE])
 
 
 def ui_command(uri: str) -> str:

@@ -134,6 +134,8 @@ class TrackingConfig:
     uri: str = MISSING
     artifact_location: str | None = None
     experiment: str = "t2exp"
+    traces: bool | None = None  # one MLflow trace per question; null = on for runs of <= trace_limit questions
+    trace_limit: int = 500
 
     def __post_init__(self) -> None:
         require(bool(self.uri.strip()), "tracking.uri", self.uri, "sqlite:///PATH/mlflow.db, a directory or http://HOST:PORT")

@@ -97,8 +97,10 @@ class TransformersGenerator:
         with build_lock(self.models_dir / "locks", f"model-{tag}"):
             if (hf_dir / "config.json").exists():
                 return str(hf_dir)
-            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf")
+            log.info("generator %s: one-time preparation: joining %d GGUF parts and converting them to a transformers "
+                     "checkpoint in %s (about a minute on 2 cores)", self.name, len(self.gguf_parts), hf_dir)
             t0 = time.perf_counter()
+            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf")
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 

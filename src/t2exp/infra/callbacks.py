@@ -6,7 +6,8 @@ id in ``T2EXP_PARENT_RUN_ID`` so jobs (basic, joblib, submitit launchers) attach
 ``on_job_start`` runs in the job process and sets the variable again from this callback's own
 ``parent_id`` (launchers pickle the callbacks to their workers): a loky worker reused by a later
 sweep in the same interpreter would otherwise still carry the previous sweep's id.
-``on_multirun_end`` closes the parent as FINISHED, or FAILED when a child failed; because Hydra
+``on_multirun_end`` logs the sweep's report (``t2exp.report`` of the parent: tables and plots under
+``report/``) and closes the parent as FINISHED, or FAILED when a child failed; because Hydra
 does not call it when a job raises, an ``atexit`` hook closes a still-running parent as FAILED.
 """
 
@@ -70,8 +71,23 @@ class MLflowSweepCallback(Callback):
             return
         from mlflow.tracking import MlflowClient
 
+        self._report()
         MlflowClient(tracking_uri=self.uri).set_terminated(self.parent_id, status=self._children_status())
+        log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", self.parent_id)
         os.environ.pop(PARENT_ENV, None)
+
+    def _report(self) -> None:
+        """The Table-3/Table-4 report of the finished cells, logged on the parent run; a sweep
+        whose report cannot be made (no finished cell) still ends normally."""
+        from t2exp.errors import T2ExpError
+        from t2exp.evaluation.report.cli import report_parent
+
+        assert self.parent_id is not None and self.uri is not None, "on_multirun_start created the parent"
+        try:
+            result = report_parent(self.uri, self.parent_id)
+            log.info("sweep report: %s (%s)", ", ".join(sorted(result.tables)) or "no table", result.out_dir)
+        except T2ExpError as exc:
+            log.warning("sweep report not made: %s", exc)
 
     def _close_if_running(self) -> None:
         if self.parent_id is None:

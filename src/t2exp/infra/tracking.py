@@ -9,9 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from t2exp.infra.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
+
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "T2EXP_PARENT_RUN_ID"
+DISPLAY_DECIMALS = 4  # logged metric values are rounded to this many decimals
 # a key (last dotted component) or env var NAME that holds a secret: api_key, OPENAI_API_KEY,
 # HF_TOKEN, secret, AWS_SECRET_ACCESS_KEY, db_password; not max_tokens or api_key_env (a name)
 _SECRET_KEY_RE = re.compile(r"(^|[_.-])(api[_-]?key|token|secret|secret[_-]?(access[_-]?)?key|password|passwd)$", re.IGNORECASE)
@@ -130,18 +133,21 @@ def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) ->
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
-        return exp.experiment_id
-    art = None
-    if artifact_location:
-        Path(artifact_location).mkdir(parents=True, exist_ok=True)
-        art = Path(artifact_location).resolve().as_uri()
-    try:
-        return client.create_experiment(experiment, artifact_location=art)
-    except Exception:  # noqa: BLE001 - created concurrently by another process
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            raise
-        return exp.experiment_id
+        exp_id = str(exp.experiment_id)
+    else:
+        art = None
+        if artifact_location:
+            Path(artifact_location).mkdir(parents=True, exist_ok=True)
+            art = Path(artifact_location).resolve().as_uri()
+        try:
+            exp_id = client.create_experiment(experiment, artifact_location=art)
+        except Exception:  # noqa: BLE001 - created concurrently by another process
+            exp = client.get_experiment_by_name(experiment)
+            if exp is None:
+                raise
+            exp_id = str(exp.experiment_id)
+    set_experiment_kind(client, exp_id)
+    return exp_id
 
 
 class Tracker:
@@ -158,6 +164,7 @@ class Tracker:
         if parent:
             tags["mlflow.parentRunId"] = parent
         tags["mlflow.runName"] = run_name
+        tags = {**code_version(), **tags}
         self.run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
         self.run_id = self.run.info.run_id
         self.closed = False
@@ -176,7 +183,8 @@ class Tracker:
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
-        items = [Metric(k, float(v), ts, 0) for k, v in metrics.items() if v is not None and v == v]
+        # rounded for display (41.6667, not 41.66666666666667); full precision stays in metrics.json
+        items = [Metric(k, round(float(v), DISPLAY_DECIMALS), ts, 0) for k, v in metrics.items() if v is not None and v == v]
         for i in range(0, len(items), 500):
             self.client.log_batch(self.run_id, metrics=items[i : i + 500])
 
@@ -186,6 +194,15 @@ class Tracker:
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_inputs(self, subsets: Any) -> None:
+        self.client.log_inputs(self.run_id, datasets=dataset_entities(subsets))
+
+    def log_table(self, data: Mapping[str, list[Any]], artifact_file: str) -> None:
+        self.client.log_table(self.run_id, data=dict(data), artifact_file=artifact_file)
+
+    def log_traces(self, rows: Any, k: int) -> int:
+        return log_traces(self.client, self.experiment_id, self.run_id, rows, k)
 
     def finish(self, status: str = "FINISHED") -> None:
         if not self.closed:
@@ -205,3 +222,37 @@ def finished_run_for(uri: str, experiment: str, artifact_location: str | None, k
         max_results=1,
     )
     return runs[0] if runs else None
+
+
+def mirror_into_sweep(uri: str, done: Any, run_name: str) -> str | None:
+    """A cell that ``resume=true`` skipped gets a child under the current sweep's parent that
+    mirrors its finished run (params, metrics, tags and artifacts, ``t2exp.resumed_from`` naming
+    it), so the parent's report lists every cell of the sweep. None outside a sweep."""
+    import tempfile
+
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    parent = os.environ.get(PARENT_ENV)
+    if not parent or done.data.tags.get("mlflow.parentRunId") == parent:
+        return None
+    client = MlflowClient(tracking_uri=uri)
+    keep = {k: v for k, v in done.data.tags.items() if not k.startswith("mlflow.") or k in MIRRORED_MLFLOW_TAGS}
+    tags = {**keep, "mlflow.parentRunId": parent, "mlflow.runName": run_name, "t2exp.resumed_from": done.info.run_id}
+    run = client.create_run(done.info.experiment_id, tags=tags, run_name=run_name)
+    params = [Param(k, v) for k, v in done.data.params.items()]
+    for i in range(0, len(params), 100):
+        client.log_batch(run.info.run_id, params=params[i : i + 100])
+    metrics = [Metric(k, v, 0, 0) for k, v in done.data.metrics.items()]
+    for i in range(0, len(metrics), 500):
+        client.log_batch(run.info.run_id, metrics=metrics[i : i + 500])
+    with tempfile.TemporaryDirectory() as tmp:
+        for a in client.list_artifacts(done.info.run_id):
+            local = client.download_artifacts(done.info.run_id, a.path, tmp)
+            client.log_artifact(run.info.run_id, local, os.path.dirname(a.path) or None)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return str(run.info.run_id)
+
+
+MIRRORED_MLFLOW_TAGS = ("mlflow.note.content", "mlflow.source.git.commit", "mlflow.source.name", "mlflow.source.type",
+                        "mlflow.loggedArtifacts")

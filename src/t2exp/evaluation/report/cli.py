@@ -174,6 +174,19 @@ def log_report(client: Any, target: Target, result: ReportResult) -> str:
     return run_id
 
 
+def report_parent(tracking_uri: str, parent_id: str) -> ReportResult:
+    """The report of a sweep's parent run, logged under ``report/`` of that run (what a sweep's
+    end does on its own; ``python -m t2exp.report PARENT_ID`` does the same by hand)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    target = resolve_target(client, parent_id)
+    source = CellSource(lambda run_id: load_run_predictions(client, run_id))
+    result = make_report(target, default_out_dir(parent_id), source)
+    result.logged_to = log_report(client, target, result)
+    return result
+
+
 def default_out_dir(target: str) -> Path:
     """``outputs/reports/<target>`` under the current directory."""
     return work_dir() / "outputs" / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)

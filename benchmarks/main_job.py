@@ -1,0 +1,105 @@
+"""The README's main job as a new user meets it: wall time of the first ``python -m t2exp`` from an
+empty working directory (one-time model preparation, embedding and indexing, generation), of the
+re-run (everything from the caches), and NM / prompt tokens / seconds per answer of the default
+config next to the same questions with full documents (``context.mode=full``), in one run.
+
+    python benchmarks/main_job.py                 # the default 12 questions (dataset.limit=6)
+    python benchmarks/main_job.py --limit 20 --seed 1 --keep-models   # other questions; reuse the converted model
+    python benchmarks/main_job.py --quick         # 1 question a subset, for the test suite
+
+Every run is a real ``python -m t2exp`` subprocess in its own empty directory (outputs, caches and
+MLflow store under it); ``--keep-models`` points ``paths.models`` at the checkout's converted model
+so the GGUF → transformers conversion (about a minute) is not paid again. Ends with one
+``RATIO main_job: ...`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, SHARED_CACHE, machine, ratio_line, table  # noqa: E402
+
+
+def run(work: Path, overrides: list[str], models: Path | None) -> dict:
+    cmd = [sys.executable, "-m", "t2exp", *overrides]
+    if models is not None:
+        cmd.append(f"paths.models={models}")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=7200)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"python -m t2exp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    preds = sorted(work.glob(".t2exp_cache/runs/*/predictions.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
+    rows = [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    scored = [r for r in rows if r.get("nm") is not None]
+    gen = [r for r in rows if r.get("prompt_tokens")]
+    return {
+        "seconds": seconds,
+        "questions": len(rows),
+        "nm": 100 * sum(r["nm"] for r in scored) / max(1, len(scored)),
+        "nm_strict": 100 * sum(r.get("nm_strict") or 0 for r in scored) / max(1, len(scored)),
+        "prompt_tokens": sum(r["prompt_tokens"] for r in gen) / max(1, len(gen)),
+        "log": proc.stdout + proc.stderr,
+        "ids": [r["id"] for r in rows],
+    }
+
+
+def stage_seconds(log: str, prefix: str) -> float:
+    """Seconds of the finished-stage lines that start with ``prefix`` (``generate``, ``index``)."""
+    import re
+
+    return sum(float(m.group(1)) for m in re.finditer(rf"\] - {prefix}[^:]*: \d+ \w+ in ([\d.]+)s", log))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=None, help="questions per subset (default: the main job's dataset.limit)")
+    ap.add_argument("--seed", type=int, default=None, help="the question sample's seed (default: the main job's)")
+    ap.add_argument("--keep-models", action="store_true", help="reuse the checkout's converted generator (no conversion)")
+    ap.add_argument("--quick", action="store_true", help="1 question per subset, models reused")
+    args = ap.parse_args()
+    extra = []
+    if args.quick:
+        args.limit, args.keep_models = 1, True
+    if args.limit is not None:
+        extra.append(f"dataset.limit={args.limit}")
+    if args.seed is not None:
+        extra.append(f"seed={args.seed}")
+    models = SHARED_CACHE / "models" if args.keep_models else None
+    print(machine())
+    print(f"checkout: {ROOT}; overrides: {' '.join(extra) or '(none: the README command)'}; models "
+          f"{'reused from ' + str(models) if models else 'prepared from scratch (first-run cost included)'}")
+    with tempfile.TemporaryDirectory(prefix="t2exp-main-job-") as tmp:
+        default_dir, full_dir = Path(tmp) / "default", Path(tmp) / "full"
+        default_dir.mkdir()
+        full_dir.mkdir()
+        first = run(default_dir, extra, models)
+        again = run(default_dir, extra, models)
+        # the same questions with whole documents; the model the first run prepared
+        full = run(full_dir, [*extra, "context.mode=full"], models or default_dir / ".t2exp_cache" / "models")
+    assert first["ids"] == full["ids"], "both configs must answer the same questions"
+    rows = []
+    for label, r in (("default, first run", first), ("default, re-run", again), ("context.mode=full, same questions", full)):
+        gen = stage_seconds(r["log"], "generate")
+        rows.append([label, r["seconds"], gen, gen / r["questions"] if gen else 0.0, r["prompt_tokens"], r["nm"], r["nm_strict"],
+                     r["questions"]])
+    print()
+    print(table(["run", "wall s", "generate s", "s/answer", "prompt tokens", "NM", "NM-strict", "questions"], rows, ".1f"))
+    ratio_line("main_job", first_run_s=first["seconds"], rerun_s=again["seconds"],
+               generate_full_over_default=stage_seconds(full["log"], "generate") / max(1e-9, stage_seconds(first["log"], "generate")),
+               prompt_tokens_full_over_default=full["prompt_tokens"] / max(1.0, first["prompt_tokens"]),
+               nm_default=first["nm"], nm_full=full["nm"], questions=first["questions"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""What makes a run inspectable in the MLflow UI, beyond params and metrics: the experiment opens
+on its runs table, each run names its datasets (MLflow dataset inputs), its code version and
+source, carries its result table as its description, its per-question predictions as an MLflow
+table (the artifact view compares runs question by question) and, for runs up to
+``tracking.trace_limit`` questions, one trace per question (retrieve → generate → score spans).
+
+Everything here reads what the run already produced (the loaded subsets, the prediction rows);
+nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# the experiment kind the MLflow UI opens on: "custom_model_development" is the runs table
+# (an experiment without it may be inferred as GenAI and open on an empty traces overview)
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+TABLE_FILE = "predictions_table.json"
+TABLE_COLUMNS = ("id", "subset", "question", "gold", "prediction", "answer_text", "nm", "nm_strict", "retrieved", "generation")
+
+
+def set_experiment_kind(client: Any, experiment_id: str) -> None:
+    exp = client.get_experiment(experiment_id)
+    if KIND_TAG not in (exp.tags or {}):
+        client.set_experiment_tag(experiment_id, KIND_TAG, KIND)
+
+
+def code_version() -> dict[str, str]:
+    """``mlflow.source.git.commit`` (and whether the tree had local changes) of the t2exp checkout
+    that runs, when it is one; the installed version otherwise."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": "python -m t2exp"}
+    try:
+        tags["t2exp.version"] = version("t2exp")
+    except PackageNotFoundError:
+        pass
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode == 0 and commit.stdout.strip():
+            tags["mlflow.source.git.commit"] = commit.stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10)
+            tags["t2exp.git_dirty"] = str(bool(dirty.stdout.strip())).lower()
+    except (OSError, subprocess.SubprocessError):  # no git here: the version tag says what ran
+        pass
+    return tags
+
+
+def dataset_entities(subsets: Sequence[Any]) -> list[Any]:
+    """One MLflow dataset per subset: name, source (the files or hub id it was read from),
+    digest (the corpus content hash), schema and a profile with the row counts."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    out = []
+    for s in subsets:
+        sources = list(s.sources)
+        hub = any(str(x).startswith(("hf://", "hub:", "G4KMU/")) for x in sources)
+        ds = Dataset(
+            name=s.name,
+            digest=str(s.content_hash)[:20],
+            source_type="hugging_face" if hub else "local",
+            source=json.dumps({"uri": ";".join(map(str, sources))}),
+            schema=json.dumps({"columns": ["id", "context_id", "split", "question", "program_answer", "context"]}),
+            profile=json.dumps({"questions": len(s.questions), "corpus_documents": len(s.corpus),
+                                "splits": sorted({q.split for q in s.questions})}),
+        )
+        out.append(DatasetInput(ds, tags=[InputTag("mlflow.data.context", "evaluation")]))
+    return out
+
+
+def description(summary_markdown: str, cfg_line: str) -> str:
+    return f"{cfg_line}\n\n{summary_markdown}\n"
+
+
+def predictions_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The columns a reader compares across runs, one row per question (lists as text)."""
+    def cell(v: Any) -> Any:
+        return json.dumps(v) if isinstance(v, (list, dict)) else v
+
+    return {c: [cell(r.get(c)) for r in rows] for c in TABLE_COLUMNS}
+
+
+def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapping[str, Any]], k: int) -> int:
+    """One trace per question, linked to the run: ``retrieve`` (ranked ids and scores),
+    ``generate`` (prompt tokens, raw output, finish reason), ``score`` (the NM readings, MRR@k)."""
+    n = 0
+    for r in rows:
+        root = client.start_trace(f"question {r['id']}", span_type="CHAIN", experiment_id=experiment_id, run_id=run_id,
+                                  inputs={"question": r.get("question"), "subset": r.get("subset")},
+                                  tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))})
+        tid, pid = root.trace_id, root.span_id
+        if r.get("retrieved") is not None:
+            sp = client.start_span("retrieve", tid, pid, span_type="RETRIEVER", inputs={"k": k})
+            client.end_span(tid, sp.span_id, outputs={"retrieved": r.get("retrieved"), "scores": r.get("scores"),
+                                                      "gold_context_id": r.get("context_id")})
+        if r.get("generation") is not None:
+            sp = client.start_span("generate", tid, pid, span_type="LLM", inputs={"contexts": r.get("n_contexts")},
+                                   attributes={"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")})
+            client.end_span(tid, sp.span_id, outputs={"generation": r.get("generation"), "finish_reason": r.get("finish_reason")})
+        scores = {m: r.get(m) for m in ("nm", "nm_bare", "nm_strict", f"mrr_at_{k}", "recall_at_1") if r.get(m) is not None}
+        sp = client.start_span("score", tid, pid, span_type="EVALUATOR",
+                               inputs={"prediction": r.get("prediction"), "gold": r.get("gold")})
+        client.end_span(tid, sp.span_id, outputs=scores)
+        client.end_trace(tid, outputs={"prediction": r.get("prediction"), **scores})
+        n += 1
+    return n
