@@ -110,7 +110,7 @@ class ContextConfig:
     documents, or ``focused`` evidence (every table plus the ``sentences`` prose sentences that
     best match the question)."""
 
-    mode: str = "full"
+    mode: str = "focused"
     sentences: int = 3
 
     def __post_init__(self) -> None:
