@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -159,6 +161,44 @@ def test_vllm_server_that_fails_to_start_is_one_line_naming_its_log(tmp_path, vl
     assert str(missing) in errors[0], errors[0]  # vLLM's own reason, read from the log's traceback
     assert "Traceback" in log_path.read_text(errors="replace")  # the log is kept
     assert live_in_group(server_pid(log_path)) == []
+
+
+def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_rerun_asks_only_for_the_rest(tmp_path, vllm_python, model_dir):
+    """SIGKILL the server's process group once the first answer is on disk: every answer received
+    stays (predictions and LLM cache, written per answer), and the re-run's new server is asked only
+    for the missing ones, so across both servers each question is answered exactly once."""
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    n = 3
+    args = ["rag_method=oracle", "dataset=finqa", *server_args(vllm_python, model_dir), f"dataset.limit={n}",
+            "generator.batch_size=1", "generator.max_concurrency=1", "generator.max_retries=0", "generator.backoff_base=0"]
+    cmd = [sys.executable, "-m", "t2exp", *args, *app_overrides(cache, track)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    with open(tmp_path / "first.err", "w") as err:
+        first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + TIMEOUT
+        while first.poll() is None and not [rows for rows in predictions(cache) if rows] and time.monotonic() < deadline:
+            time.sleep(0.2)  # waiting for a condition (an answer on disk), not for time to pass
+        assert first.poll() is None, f"the run ended before the kill: {(tmp_path / 'first.err').read_text()[-3000:]}"
+        (log1,) = (cache / "logs").glob("vllm_server-*.log")
+        os.killpg(server_pid(log1), signal.SIGKILL)
+        first.wait(timeout=TIMEOUT)
+    (kept,) = predictions(cache)
+    assert 1 <= len(kept) and all(r["generation"].strip() for r in kept), kept
+    if first.returncode != 0:  # the request in flight failed: one line, exit 2
+        lines = [ln for ln in (tmp_path / "first.err").read_text().splitlines() if ln.startswith("t2exp:")]
+        assert first.returncode == 2 and len(lines) == 1, (tmp_path / "first.err").read_text()[-3000:]
+
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0, again.stderr[-4000:]
+    (rows,) = predictions(cache)
+    assert sorted(r["id"] for r in rows) == sorted({r["id"] for r in rows}) and len(rows) == n
+    assert {r["id"]: r["generation"] for r in rows if r["id"] in {k["id"] for k in kept}} == {k["id"]: k["generation"] for k in kept}
+    logs = sorted((cache / "logs").glob("vllm_server-*.log"))
+    answered = sum(p.read_text(errors="replace").count('"POST /v1/chat/completions HTTP/1.1" 200') for p in logs)
+    assert answered == n, f"{answered} answers over {len(logs)} servers for {n} questions"
+    for p in logs:
+        assert live_in_group(server_pid(p)) == [], p
 
 
 def test_vllm_in_process_generates_one_batch_fills_the_cache_and_exits(tmp_path, vllm_python, model_dir):

@@ -243,9 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--not-ready-for", type=int, default=0, help="answer 503 to the first N GET /v1/models")
     ap.add_argument("--never-ready", action="store_true")
     ap.add_argument("--crash", default=None, help="print this to stderr and exit 1 instead of serving")
+    ap.add_argument("--orphan", action="store_true",
+                    help="first start a child that outlives this process (as vLLM's engine core can), and log its pid")
     ap.add_argument("--script", default="", help="comma-separated actions for the chat completions (see above)")
     args, unknown = ap.parse_known_args(argv)
     print(f"fake server: pid={os.getpid()} args={' '.join(argv if argv is not None else sys.argv[1:])} ignored={unknown}", flush=True)
+    if args.orphan:
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL)
+        print(f"fake engine: pid={child.pid}", flush=True)
     if args.crash:
         print(f"RuntimeError: {args.crash}", file=sys.stderr, flush=True)
         return 1
