@@ -406,6 +406,21 @@ def test_vllm_server_keeps_finished_answers_of_a_failed_batch(tmp_path, no_serve
     inner.close()
 
 
+def test_vllm_server_that_dies_mid_run_is_named_with_its_log(tmp_path, no_server_left):
+    """A server that exits during a batch: the answers that arrived are kept, and the error names the
+    server's exit and its log, not a connection error pointing at generator.base_url."""
+    from t2exp.errors import RemoteError
+    from t2exp.generators.cached import CachedGenerator
+    from t2exp.infra.cache import KVCache
+
+    inner = _server_gen(tmp_path, "--script", "ok,exit", max_concurrency=1, max_retries=0)
+    gen = CachedGenerator(inner, KVCache(tmp_path / "llm.sqlite"))
+    with pytest.raises(RemoteError, match=r"vllm server exited with code 3 during the run; log .*vllm_server-fake-server-\d+\.log"):
+        gen.generate([ask("q0"), ask("q1")], GREEDY)
+    assert len(gen.cache) == 1
+    inner.close()
+
+
 def test_cache_fingerprint_names_the_weights_not_only_the_id():
     """Two servers serving different weights under one model id must not share LLM-cache entries
     (before the fix the fingerprint was the id alone); the same weights on another port do."""

@@ -188,6 +188,7 @@ def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_rerun_asks_only_for_
     if first.returncode != 0:  # the request in flight failed: one line, exit 2
         lines = [ln for ln in (tmp_path / "first.err").read_text().splitlines() if ln.startswith("t2exp:")]
         assert first.returncode == 2 and len(lines) == 1, (tmp_path / "first.err").read_text()[-3000:]
+        assert f"exited with code -9 during the run; log {log1}" in lines[0], lines[0]
 
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0, again.stderr[-4000:]

@@ -11,7 +11,8 @@ Each POST /v1/chat/completions takes the next action of ``script`` (then ``defau
   message>"``), finish_reason "stop"; ``"length"``: the same with finish_reason "length";
 - ``"malformed"``: status 200, content type JSON, a body that is not JSON;
 - ``"hang"``: no answer until ``release`` is set (``close()`` sets it);
-- ``"429"``, ``"500"``, any other digits: that status with an OpenAI-style error body.
+- ``"429"``, ``"500"``, any other digits: that status with an OpenAI-style error body;
+- ``"exit"`` (script mode only): the process exits (status 3) without answering, as a server killed mid-run.
 
 Requests are checked (model, messages of {role, content}, numeric temperature, integer
 max_tokens); a bad one gets 400/404 and its reason lands in ``errors``. ``gate_parties`` makes
@@ -225,6 +226,8 @@ class FakeOpenAIServer:
                 if action == "hang":
                     server.release.wait()
                     return self._error(503, "released without an answer")
+                if action == "exit":
+                    os._exit(3)
                 if action == "malformed":
                     return self._send(200, None, raw=b'{"id": "chatcmpl-x", "choices": [ this is not json')
                 if action.isdigit():

@@ -332,7 +332,16 @@ class VLLMServerGenerator:
         if self._server is None or not self._server.alive() or self._client is None:
             self.start()
         assert self._client is not None
-        return self._client.generate(prompts, sampling, on_result=on_result, should_stop=should_stop)
+        try:
+            return self._client.generate(prompts, sampling, on_result=on_result, should_stop=should_stop)
+        except RemoteError:
+            server = self._server
+            if server is None or server.proc is None or server.alive():
+                raise
+            # the answers that arrived were delivered (on_result); say why the rest did not
+            raise RemoteError(
+                f"vllm server exited with code {server.proc.returncode} during the run; log {server.log_path}: {log_tail(server.log_path)}"
+            ) from None
 
     def close(self) -> None:
         """Stop the server this generator uses (if it is still the running one)."""
