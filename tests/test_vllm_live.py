@@ -7,7 +7,7 @@ transformers apart from t2exp's); these tests find its interpreter at ``$T2EXP_V
 ``scripts/vllm_cpu.sh test`` sets, makes that a failure). The model is the offline default
 generator's converted checkpoint (Qwen2.5-Coder-0.5B-Instruct, HF format): ``$T2EXP_VLLM_MODEL``,
 else built in ``<repo>/.t2exp_cache/models`` as the default generator builds it (once, ~90 s).
-One engine start per test (~80-100 s on 2 cores).
+One engine start per test (~80-100 s on 2 cores; the kill test starts two): ~8 min in all.
 """
 
 from __future__ import annotations
