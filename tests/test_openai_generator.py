@@ -322,6 +322,19 @@ def test_vllm_server_crash_reports_the_log_tail(tmp_path, no_server_left):
     assert "exited with code 1" in msg and "CUDA out of memory while loading weights" in msg and str(tmp_path) in msg
 
 
+def test_vllm_server_that_crashed_leaves_no_child_behind(tmp_path, no_server_left):
+    """vLLM's engine core is a child of the server: when the server dies first, stop() still kills
+    the rest of its process group (it used to return as soon as the server itself had exited)."""
+    gen = _server_gen(tmp_path, "--orphan", "--crash", "engine core failed")
+    with pytest.raises(RemoteError, match=r"exited with code 1.*RuntimeError: engine core failed"):
+        gen.generate([ask("a")], GREEDY)
+    log_text = next((tmp_path / "logs").glob("*.log")).read_text()
+    m = re.search(r"fake engine: pid=(\d+)", log_text)
+    assert m, log_text
+    stat = Path(f"/proc/{m.group(1)}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # gone, or a zombie awaiting its reaper
+
+
 def test_vllm_server_never_ready_times_out_and_is_killed(tmp_path, no_server_left):
     gen = _server_gen(tmp_path, "--never-ready", startup_timeout=1.0)
     with pytest.raises(RemoteError, match=r"not ready after 1s \(HTTP 503\).*startup_timeout") as err:
@@ -390,6 +403,21 @@ def test_vllm_server_keeps_finished_answers_of_a_failed_batch(tmp_path, no_serve
     assert len(gen.cache) == 2
     again = gen.generate(prompts, GREEDY)
     assert [g.cached for g in again] == [True, True, False]
+    inner.close()
+
+
+def test_vllm_server_that_dies_mid_run_is_named_with_its_log(tmp_path, no_server_left):
+    """A server that exits during a batch: the answers that arrived are kept, and the error names the
+    server's exit and its log, not a connection error pointing at generator.base_url."""
+    from t2exp.errors import RemoteError
+    from t2exp.generators.cached import CachedGenerator
+    from t2exp.infra.cache import KVCache
+
+    inner = _server_gen(tmp_path, "--script", "ok,exit", max_concurrency=1, max_retries=0)
+    gen = CachedGenerator(inner, KVCache(tmp_path / "llm.sqlite"))
+    with pytest.raises(RemoteError, match=r"vllm server exited with code 3 during the run; log .*vllm_server-fake-server-\d+\.log"):
+        gen.generate([ask("q0"), ask("q1")], GREEDY)
+    assert len(gen.cache) == 1
     inner.close()
 
 

@@ -11,7 +11,8 @@ Each POST /v1/chat/completions takes the next action of ``script`` (then ``defau
   message>"``), finish_reason "stop"; ``"length"``: the same with finish_reason "length";
 - ``"malformed"``: status 200, content type JSON, a body that is not JSON;
 - ``"hang"``: no answer until ``release`` is set (``close()`` sets it);
-- ``"429"``, ``"500"``, any other digits: that status with an OpenAI-style error body.
+- ``"429"``, ``"500"``, any other digits: that status with an OpenAI-style error body;
+- ``"exit"`` (script mode only): the process exits (status 3) without answering, as a server killed mid-run.
 
 Requests are checked (model, messages of {role, content}, numeric temperature, integer
 max_tokens); a bad one gets 400/404 and its reason lands in ``errors``. ``gate_parties`` makes
@@ -225,6 +226,8 @@ class FakeOpenAIServer:
                 if action == "hang":
                     server.release.wait()
                     return self._error(503, "released without an answer")
+                if action == "exit":
+                    os._exit(3)
                 if action == "malformed":
                     return self._send(200, None, raw=b'{"id": "chatcmpl-x", "choices": [ this is not json')
                 if action.isdigit():
@@ -243,9 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--not-ready-for", type=int, default=0, help="answer 503 to the first N GET /v1/models")
     ap.add_argument("--never-ready", action="store_true")
     ap.add_argument("--crash", default=None, help="print this to stderr and exit 1 instead of serving")
+    ap.add_argument("--orphan", action="store_true",
+                    help="first start a child that outlives this process (as vLLM's engine core can), and log its pid")
     ap.add_argument("--script", default="", help="comma-separated actions for the chat completions (see above)")
     args, unknown = ap.parse_known_args(argv)
     print(f"fake server: pid={os.getpid()} args={' '.join(argv if argv is not None else sys.argv[1:])} ignored={unknown}", flush=True)
+    if args.orphan:
+        import subprocess
+
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL)
+        print(f"fake engine: pid={child.pid}", flush=True)
     if args.crash:
         print(f"RuntimeError: {args.crash}", file=sys.stderr, flush=True)
         return 1

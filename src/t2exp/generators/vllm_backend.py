@@ -8,6 +8,7 @@ settings drops the previous engine first, since one GPU rarely holds two.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib.util
 import logging
@@ -27,6 +28,31 @@ INSTALL_HINT = "install t2exp[vllm] (GPU machines) or use generator.backend=open
 
 _ENGINE_LOCK = threading.Lock()
 _ENGINE: tuple[tuple, Any] | None = None  # (settings key, vllm.LLM)
+
+
+def _shutdown(llm: Any) -> None:
+    """Stop an engine's background processes (vLLM V1: the engine core and its workers).
+
+    Needed at exit: multiprocessing's exit hook joins those non-daemon children, and when it runs
+    before vLLM's own finalizer (an order that depends on import order) the process never exits."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    stop = getattr(core, "shutdown", None)
+    if stop is None:
+        return
+    try:
+        stop()
+    except Exception as exc:  # noqa: BLE001 - best effort at exit
+        log.warning("vLLM engine shutdown failed: %s", exc)
+
+
+def shutdown_engine() -> None:
+    """Drop the process's engine (registered with atexit after multiprocessing's hook, so it runs first)."""
+    global _ENGINE
+    with _ENGINE_LOCK:
+        engine, _ENGINE = _ENGINE, None
+    if engine is not None:
+        _shutdown(engine[1])
+        gc.collect()
 
 
 def vllm_available() -> bool:
@@ -117,12 +143,16 @@ class VLLMGenerator:
                 raise ConfigError(f"generator={self.name}: cannot import vllm ({exc}); {INSTALL_HINT}") from None
             if _ENGINE is not None:
                 log.info("dropping the vLLM engine for %s to load %s", dict(_ENGINE[0]).get("model"), self.model)
-                _ENGINE = None
+                old, _ENGINE = _ENGINE[1], None
+                _shutdown(old)
+                del old
                 gc.collect()
             t0 = time.perf_counter()
             llm = LLM(**kw)
             log.info("vLLM loaded %s in %.1fs", self.model, time.perf_counter() - t0)
             _ENGINE = (key, llm)
+            atexit.unregister(shutdown_engine)  # once, and after the hooks vllm's imports registered: runs before them
+            atexit.register(shutdown_engine)
             return llm
 
     def _count_tokens(self, llm: Any, text: str) -> int:

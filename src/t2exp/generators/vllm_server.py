@@ -16,6 +16,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -44,18 +45,30 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+# a vLLM log prefix: "(EngineCore pid=9) ERROR 12-01 10:00:00 [core.py:9] "
+_PREFIX = re.compile(r"^\(\w+ pid=\d+\)\s*(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^\]]*\]\s*)?")
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit): \S")
+
+
 def log_tail(path: Path, lines: int = 6, limit: int = 600) -> str:
-    """The last non-empty lines of a log (minus the ``$ command`` lines), joined into one line."""
+    """What a failed server said, on one line: the last exception lines of its log (a traceback's
+    ``SomeError: message``; at most two, e.g. vLLM's "Engine core initialization failed" and its
+    root cause), else its last non-empty lines (minus the ``$ command`` lines)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16384))
+            f.seek(max(0, f.tell() - 32768))
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
-    kept = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")][-lines:]
-    tail = " | ".join(kept) or "(empty log)"
-    return tail if len(tail) <= limit else "…" + tail[-limit:]
+    kept = [" ".join(ln.split()) for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
+    errors: list[str] = []
+    for ln in kept:
+        ln = _PREFIX.sub("", ln)
+        if _EXCEPTION.match(ln):
+            errors = [e for e in errors if e != ln] + [ln]
+    tail = " | ".join(errors[-2:] or kept[-lines:]) or "(empty log)"
+    return tail if len(tail) <= limit else tail[: limit - 1] + "…"
 
 
 class ServerProcess:
@@ -122,19 +135,51 @@ class ServerProcess:
             time.sleep(poll_interval)
 
     def stop(self, grace: float = 30.0) -> None:
+        """SIGTERM the server's whole process group, SIGKILL what is left after ``grace`` seconds.
+
+        The group, not only the server: vLLM's engine core and workers are its children and can
+        outlive it (a crashed server leaves them running), so this waits until none is left."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
+        pgid = proc.pid  # start_new_session: the server leads its own process group
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            if proc.poll() is not None and not group_alive(pgid):
+                return
             try:
-                os.killpg(proc.pid, sig)
+                os.killpg(pgid, sig)
             except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+                pass
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if proc.poll() is not None and not group_alive(pgid):
+                    return
+                time.sleep(0.05)
+        log.warning("vllm server process group %d is still alive after SIGKILL; log %s", pgid, self.log_path)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies waiting for a reaper do not count)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():  # not Linux: signal 0 (counts zombies too)
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in proc_dir.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 _SERVERS_LOCK = threading.Lock()
@@ -287,7 +332,16 @@ class VLLMServerGenerator:
         if self._server is None or not self._server.alive() or self._client is None:
             self.start()
         assert self._client is not None
-        return self._client.generate(prompts, sampling, on_result=on_result, should_stop=should_stop)
+        try:
+            return self._client.generate(prompts, sampling, on_result=on_result, should_stop=should_stop)
+        except RemoteError:
+            server = self._server
+            if server is None or server.proc is None or server.alive():
+                raise
+            # the answers that arrived were delivered (on_result); say why the rest did not
+            raise RemoteError(
+                f"vllm server exited with code {server.proc.returncode} during the run; log {server.log_path}: {log_tail(server.log_path)}"
+            ) from None
 
     def close(self) -> None:
         """Stop the server this generator uses (if it is still the running one)."""
