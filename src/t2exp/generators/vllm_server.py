@@ -35,6 +35,8 @@ from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.generators.vllm_backend import INSTALL_HINT, vllm_available, vllm_fingerprint
 
 log = logging.getLogger(__name__)
+# after a failed request, how long a server that is going down may take to report its exit status
+EXIT_GRACE_SECONDS = 5.0
 
 DEFAULT_COMMAND = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 
@@ -334,10 +336,15 @@ class VLLMServerGenerator:
         assert self._client is not None
         try:
             return self._client.generate(prompts, sampling, on_result=on_result, should_stop=should_stop)
-        except RemoteError:
+        except RemoteError as err:
             server = self._server
-            if server is None or server.proc is None or server.alive():
+            if server is None or server.proc is None:
                 raise
+            try:  # a killed server's sockets close a moment before its exit status exists: wait for that
+                server.proc.wait(timeout=EXIT_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                raise err from None  # the server is alive: the request failed for another reason
+
             # the answers that arrived were delivered (on_result); say why the rest did not
             raise RemoteError(
                 f"vllm server exited with code {server.proc.returncode} during the run; log {server.log_path}: {log_tail(server.log_path)}"
