@@ -24,7 +24,7 @@ from t2exp.evidence import Evidence
 from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.generators import Sampling
 from t2exp.infra import progress
-from t2exp.infra.cache import atomic_write_text, cell_lock
+from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
 from t2exp.infra.inspection import TABLE_FILE, description, predictions_table
 from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.infra.tracking import (
@@ -203,7 +203,7 @@ def _run_cell(
     if cfg.get("resume"):
         done = finished_run_for(tr.uri, tr.experiment, tr.get("artifact_location"), key)
         if done is not None:
-            mirror = mirror_into_sweep(tr.uri, done, _run_name(cfg))
+            mirror = mirror_into_sweep(tr.uri, tr.experiment, tr.get("artifact_location"), done, _run_name(cfg))
             log.info("resume: cell %s already FINISHED as MLflow run %s; skipped%s", key, done.info.run_id,
                      f" (listed under this sweep as run {mirror})" if mirror else "")
             return Result(metrics=dict(done.data.metrics), predictions_path=components.run_dir / "predictions.jsonl", skipped=True)
@@ -268,7 +268,7 @@ def _log_views(tracker: Tracker, cfg: DictConfig, c: Components, result: Result)
     """The run as the MLflow UI shows it: its result table as the description, the predictions as
     an MLflow table, and (up to ``tracking.trace_limit`` questions, or as ``tracking.traces`` says)
     one trace per question."""
-    rows = [json.loads(line) for line in result.predictions_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = list(read_jsonl(result.predictions_path))
     what = f"**{_run_name(cfg)}** on {', '.join(f'{s.name} ({len(s.questions)} questions)' for s in c.subsets)}"
     tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, c.k), what)})
     tracker.log_table(predictions_table(rows), TABLE_FILE)

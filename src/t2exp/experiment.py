@@ -216,7 +216,8 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
     parsed = answers.parse_answer(c.answer_mode, gen.text) if gen is not None else None
     pred = parsed.value if parsed else None
     text = parsed.text if parsed else None
-    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=_dense_of(hits))
+    dense = _dense_of(hits)
+    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=dense)
     if gen is None:
         for name in (*NM_METRICS, DEGENERATE):
             m[name] = None
@@ -230,7 +231,7 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         "scores": None if hits is None else [round(s, 6) for _, s in hits],
         # the dense similarity of each retrieved document the method's dense retriever returned
         # (None: BM25-only); what the authors' metrics re-sort by (methods.Ranking)
-        "retrieved_dense": _dense_of(hits),
+        "retrieved_dense": dense,
         "n_contexts": len(contexts),
         "generation": None if gen is None else gen.text,
         "program": parsed.program if parsed else None,

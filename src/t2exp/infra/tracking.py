@@ -224,34 +224,25 @@ def finished_run_for(uri: str, experiment: str, artifact_location: str | None, k
     return runs[0] if runs else None
 
 
-def mirror_into_sweep(uri: str, done: Any, run_name: str) -> str | None:
+def mirror_into_sweep(uri: str, experiment: str, artifact_location: str | None, done: Any, run_name: str) -> str | None:
     """A cell that ``resume=true`` skipped gets a child under the current sweep's parent that
     mirrors its finished run (params, metrics, tags and artifacts, ``t2exp.resumed_from`` naming
     it), so the parent's report lists every cell of the sweep. None outside a sweep."""
     import tempfile
 
-    from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
-
     parent = os.environ.get(PARENT_ENV)
     if not parent or done.data.tags.get("mlflow.parentRunId") == parent:
         return None
-    client = MlflowClient(tracking_uri=uri)
     keep = {k: v for k, v in done.data.tags.items() if not k.startswith("mlflow.") or k in MIRRORED_MLFLOW_TAGS}
-    tags = {**keep, "mlflow.parentRunId": parent, "mlflow.runName": run_name, "t2exp.resumed_from": done.info.run_id}
-    run = client.create_run(done.info.experiment_id, tags=tags, run_name=run_name)
-    params = [Param(k, v) for k, v in done.data.params.items()]
-    for i in range(0, len(params), 100):
-        client.log_batch(run.info.run_id, params=params[i : i + 100])
-    metrics = [Metric(k, v, 0, 0) for k, v in done.data.metrics.items()]
-    for i in range(0, len(metrics), 500):
-        client.log_batch(run.info.run_id, metrics=metrics[i : i + 500])
+    mirror = Tracker(uri, experiment, artifact_location, run_name, {**keep, "t2exp.resumed_from": done.info.run_id})
+    mirror.log_params(done.data.params)
+    mirror.log_metrics(done.data.metrics)
     with tempfile.TemporaryDirectory() as tmp:
-        for a in client.list_artifacts(done.info.run_id):
-            local = client.download_artifacts(done.info.run_id, a.path, tmp)
-            client.log_artifact(run.info.run_id, local, os.path.dirname(a.path) or None)
-    client.set_terminated(run.info.run_id, "FINISHED")
-    return str(run.info.run_id)
+        for a in mirror.client.list_artifacts(done.info.run_id):
+            local = mirror.client.download_artifacts(done.info.run_id, a.path, tmp)
+            mirror.log_artifact(local, os.path.dirname(a.path) or None)
+    mirror.finish("FINISHED")
+    return str(mirror.run_id)
 
 
 MIRRORED_MLFLOW_TAGS = ("mlflow.note.content", "mlflow.source.git.commit", "mlflow.source.name", "mlflow.source.type",
