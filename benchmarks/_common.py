@@ -44,10 +44,12 @@ def instantiate(node: Any) -> Any:
     from hydra.utils import instantiate as hydra_instantiate
     from omegaconf import OmegaConf
 
+    from t2exp.app import GENERATOR_RUN_KEYS
+
     if node is None:
         return None
     d = OmegaConf.to_container(node, resolve=True)
-    for key in ("answer_mode", "sampling", "aux_sampling"):  # run keys, not constructor arguments
+    for key in GENERATOR_RUN_KEYS:  # run keys, not constructor arguments
         d.pop(key, None)
     return hydra_instantiate(d)
 

@@ -83,6 +83,21 @@ def test_request_and_response_fields(fake):
     assert srv.authorization == ["Bearer EMPTY"]  # a local server without a key gets "EMPTY"
 
 
+def test_samples_are_one_more_request_with_n_choices(fake):
+    """sampling.samples=4: the main request as before, then one request for n=3 choices at the
+    sample temperature (next seed); their texts land in extra["samples"]."""
+    counter = iter(range(100))
+    srv = fake(reply=lambda msgs: f"Program: {next(counter)}")
+    sampling = Sampling(temperature=0.0, max_tokens=17, seed=3, samples=4, sample_temperature=0.6)
+    (g,) = client(srv).generate([ask("x")], sampling)
+    main, more = srv.requests
+    assert "n" not in main and main["temperature"] == 0.0 and main["seed"] == 3
+    assert (more["n"], more["temperature"], more["seed"], more["max_tokens"]) == (3, 0.6, 4, 17)
+    assert g.text == "Program: 0" and g.extra["samples"] == ["Program: 1", "Program: 2", "Program: 3"]
+    (one,) = client(srv).generate([ask("y")], GREEDY)
+    assert "samples" not in one.extra and len(srv.requests) == 3
+
+
 def test_finish_reason_length_is_propagated(fake):
     srv = fake(script=["ok", "length"])
     out = client(srv, max_concurrency=1).generate([ask("a"), ask("b")], GREEDY)

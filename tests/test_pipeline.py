@@ -145,6 +145,48 @@ def test_qwq_through_an_openai_compatible_server(shared_cache, tmp_path):
     assert run.data.params["generator.sampling.max_tokens"] == "8192"
 
 
+def test_self_consistency_votes_and_grounded_programs_win(shared_cache, tmp_path):
+    """`generator.sampling.samples=3` end to end: the main answer and the first drawn sample are a
+    program over a number that is not in the document, the second sample copies the document's
+    first table number. `grounding=check` lets the majority (the made-up number) win and records
+    that it is not grounded; `grounding=prefer` lets only the grounded sample vote."""
+    import re
+
+    from fakes.openai_server import FakeOpenAIServer
+
+    state = {"choice": 0}
+
+    def reply(messages):
+        doc = messages[-1]["content"].split("### Document 1", 1)[1]
+        first = re.search(r"\|\s*\$?\s*(\d[\d,]*\.?\d*)\s*\|", doc).group(1).replace(",", "")
+        state["choice"] += 1
+        return f"Program: {first}" if state["choice"] == 2 else "Program: 987654.321 / 3"
+
+    class Server(FakeOpenAIServer):
+        def completion(self, body, finish_reason):
+            state["choice"] = 0 if "n" in body else -100  # in a sample request the second choice is grounded
+            return super().completion(body, finish_reason)
+
+    common = ["generator=openai_compat", "generator.model=m", "generator.answer_mode=program", "generator.sampling.samples=3",
+              "generator.max_concurrency=1", "rag_method=oracle", "dataset=finqa", "dataset.limit=2"]
+    with Server(model="m", reply=reply) as srv:
+        common.append(f"generator.base_url={srv.base_url}")
+        run_app([*common, "generator.grounding=prefer"], shared_cache, tmp_path / "prefer")
+        run_app([*common, "generator.grounding=check"], shared_cache, tmp_path / "check")
+        assert len(srv.requests) == 4 and not srv.errors  # the second run's answers came from the LLM cache
+        assert [("n" in r) for r in srv.requests] == [False, True, False, True]
+    rows = {}
+    for mode in ("prefer", "check"):
+        client, (run,) = mlflow_runs(tmp_path / mode)
+        rows[mode] = _artifact_rows(client, run.info.run_id)
+        assert run.data.params["generator.grounding"] == mode
+    for p, c in zip(rows["prefer"], rows["check"], strict=True):
+        assert c["program"] == "987654.321 / 3" and c["grounded"] is False and c["vote_share"] == round(2 / 3, 4)
+        assert p["grounded"] is True and p["vote_share"] == 1.0 and p["prediction"] == float(p["program"])
+        assert p["candidates"] == c["candidates"] == 3
+        assert p["sample_answers"] == c["sample_answers"] == ["987654.321 / 3", "987654.321 / 3", p["program"]]
+
+
 def test_cell_key_changes_with_prompt_text(tmp_path):
     """An edited prompt template must start a new cell (no resume from stale predictions)."""
     from t2exp.experiment import cell_key

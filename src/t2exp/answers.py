@@ -96,12 +96,16 @@ def parse_json_answer(text: str) -> ParsedAnswer:
     )
 
 
-def build_messages(prompts: PromptLibrary, mode: str, question: str, contexts: list[str]) -> list[dict[str, str]]:
+def build_messages(
+    prompts: PromptLibrary, mode: str, question: str, contexts: list[str], template: str | None = None
+) -> list[dict[str, str]]:
+    """The chat of one question: the system prompt, then ``template`` (default ``answer_<mode>``)
+    with the question and its evidence."""
     if mode not in MODES:
         raise ConfigError(f"generator.answer_mode={mode!r}: allowed values are {', '.join(MODES)}")
     return [
         {"role": "system", "content": prompts.render("system")},
-        {"role": "user", "content": prompts.render(f"answer_{mode}", question=question, contexts=contexts)},
+        {"role": "user", "content": prompts.render(template or f"answer_{mode}", question=question, contexts=contexts)},
     ]
 
 

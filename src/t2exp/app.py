@@ -45,7 +45,7 @@ from t2exp.summary import results_markdown, results_table, run_footer
 log = logging.getLogger("t2exp")
 
 # keys of a generator config that configure the run, not the backend's constructor
-GENERATOR_RUN_KEYS = ("answer_mode", "sampling", "aux_sampling")
+GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "sampling", "aux_sampling")
 
 
 # seconds between the first SIGTERM/SIGINT (finish the requests in flight, write their
@@ -101,6 +101,8 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         prompts=PromptLibrary(cfg.paths.prompts),
         sampling=sampling,
         answer_mode=str(gen_cfg.get("answer_mode", "direct")),
+        answer_prompt=gen_cfg.get("prompt"),
+        grounding=str(gen_cfg.get("grounding", "off")),
         k=int(cfg.k),
         variant=str(cfg.document.variant),
         cache_dir=cache_dir,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from t2exp import answers
+from t2exp import answer_choice, answers
 from t2exp.data import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -68,6 +68,8 @@ class Components:
     stop: StopRequest = field(default_factory=StopRequest)  # checked at every safe point
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
     evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
+    answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
+    grounding: str = "off"  # program checking when choosing the answer (t2exp.answer_choice)
 
 
 @dataclass
@@ -159,9 +161,8 @@ def run_experiment(c: Components) -> Result:
                     done[q.id] = row
 
                 if generator is not None:
-                    prompts = [
-                        answers.build_messages(c.prompts, c.answer_mode, q.question, ctx) for q, ctx in zip(chunk, contexts, strict=True)
-                    ]
+                    prompts = [answers.build_messages(c.prompts, c.answer_mode, q.question, ctx, c.answer_prompt)
+                               for q, ctx in zip(chunk, contexts, strict=True)]
                     arrived: dict[int, Generation] = {}
 
                     def on_answer(i: int, g: Generation, arrived=arrived, write=write) -> None:  # noqa: ANN001
@@ -213,7 +214,9 @@ def run_experiment(c: Components) -> Result:
 
 def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str, Any]:  # noqa: ANN001
     ranked = None if hits is None else [cid for cid, _ in hits]
-    parsed = answers.parse_answer(c.answer_mode, gen.text) if gen is not None else None
+    parsed = None
+    if gen is not None:
+        parsed = answer_choice.choose(c.answer_mode, [gen.text, *gen.extra.get("samples", [])], contexts, c.grounding)
     pred = parsed.value if parsed else None
     text = parsed.text if parsed else None
     dense = _dense_of(hits)
@@ -244,6 +247,8 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         "finish_reason": None if gen is None else gen.finish_reason,
         "prompt_tokens": None if gen is None else gen.prompt_tokens,
         "completion_tokens": None if gen is None else gen.completion_tokens,
+        # the model's seconds for this answer (when it came from the LLM cache: when it was made)
+        "generate_seconds": None if gen is None else round(gen.seconds, 3),
         **m,
     }
 

@@ -98,3 +98,15 @@ def safe_eval(source: str) -> float:
     if not math.isfinite(value):
         raise UnsafeProgram("result is not finite")
     return value
+
+
+def program_literals(source: str) -> list[float]:
+    """The number literals a program uses, as :func:`safe_eval` reads them (thousands separators,
+    ``$`` and ``%`` dropped; a unary minus is an operator, so literals are non-negative). Empty
+    when the source does not parse."""
+    try:
+        tree = ast.parse(_clean(source), mode="eval")
+    except SyntaxError:
+        return []
+    return [float(n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]

@@ -132,22 +132,27 @@ class FakeOpenAIServer:
         temp = body.get("temperature")
         if temp is not None and (isinstance(temp, bool) or not isinstance(temp, (int, float))):
             return 400, f"temperature {temp!r} is not a number"
+        n = body.get("n", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            return 400, f"n {n!r} is not a positive integer"
         mt = body.get("max_tokens")
         if mt is not None and (isinstance(mt, bool) or not isinstance(mt, int) or mt < 1):
             return 400, f"max_tokens {mt!r} is not a positive integer"
         return None
 
     def completion(self, body: dict[str, Any], finish_reason: str) -> dict[str, Any]:
-        text = self.reply(body["messages"])
+        texts = [self.reply(body["messages"]) for _ in range(int(body.get("n", 1)))]  # ``n`` choices, as the API returns them
+        text = texts[0]
         prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
-        completion_tokens = len(text.split())
+        completion_tokens = sum(len(t.split()) for t in texts)
         return {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason, "logprobs": None}
+                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": finish_reason, "logprobs": None}
+                for i, t in enumerate(texts)
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens

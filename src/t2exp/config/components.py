@@ -303,15 +303,21 @@ class NoGeneratorConfig:
 class GeneratorConfig:
     _target_: str = MISSING
     name: str = MISSING
-    answer_mode: str = "direct"  # direct | cot | program
+    answer_mode: str = "direct"  # direct | cot | program | json
+    # the answer prompt: a template in prompts/; null = answer_<answer_mode>
+    prompt: str | None = None
+    # program checking (t2exp.answer_choice): off | check (record it) | prefer (grounded programs win the vote)
+    grounding: str = "check"
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     aux_sampling: SamplingConfig | None = None  # HyDE passages, summaries (default 160 tokens)
     batch_size: int = 1
 
     def __post_init__(self) -> None:
+        from t2exp.answer_choice import GROUNDING
         from t2exp.answers import MODES
 
         one_of("generator.answer_mode", self.answer_mode, MODES)
+        one_of("generator.grounding", self.grounding, GROUNDING)
         self.sampling.check("generator.sampling")
         if self.aux_sampling is not None:
             self.aux_sampling.check("generator.aux_sampling")
@@ -328,6 +334,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
     device: str = "auto"
     dtype: str = "float32"
     threads: int = 0
+    reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
     max_context_tokens: int = 16384
 
     def __post_init__(self) -> None:

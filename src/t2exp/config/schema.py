@@ -25,9 +25,14 @@ class SamplingConfig:
     max_tokens: int = 256
     seed: int = 0
     stop: list[str] | None = None  # null = the answer mode's default stop sequences
+    samples: int = 1  # self-consistency: answers per question (the main one + samples-1 drawn); t2exp.answer_choice
+    sample_temperature: float = 0.7  # temperature of the drawn samples
 
     def check(self, prefix: str) -> None:
         at_least(f"{prefix}.max_tokens", self.max_tokens, 1)
+        at_least(f"{prefix}.samples", self.samples, 1)
+        require(self.samples == 1 or self.sample_temperature > 0, f"{prefix}.sample_temperature", self.sample_temperature,
+                "a temperature > 0 when samples > 1")
         at_least(f"{prefix}.temperature", self.temperature, 0.0)
         require(0 < self.top_p <= 1, f"{prefix}.top_p", self.top_p, "a number in (0, 1]")
 

@@ -19,12 +19,19 @@ class Sampling:
     # a JSON schema the answer must follow (answer_mode=json), sent as structured output where the
     # backend supports it; part of the LLM-cache key
     json_schema: dict | None = field(default=None, hash=False, compare=False)
+    # self-consistency: ``samples - 1`` further answers drawn at ``sample_temperature`` next to the
+    # main one (``Generation.extra["samples"]``); backends share the prompt's prefill among them
+    samples: int = 1
+    sample_temperature: float = 0.7
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["stop"] = list(self.stop)
         if self.json_schema is None:
             d.pop("json_schema")  # keys of answers cached before structured output existed stay valid
+        if self.samples == 1:  # ... and before samples existed
+            d.pop("samples")
+            d.pop("sample_temperature")
         return d
 
 

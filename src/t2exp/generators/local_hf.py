@@ -8,6 +8,7 @@ the GGUF runtimes on 2 CPU cores; see ../shared/MODELS.md numbers in the README)
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib
 import logging
@@ -70,6 +71,7 @@ class TransformersGenerator:
         threads: int = 0,
         batch_size: int = 1,
         max_context_tokens: int = 8192,
+        reuse_prefix: bool = True,
     ) -> None:
         if not model and not gguf_parts:
             raise ConfigError("generator.model: set a model id/path or generator.gguf_parts")
@@ -84,6 +86,9 @@ class TransformersGenerator:
         self.threads = threads
         self.batch_size = batch_size
         self.max_context_tokens = max_context_tokens
+        self.reuse_prefix = reuse_prefix  # continue from the previous prompt's KV cache where the two agree
+        self._last: tuple[list[int], object] | None = None
+        self.reused_prefix_tokens = 0
 
     @property
     def fingerprint(self) -> str:
@@ -137,8 +142,6 @@ class TransformersGenerator:
     def generate(
         self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
     ) -> list[Generation]:
-        import torch
-
         tok, model = self._model
         out: list[Generation] = []
         for i, messages in enumerate(prompts):
@@ -152,31 +155,77 @@ class TransformersGenerator:
                     f"generator.max_context_tokens={self.max_context_tokens}: prompt has {ids.shape[1]} tokens; "
                     "lower k or raise the limit"
                 )
-            enc = {k: v.to(self.device) for k, v in enc.items()}
-            kwargs = {"max_new_tokens": sampling.max_tokens, "pad_token_id": tok.eos_token_id}
-            if sampling.temperature > 0:
-                torch.manual_seed(sampling.seed)
-                kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
-            else:
-                kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            if sampling.stop:
-                kwargs["stop_strings"] = list(sampling.stop)
-                kwargs["tokenizer"] = tok
-            with torch.inference_mode():
-                gen = model.generate(**enc, **kwargs)
-            new = gen[0][ids.shape[1] :]
-            text = tok.decode(new, skip_special_tokens=True)
-            n_new = int(new.shape[0])
-            finish = "length" if n_new >= sampling.max_tokens and int(new[-1]) != tok.eos_token_id else "stop"
+            texts, n_new, finish = self._decode(tok, model, ids.to(self.device), sampling)
             out.append(
                 Generation(
-                    text=text,
+                    text=texts[0],
                     prompt_tokens=int(ids.shape[1]),
                     completion_tokens=n_new,
                     seconds=time.perf_counter() - t0,
                     finish_reason=finish,
+                    extra={"samples": texts[1:]} if len(texts) > 1 else {},
                 )
             )
             if on_result is not None:
                 on_result(i, out[-1])
         return out
+
+    def _prefilled(self, model, ids):  # noqa: ANN001, ANN202
+        """A KV cache holding ``ids[:, :-1]``: the stored cache of the previous prompt cropped to the
+        tokens the two share (the system prompt, a few-shot preamble), plus the rest prefilled."""
+        import torch
+        from transformers import DynamicCache
+
+        tokens = ids[0, :-1].tolist()
+        shared = 0
+        if self.reuse_prefix and self._last is not None:
+            prev, cache = self._last
+            for a, b in zip(prev, tokens, strict=False):
+                if a != b:
+                    break
+                shared += 1
+        if shared:
+            cache = copy.deepcopy(self._last[1])
+            if shared < len(self._last[0]):
+                cache.crop(shared - len(self._last[0]))  # a negative count removes tokens
+        else:
+            cache = DynamicCache(config=model.config)
+        if shared < len(tokens):
+            with torch.inference_mode():
+                model(input_ids=ids[:, shared:-1], cache=cache, use_cache=True)
+        self.reused_prefix_tokens += shared
+        self._last = (tokens, cache)
+        return copy.deepcopy(cache)
+
+    def _decode(self, tok, model, ids, sampling: Sampling) -> tuple[list[str], int, str]:  # noqa: ANN001
+        """The main answer (greedy at temperature 0) and ``sampling.samples - 1`` drawn ones, all
+        continuing one prefill of the prompt."""
+        import torch
+
+        common = {"max_new_tokens": sampling.max_tokens, "pad_token_id": tok.eos_token_id}
+        if sampling.stop:
+            common.update(stop_strings=list(sampling.stop), tokenizer=tok)
+        main = dict(common)
+        if sampling.temperature > 0:
+            torch.manual_seed(sampling.seed)
+            main.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+        else:
+            main.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        cache = self._prefilled(model, ids)
+        extra = sampling.samples - 1
+        spare = copy.deepcopy(cache) if extra else None
+        mask = torch.ones_like(ids)
+        with torch.inference_mode():
+            gen = model.generate(input_ids=ids, attention_mask=mask, cache=cache, **main)
+        new = gen[0][ids.shape[1] :]
+        n_new = int(new.shape[0])
+        finish = "length" if n_new >= sampling.max_tokens and int(new[-1]) != tok.eos_token_id else "stop"
+        texts = [tok.decode(new, skip_special_tokens=True)]
+        if extra and spare is not None:
+            spare.batch_repeat_interleave(extra)
+            torch.manual_seed(sampling.seed + 1)
+            with torch.inference_mode():
+                drawn = model.generate(input_ids=ids.repeat(extra, 1), attention_mask=mask.repeat(extra, 1), cache=spare,
+                                       do_sample=True, temperature=sampling.sample_temperature, top_p=sampling.top_p, **common)
+            texts += [tok.decode(row[ids.shape[1] :], skip_special_tokens=True) for row in drawn]
+        return texts, n_new, finish

@@ -206,6 +206,26 @@ class OpenAICompatGenerator:
             pass
         return delay
 
+    def _texts(self, resp: Any) -> list[str]:
+        """Every choice's answer text (the drawn samples of a request with ``n`` > 1)."""
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            raise _Malformed(f"no choices in response ({type(resp).__name__})")
+        texts = []
+        for choice in choices:
+            content = getattr(getattr(choice, "message", None), "content", None) or ""
+            if not isinstance(content, str):
+                raise _Malformed(f"message.content is {type(content).__name__}, not a string")
+            texts.append(split_reasoning(content)[0] if self.reasoning else content)
+        return texts
+
+    def _attempt_samples(self, kwargs: dict[str, Any]) -> list[str]:
+        resp = self._client.chat.completions.create(**kwargs)
+        try:
+            return self._texts(resp)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
+
     def _attempt(self, kwargs: dict[str, Any]) -> Generation:
         t0 = time.perf_counter()
         resp = self._client.chat.completions.create(**kwargs)
@@ -254,7 +274,11 @@ class OpenAICompatGenerator:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, kwargs)
+            gen = retrying(self._attempt, kwargs)
+            if sampling.samples > 1:  # self-consistency: one more request drawing samples - 1 choices
+                more = {**kwargs, "n": sampling.samples - 1, "temperature": sampling.sample_temperature, "seed": sampling.seed + 1}
+                gen.extra["samples"] = retrying(self._attempt_samples, more)
+            return gen
         except _Abandoned:
             _, status, hint = self._classify(last[0]) if last else (False, "stopped", "another request of the batch failed")
             raise RemoteError(f"generator={self.name}: {self.endpoint} failed: {status}; {hint}") from (last[0] if last else None)

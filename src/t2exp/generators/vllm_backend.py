@@ -183,6 +183,14 @@ class VLLMGenerator:
         )
         t0 = time.perf_counter()
         outputs = llm.chat(prompts, params, use_tqdm=False)
+        drawn = [[] for _ in prompts]
+        if sampling.samples > 1:  # the engine's prefix cache serves the prompts' prefill again
+            more = SamplingParams(
+                n=sampling.samples - 1, temperature=sampling.sample_temperature, top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens, seed=sampling.seed + 1, stop=list(sampling.stop) or None,
+                **_structured_output(sampling.json_schema),
+            )
+            drawn = [[o.text for o in out.outputs] for out in llm.chat(prompts, more, use_tqdm=False)]
         per_prompt = (time.perf_counter() - t0) / len(prompts)
         gens: list[Generation] = []
         for i, out in enumerate(outputs):  # one engine batch: every answer is complete here
@@ -193,6 +201,7 @@ class VLLMGenerator:
                 completion_tokens=len(best.token_ids or ()),
                 seconds=per_prompt,
                 finish_reason=str(best.finish_reason or "stop"),
+                extra={"samples": drawn[i]} if drawn[i] else {},
             )
             if self.reasoning:
                 _, thought = split_reasoning(best.text)

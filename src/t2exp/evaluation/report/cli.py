@@ -187,6 +187,19 @@ def report_parent(tracking_uri: str, parent_id: str) -> ReportResult:
     return result
 
 
+def _errors(client: Any, source: str) -> int:
+    """``--errors``: the error categories of one run (``client()`` only when ``source`` is a run id)."""
+    from t2exp.evaluation.compare import load_source
+    from t2exp.evaluation.diagnosis import breakdown, render
+
+    rows = load_source(client, source)
+    counts = breakdown(rows)
+    if not sum(counts["all"].values()):
+        raise ReportError(f"--errors {source}: no scored answers (a retrieval-only run, or no numeric gold)")
+    print(render(counts, source))
+    return 0
+
+
 def default_out_dir(target: str) -> Path:
     """``outputs/reports/<target>`` under the current directory."""
     return work_dir() / "outputs" / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
@@ -194,7 +207,10 @@ def default_out_dir(target: str) -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m t2exp.report", description="Paper-style tables and plots from a sweep's MLflow runs.")
-    p.add_argument("target", help="a sweep's parent run id, or an MLflow experiment name")
+    p.add_argument("target", nargs="?", help="a sweep's parent run id, or an MLflow experiment name")
+    p.add_argument("--errors", metavar="RUN",
+                   help="instead of tables: where one run's answers go wrong (a run id or a predictions.jsonl path); "
+                        "t2exp.evaluation.diagnosis")
     p.add_argument("--tracking-uri", default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory")
     p.add_argument("--out", type=Path, help="output directory (default: outputs/reports/<target> in the current directory)")
     p.add_argument("--k", type=int, help="MRR@k of the Table 3 layout (default: the runs' k when they share one, else 3)")
@@ -215,7 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.k is not None and args.k < 1:
             raise ReportError("--k must be >= 1")
+        if args.errors:
+            return _errors(lambda: MlflowClient(tracking_uri=args.tracking_uri), args.errors)
         client = MlflowClient(tracking_uri=args.tracking_uri)
+        if not args.target:
+            raise ReportError("give a TARGET (a sweep's parent run id or an experiment name), or --errors RUN")
         target = resolve_target(client, args.target)
         out = args.out or default_out_dir(args.target)
         source = CellSource(lambda run_id: load_run_predictions(client, run_id))

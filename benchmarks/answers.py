@@ -1,0 +1,145 @@
+"""Answer recipes with the gold context (``rag_method=oracle``): Number Match with its 95 % CI,
+the error breakdown and the model's seconds per answer of each recipe, on the same seeded
+questions, in one run.
+
+    python benchmarks/answers.py --sample tune                 # choose: 20 questions a subset outside the report sample
+    python benchmarks/answers.py --sample report --recipes 0.5b,1.5b-fewshot-vote5   # report: dataset.limit=200, seed 0
+
+Two question sets that never share a question:
+
+- ``report``: what ``python -m t2exp rag_method=oracle dataset.limit=200`` asks, the seeded sample
+  (seed 0) of 200 questions of each bundled subset the loader draws (``t2exp.data.sample_questions``).
+  The README's numbers come from here.
+- ``tune``: ``--per-subset`` questions of each subset drawn (seed ``--seed``) from the bundled
+  questions *outside* the report sample, written to a data directory of their own (oracle context
+  does not need the rest of the corpus). Recipes are compared and chosen here.
+
+Each recipe is a real ``python -m t2exp`` subprocess (its overrides below) in its own working
+directory; converted models come from the checkout's cache and answers from one LLM cache, so a
+re-run only computes recipes or questions it has not seen (seconds per answer are the model's
+when it made the answer). Paired differences against the first recipe use the evaluator's paired
+bootstrap (:mod:`t2exp.evaluation.compare`). Ends with one ``RATIO answers: ...`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_DATA, ROOT, SHARED_CACHE, machine, ratio_line, table  # noqa: E402
+
+FEWSHOT = "generator.prompt=answer_program_fewshot"
+VOTE5 = ["generator.sampling.samples=5", "generator.grounding=prefer"]
+RECIPES: dict[str, list[str]] = {
+    "0.5b": ["generator=qwen_coder_0_5b"],
+    "0.5b-fewshot": ["generator=qwen_coder_0_5b", FEWSHOT],
+    "0.5b-fewshot-vote5": ["generator=qwen_coder_0_5b", FEWSHOT, *VOTE5],
+    "1.5b": ["generator=qwen_coder_1_5b"],
+    "1.5b-full": ["generator=qwen_coder_1_5b", "context.mode=full"],
+    "1.5b-fewshot": ["generator=qwen_coder_1_5b", FEWSHOT],
+    "1.5b-grounded-vote5": ["generator=qwen_coder_1_5b", *VOTE5],
+    "1.5b-fewshot-vote5": ["generator=qwen_coder_1_5b", FEWSHOT, *VOTE5],
+    "1.5b-cot": ["generator=qwen_coder_1_5b", "generator.answer_mode=cot", "generator.sampling.max_tokens=320"],
+}
+REPORT_LIMIT, REPORT_SEED = 200, 0
+
+
+def tune_data(dest: Path, per_subset: int, seed: int) -> None:
+    """Write ``per_subset`` questions of each bundled subset from outside the report sample."""
+    import random
+
+    import pandas as pd
+
+    from t2exp.data import load_subsets
+
+    report = {q.id for s in load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA),
+                                          limit=REPORT_LIMIT, seed=REPORT_SEED) for q in s.questions}
+    for f in sorted(DEFAULT_DATA.glob("*.parquet")):
+        df = pd.read_parquet(f)
+        rest = [i for i in df["id"] if i not in report]
+        keep = set(random.Random(seed).sample(rest, min(per_subset, len(rest))))
+        df[df["id"].isin(keep)].to_parquet(dest / f.name)
+
+
+def run(work: Path, overrides: list[str]) -> list[dict]:
+    cmd = [sys.executable, "-m", "t2exp", "rag_method=oracle", *overrides,
+           f"paths.models={SHARED_CACHE / 'models'}", f"paths.cache={work / 'cache'}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=6 * 3600)
+    if proc.returncode != 0:
+        raise SystemExit(f"python -m t2exp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    preds = sorted((work / "cache").glob("runs/*/predictions.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
+    return [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sample", choices=("tune", "report"), default="tune")
+    ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, first = baseline; known: {', '.join(RECIPES)}")
+    ap.add_argument("--per-subset", type=int, default=20, help="tune sample: questions per subset")
+    ap.add_argument("--seed", type=int, default=1, help="tune sample: seed of the draw")
+    ap.add_argument("--limit", type=int, default=REPORT_LIMIT, help="report sample: dataset.limit (seed 0)")
+    ap.add_argument("--work", type=Path, default=SHARED_CACHE / "bench-answers", help="working directories and the LLM cache")
+    args = ap.parse_args()
+    from t2exp.evaluation.compare import compare_values
+    from t2exp.evaluation.diagnosis import breakdown
+    from t2exp.evaluation.metrics import aggregate
+
+    names = [r.strip() for r in args.recipes.split(",") if r.strip()]
+    unknown = [r for r in names if r not in RECIPES]
+    if unknown:
+        raise SystemExit(f"--recipes: unknown {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    print(machine())
+    with tempfile.TemporaryDirectory(prefix="t2exp-answers-") as tmp:
+        if args.sample == "tune":
+            data = Path(tmp) / "data"
+            data.mkdir()
+            tune_data(data, args.per_subset, args.seed)
+            sample = [f"dataset.path={data}", "dataset.limit=null"]
+            what = f"tune: {args.per_subset} questions a subset outside the report sample, seed {args.seed}"
+        else:
+            sample = [f"dataset.limit={args.limit}", f"seed={REPORT_SEED}"]
+            what = f"report: dataset.limit={args.limit} seed={REPORT_SEED} on the bundled dev data"
+        print(f"checkout: {ROOT}; sample {what}")
+        results: dict[str, list[dict]] = {}
+        for name in names:
+            work = args.work / name
+            (work / "cache").mkdir(parents=True, exist_ok=True)
+            t0 = time.perf_counter()
+            results[name] = run(work, [*RECIPES[name], *sample, "tracking.experiment=bench-answers"])
+            print(f"{name}: {len(results[name])} answers in {time.perf_counter() - t0:.0f}s", flush=True)
+    base = names[0]
+    base_nm = {r["id"]: r["nm"] for r in results[base] if r.get("nm") is not None}
+    rows = []
+    for name in names:
+        res = results[name]
+        avg = aggregate(res, ["nm"], ci=True)
+        per = {s: avg[s]["nm"].mean for s in avg if s != "avg"}
+        nm = avg["avg"]["nm"]
+        secs = [r["generate_seconds"] for r in res if r.get("generate_seconds") is not None]
+        ids = [r["id"] for r in res if r.get("nm") is not None and r["id"] in base_nm]
+        mine = {r["id"]: r["nm"] for r in res}
+        diff = compare_values("avg", [mine[i] for i in ids], [base_nm[i] for i in ids], n_boot=2000, seed=0)
+        counts = breakdown(res)["all"]
+        rows.append([name, per.get("FinQA", float("nan")), per.get("TAT-DQA", float("nan")), nm.mean,
+                     f"[{nm.ci_low:.1f}, {nm.ci_high:.1f}]", nm.n, f"{diff.diff:+.1f} [{diff.ci_low:+.1f}, {diff.ci_high:+.1f}]",
+                     sum(secs) / max(1, len(secs)), *(counts.get(c, 0) for c in ("no_number", "runaway", "ungrounded",
+                                                                                 "wrong_lookup", "wrong_operation"))])
+    print()
+    print(table(["recipe", "FinQA NM", "TAT-DQA NM", "avg NM", "95% CI", "n", f"Δ vs {base}", "s/answer",
+                 "no_number", "runaway", "ungrounded", "wrong_lookup", "wrong_operation"], rows, ".1f"))
+    best = max(rows, key=lambda r: r[3])
+    ratio_line("answers", sample=args.sample, best=best[0], best_nm=best[3], baseline_nm=rows[0][3],
+               best_s_per_answer=best[7], baseline_s_per_answer=rows[0][7], questions=rows[0][5])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The offline transformers generator: prompt-prefix KV reuse and self-consistency samples
+continue one prefill without changing what greedy decoding answers (real 0.5B model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT, compose_cfg
+from t2exp.generators import Sampling
+
+pytestmark = pytest.mark.slow
+
+SYSTEM = {"role": "system", "content": "You are a financial analyst. Answer with one line 'Program: <expression>'. " * 6}
+PROMPTS = [[SYSTEM, {"role": "user", "content": f"Revenue was {100 + 7 * i} in 2019 and {90 + 3 * i} in 2018. What is the change?"}]
+           for i in range(3)]
+SAMPLING = Sampling(max_tokens=12, stop=("\n\n",))
+
+
+@pytest.fixture(scope="module")
+def generators():
+    from omegaconf import OmegaConf
+
+    from t2exp.app import GENERATOR_RUN_KEYS
+    from t2exp.config.components import build
+
+    cfg = compose_cfg("generator=qwen_coder_0_5b", f"paths.models={ROOT / '.t2exp_cache' / 'models'}")
+    plain = {k: v for k, v in OmegaConf.to_container(cfg.generator, resolve=True).items() if k not in GENERATOR_RUN_KEYS}
+    reuse = build(dict(plain), "qwen")
+    fresh = build({**plain, "reuse_prefix": False}, "qwen")
+    fresh._model = reuse._model  # one set of weights; only the KV reuse differs  # type: ignore[attr-defined]
+    return reuse, fresh
+
+
+def test_prefix_reuse_answers_exactly_as_a_fresh_prefill(generators):
+    reuse, fresh = generators
+    a = reuse.generate(PROMPTS, SAMPLING)
+    b = fresh.generate(PROMPTS, SAMPLING)
+    assert [g.text for g in a] == [g.text for g in b]
+    assert all(g.text.strip() for g in a)
+    assert reuse.reused_prefix_tokens > 2 * 60  # the system prompt of prompts 2 and 3 came from the cache
+    assert fresh.reused_prefix_tokens == 0
+    assert [g.prompt_tokens for g in a] == [g.prompt_tokens for g in b]
+
+
+def test_samples_continue_the_same_prefill_and_keep_the_greedy_answer(generators):
+    reuse, _ = generators
+    greedy = reuse.generate(PROMPTS[:1], SAMPLING)[0]
+    drawn = reuse.generate(PROMPTS[:1], Sampling(max_tokens=12, stop=("\n\n",), samples=4, sample_temperature=1.0))[0]
+    assert drawn.text == greedy.text
+    assert len(drawn.extra["samples"]) == 3 and all(isinstance(t, str) for t in drawn.extra["samples"])
+    again = reuse.generate(PROMPTS[:1], Sampling(max_tokens=12, stop=("\n\n",), samples=4, sample_temperature=1.0))[0]
+    assert again.extra["samples"] == drawn.extra["samples"]  # seeded
