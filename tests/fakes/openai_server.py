@@ -142,7 +142,6 @@ class FakeOpenAIServer:
 
     def completion(self, body: dict[str, Any], finish_reason: str) -> dict[str, Any]:
         texts = [self.reply(body["messages"]) for _ in range(int(body.get("n", 1)))]  # ``n`` choices, as the API returns them
-        text = texts[0]
         prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
         completion_tokens = sum(len(t.split()) for t in texts)
         return {
