@@ -183,7 +183,7 @@ class VLLMGenerator:
         )
         t0 = time.perf_counter()
         outputs = llm.chat(prompts, params, use_tqdm=False)
-        drawn = [[] for _ in prompts]
+        drawn: list[list[str]] = [[] for _ in prompts]
         if sampling.samples > 1:  # the engine's prefix cache serves the prompts' prefill again
             more = SamplingParams(
                 n=sampling.samples - 1, temperature=sampling.sample_temperature, top_p=sampling.top_p,
