@@ -87,6 +87,7 @@ def main() -> None:
     ap.add_argument("--per-subset", type=int, default=20, help="tune sample: questions per subset")
     ap.add_argument("--seed", type=int, default=1, help="tune sample: seed of the draw")
     ap.add_argument("--limit", type=int, default=REPORT_LIMIT, help="report sample: dataset.limit (seed 0)")
+    ap.add_argument("--extra", nargs="*", default=[], help="overrides added to every recipe, e.g. generator.threads=1")
     ap.add_argument("--work", type=Path, default=SHARED_CACHE / "bench-answers", help="working directories and the LLM cache")
     args = ap.parse_args()
     from t2exp.evaluation.compare import compare_values
@@ -114,7 +115,7 @@ def main() -> None:
             work = args.work / name
             (work / "cache").mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
-            results[name] = run(work, [*RECIPES[name], *sample, "tracking.experiment=bench-answers"])
+            results[name] = run(work, [*RECIPES[name], *sample, *args.extra, "tracking.experiment=bench-answers"])
             print(f"{name}: {len(results[name])} answers in {time.perf_counter() - t0:.0f}s", flush=True)
     base = names[0]
     base_nm = {r["id"]: r["nm"] for r in results[base] if r.get("nm") is not None}

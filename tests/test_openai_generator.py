@@ -311,6 +311,35 @@ def test_vllm_server_starts_waits_for_health_serves_and_is_killed(tmp_path, no_s
     assert vllm_server._SERVER is None
 
 
+def test_vllm_server_dies_with_a_killed_t2exp(tmp_path):
+    """SIGKILL of the process that started the server (no atexit, no signal handler runs) still
+    stops the server: the orphan guard's parent-death signal (Linux)."""
+    import select
+    import subprocess
+
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from test_openai_generator import _server_gen, ask, GREEDY; from pathlib import Path;"
+        "out = _server_gen(Path(sys.argv[2])).generate([ask('one')], GREEDY); print(out[0].text, flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(tmp_path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "echo: one"  # the server answered
+        (log_path,) = (tmp_path / "logs").glob("vllm_server-fake-server-*.log")
+        pid = _pid_from_log(log_path)
+        fd = os.pidfd_open(pid)
+        child.kill()
+        child.wait(timeout=30)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        assert poller.poll(30_000), f"server {pid} still running 30 s after its parent was killed"
+        os.close(fd)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
 def test_vllm_server_with_other_settings_replaces_the_running_one(tmp_path, no_server_left):
     first = _server_gen(tmp_path)
     first.generate([ask("a")], GREEDY)

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -96,9 +97,13 @@ class ServerProcess:
         with open(self.log_path, "ab") as logf:
             logf.write(f"$ {' '.join(self.argv)}\n".encode())
             logf.flush()
+            if shutil.which(self.argv[0]) is None:
+                raise ConfigError(f"generator.command: cannot start {self.argv[0]!r} (not found or not executable)")
+            # through the orphan guard: the server gets SIGTERM if this process dies without stopping it
+            guarded = [sys.executable, "-m", "t2exp.generators._orphan_guard", str(os.getpid()), *self.argv]
             try:
                 self.proc = subprocess.Popen(
-                    self.argv,
+                    guarded,
                     stdin=subprocess.DEVNULL,
                     stdout=logf,
                     stderr=subprocess.STDOUT,
