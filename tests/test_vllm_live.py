@@ -249,3 +249,28 @@ def test_vllm_in_process_generates_one_batch_fills_the_cache_and_exits(tmp_path,
     assert again.returncode == 0, again.stderr[-4000:]
     assert "vLLM loaded" not in again.stdout + again.stderr
     assert [r["generation"] for r in predictions(cache)[0]] == [r["generation"] for r in rows]
+
+
+def test_vllm_in_process_json_answers_through_structured_output_and_samples(tmp_path, vllm_python, model_dir):
+    """answer_mode=json in process: the authors' answer schema goes to vLLM's structured outputs
+    (guided JSON), so every answer that was not cut off by max_tokens is a valid JSON object with
+    the three keys; sampling.samples=2 draws one more answer per question from the same engine."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "VLLM_CPU_KVCACHE_SPACE": "1",
+           "PYTHONPATH": str(ROOT / "src")}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    cmd = [str(vllm_python), "-m", "t2exp", "rag_method=oracle", "dataset=finqa", "generator=llama33_70b", "generator.backend=vllm",
+           *engine_args(model_dir, max_tokens=320), "dataset.limit=2", "generator.answer_mode=json", "generator.sampling.samples=2",
+           *app_overrides(cache, track)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (rows,) = predictions(cache)
+    assert len(rows) == 2
+    finished = [r for r in rows if r["finish_reason"] == "stop"]
+    assert finished, [r["generation"][-200:] for r in rows]  # 320 tokens are enough for at least one answer
+    for row in finished:
+        obj = json.loads(row["generation"])  # the whole output is one JSON object: guided decoding
+        assert set(obj) == {"reasoning_steps", "final_formula", "computed_formula"}, obj
+        assert row["json_valid"] is True and row["final_formula"] == obj["final_formula"]
+    for row in rows:
+        assert len(row["sample_answers"]) == 2 and row["candidates"] <= 2, row
