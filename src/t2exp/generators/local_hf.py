@@ -26,7 +26,7 @@ from t2exp.infra.cache import build_lock, content_key
 log = logging.getLogger(__name__)
 
 
-def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path) -> Path:
+def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path, install: str = "pip install -e .") -> Path:
     """Concatenate GGUF parts shipped in PyPI packages (each exposing ``get_part_path()``)."""
     if dest.exists() and dest.stat().st_size == size:
         return dest
@@ -38,7 +38,7 @@ def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path) -> 
             try:
                 mod = importlib.import_module(pkg)
             except ImportError:
-                raise ConfigError(f"generator.gguf_parts: package {pkg!r} is not installed; pip install -e .") from None
+                raise ConfigError(f"generator.gguf_parts: package {pkg!r} is not installed; {install}") from None
             with open(mod.get_part_path(), "rb") as part:
                 while chunk := part.read(1 << 22):
                     h.update(chunk)
@@ -72,6 +72,7 @@ class TransformersGenerator:
         batch_size: int = 1,
         max_context_tokens: int = 8192,
         reuse_prefix: bool = True,
+        install: str = "pip install -e .",
     ) -> None:
         if not model and not gguf_parts:
             raise ConfigError("generator.model: set a model id/path or generator.gguf_parts")
@@ -86,6 +87,7 @@ class TransformersGenerator:
         self.threads = threads
         self.batch_size = batch_size
         self.max_context_tokens = max_context_tokens
+        self.install = install  # how to get the weight packages (the error when one is missing)
         self.reuse_prefix = reuse_prefix  # continue from the previous prompt's KV cache where the two agree
         self._last: tuple[list[int], object] | None = None
         self.reused_prefix_tokens = 0
@@ -105,7 +107,8 @@ class TransformersGenerator:
             log.info("generator %s: one-time preparation: joining %d GGUF parts and converting them to a transformers "
                      "checkpoint in %s (about a minute on 2 cores)", self.name, len(self.gguf_parts), hf_dir)
             t0 = time.perf_counter()
-            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf")
+            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf",
+                                   self.install)
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
