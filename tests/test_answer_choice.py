@@ -71,3 +71,10 @@ def test_samples_change_the_llm_cache_key_only_when_drawn():
     assert "samples" not in Sampling().as_dict()
     assert Sampling(samples=5).as_dict()["samples"] == 5
     assert Sampling(samples=5).as_dict() != Sampling(samples=5, sample_temperature=0.3).as_dict()
+
+
+def test_a_runaway_candidate_does_not_vote_while_another_has_a_value():
+    runaway = "Program: 0." + "0" * 60
+    a = choose("program", [runaway, runaway, "Program: 310.2 / 3"], EVIDENCE, "off")
+    assert a.value == pytest.approx(103.4) and a.fields["vote_share"] == 1.0
+    assert choose("program", [runaway], EVIDENCE, "off").value == 0.0  # alone, it is still the answer

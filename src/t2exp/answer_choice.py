@@ -12,6 +12,8 @@ Each candidate is parsed by the answer mode (:func:`t2exp.answers.parse_answer`)
   percent, ...). A program that copies a number not in the evidence has read it wrong or made it up.
   ``off``: not checked; ``check``: recorded per question (``grounded``) but the choice ignores it;
   ``prefer``: when any candidate is grounded, only grounded candidates take part in the vote.
+- **runaway guard**: a candidate whose answer is degenerate (:func:`t2exp.evaluation.numbers.is_degenerate`,
+  e.g. ``0.000…0`` written until ``max_tokens``) does not vote while any other candidate has a value.
 - **voting**: the candidates with a value are grouped by Number Match against each other
   (:func:`t2exp.evaluation.numbers.number_match`, the equality the score uses); the largest group
   wins and ties go to the group of the earliest candidate (the main answer). The answer is that
@@ -29,7 +31,7 @@ from dataclasses import replace
 
 from t2exp.answers import ParsedAnswer, parse_answer
 from t2exp.errors import ConfigError
-from t2exp.evaluation.numbers import number_match
+from t2exp.evaluation.numbers import is_degenerate, number_match
 from t2exp.evidence import terms
 from t2exp.safe_eval import program_literals
 
@@ -73,6 +75,8 @@ def choose(mode: str, texts: Sequence[str], contexts: Sequence[str], grounding: 
     numbers = evidence_numbers(contexts) if checked else set()
     grounded = [bool(p.program) and is_grounded(str(p.program), numbers) for p in parsed] if checked else [False] * len(parsed)
     voters = [i for i, p in enumerate(parsed) if p.value is not None]
+    sane = [i for i in voters if not is_degenerate(parsed[i].text, parsed[i].value)]
+    voters = sane or voters
     if grounding == "prefer" and any(grounded[i] for i in voters):
         voters = [i for i in voters if grounded[i]]
     best = _vote([parsed[i].value for i in voters], voters)  # type: ignore[misc]
