@@ -224,9 +224,12 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
             md.score, md.score_present = value, True
         if meta.vector or len(meta.vectors):
             raise Unmodelled("returning vectors")
-        wanted = list(request.properties.non_ref_properties) if request.HasField("properties") else []
-        if request.HasField("properties") and request.properties.return_all_nonref_properties:
-            wanted = [p["name"] for p in col.schema["properties"]]
+        # no properties request, or return_all_nonref_properties: every (non-reference) property
+        wanted = [p["name"] for p in col.schema["properties"]]
+        if request.HasField("properties") and not request.properties.return_all_nonref_properties:
+            if len(request.properties.ref_properties) or len(request.properties.object_properties):
+                raise Unmodelled("reference and object properties")
+            wanted = list(request.properties.non_ref_properties)
         fields = {}
         for name in wanted:
             col.prop(name)

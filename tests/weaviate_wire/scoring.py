@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+
 def tokenize(text: str, tokenization: str) -> list[str]:
     """Weaviate's tokenisations of a text property (and of a query for that property).
 
