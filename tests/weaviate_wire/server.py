@@ -3,8 +3,8 @@
 ``WeaviateWire()`` binds both on free ports of 127.0.0.1 (or the given ones) when entered and
 returns once ``/v1/.well-known/ready`` answers 200 and the gRPC health check answers SERVING
 (polled against a bounded deadline: no sleeps as synchronisation); leaving it stops both and
-joins the serving thread. ``python -m weaviate_wire.server --http-port P --grpc-port G`` (from
-``tests/``) runs one in the foreground, for a manual ``python -m t2exp store=weaviate ...``.
+joins the serving thread. ``python -m weaviate_wire --http-port P --grpc-port G`` (from ``tests/``)
+runs one in the foreground, for a manual ``python -m t2exp store=weaviate ...``.
 """
 
 from __future__ import annotations
@@ -121,7 +121,3 @@ def main() -> None:
             threading.Event().wait()
         except KeyboardInterrupt:
             pass
-
-
-if __name__ == "__main__":
-    main()
