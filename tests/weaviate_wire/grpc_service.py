@@ -136,28 +136,28 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
             raise SchemaError(f"only one search operator at a time, got {kinds}")
         objs = list(col.objects.values())
         depth = request.offset + limit
-        scored: list[tuple[int, float, float | None]]  # position, score or distance, distance
+        scored: scoring.Scored  # (object position, distance or score), best first
+        field: str | None = None  # which metadata field the value goes to
         if not kinds:
-            scored = [(i, 0.0, None) for i in range(len(objs))][:depth]
-            field = None
+            scored = [(i, 0.0) for i in range(len(objs))][:depth]
         elif kinds[0] == "near_vector":
             if request.near_vector.HasField("certainty") or request.near_vector.HasField("distance"):
                 raise Unmodelled("near_vector certainty/distance thresholds")
             target, q = _vector(request.near_vector)
-            scored = [(p, d, d) for p, d in self._dense(col, objs, target, q)[:depth]]
+            scored = self._dense(col, objs, target, q)[:depth]
             field = "distance"
         elif kinds[0] == "bm25_search":
             bm = request.bm25_search
             if bm.HasField("search_operator"):
                 raise Unmodelled("bm25 search operators")
-            scored = [(p, s, None) for p, s in self._bm25(col, objs, bm.query, list(bm.properties))[:depth]]
+            scored = self._bm25(col, objs, bm.query, list(bm.properties))[:depth]
             field = "score"
         else:
-            scored = [(p, s, None) for p, s in self._hybrid(col, objs, request.hybrid_search, depth)[:depth]]
+            scored = self._hybrid(col, objs, request.hybrid_search, depth)[:depth]
             field = "score"
         scored = scored[request.offset:]
         return search_get_pb2.SearchReply(
-            took=time.perf_counter() - start, results=[self._result(col, objs[p], v, field, request) for p, v, _ in scored]
+            took=time.perf_counter() - start, results=[self._result(col, objs[p], v, field, request) for p, v in scored]
         )
 
     def _dense(self, col: Collection, objs: list, target: str | None, q: np.ndarray | None) -> scoring.Scored:
