@@ -100,7 +100,7 @@ def _lancedb(tmp_path) -> Iterator[tuple[Factory, str]]:
     yield (lambda: LanceDBStore(str(uri))), "finqa__plain__minilm__abc123"
 
 
-def _weaviate(tmp_path, request) -> Iterator[tuple[Factory, str]]:
+def _weaviate(request) -> Iterator[tuple[Factory, str]]:
     """A live server when WEAVIATE_URL (and WEAVIATE_GRPC_PORT) are set, else the stand-in."""
     pytest.importorskip("weaviate")
     url, grpc = os.environ.get("WEAVIATE_URL"), os.environ.get("WEAVIATE_GRPC_PORT")
@@ -129,7 +129,7 @@ def _weaviate(tmp_path, request) -> Iterator[tuple[Factory, str]]:
 @pytest.fixture(params=["lancedb", pytest.param("weaviate", marks=pytest.mark.weaviate)])
 def factory(request, tmp_path) -> Iterator[tuple[Factory, str]]:
     if request.param == "weaviate":
-        yield from _weaviate(tmp_path, request)
+        yield from _weaviate(request)
     else:
         yield from _lancedb(tmp_path)
 
@@ -237,6 +237,7 @@ def test_hybrid_alpha_gives_bm25_fused_and_dense_orders(built, fusion: str) -> N
         assert scores == pytest.approx([0.65, 0.5, 0.4], abs=1e-5)
 
 
+# --- (b) collection naming, connection errors, lazy imports -----------------------------------------
 @pytest.mark.parametrize(
     "key",
     ["finqa__plain__minilm__abc123", "tat-dqa/metadata_prefix:e5-large#9f8e", "0starts-with-digit", "x" * 400, "ümlaut key"],

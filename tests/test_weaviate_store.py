@@ -37,8 +37,8 @@ pytestmark = pytest.mark.weaviate
 
 
 @pytest.fixture
-def weaviate_factory(request, tmp_path) -> Iterator[tuple[Factory, str]]:
-    yield from _weaviate(tmp_path, request)
+def weaviate_factory(request) -> Iterator[tuple[Factory, str]]:
+    yield from _weaviate(request)
 
 
 # --- (b) the stand-in, or a live server ---------------------------------------------------------
