@@ -5,7 +5,8 @@ Part (b) runs against the stand-in (tests/weaviate_wire) or, with ``WEAVIATE_URL
 ``WEAVIATE_GRPC_PORT`` set, a live server: the collection schema the adapter creates as the server
 reports it back, batch-import errors, native vs own hybrid fusion, the server's own alpha.
 Part (c) needs the stand-in itself (its request log): a complete collection is reused with zero
-imports, an incomplete one is dropped, connection=custom.
+imports, an incomplete one is dropped, connection=custom, the query arguments the adapter sends
+(limits, property, alpha, fusion type, candidate_depth) and the API key as a bearer token.
 """
 
 from __future__ import annotations
@@ -165,3 +166,46 @@ def test_weaviate_drops_incomplete_collection(weaviate_wire) -> None:
     assert again.open("k") is False
     assert f"REST DELETE /v1/schema/{collection_name('k')}" in weaviate_wire.db.requests
     assert again.count() == 0
+
+
+def test_weaviate_query_arguments_on_the_wire(weaviate_wire) -> None:
+    """What the adapter sends: limits, the searched property, alpha, the fusion type; with
+    native_hybrid=false two searches of candidate_depth and no hybrid request."""
+    store = WeaviateStore(**weaviate_wire.store_kwargs(), candidate_depth=7)
+    _build(store, "k")
+    db = weaviate_wire.db
+    db.searches.clear()
+    store.dense(QUERY_VECTORS[:1], 3)
+    store.bm25([BM25_QUERIES[0]], 4)
+    store.hybrid([HYBRID_QUERY], HYBRID_VECTOR, 5, 0.3, "relative_score")
+    store.hybrid([HYBRID_QUERY], HYBRID_VECTOR, 5, 0.3, "rrf")
+    assert db.searches == [
+        {"kind": "near_vector", "limit": 3},
+        {"kind": "bm25_search", "limit": 4, "query": BM25_QUERIES[0], "properties": ["text"]},
+        {"kind": "hybrid_search", "limit": 5, "query": HYBRID_QUERY, "properties": ["text"], "alpha": pytest.approx(0.3),
+         "fusion": "FUSION_TYPE_RELATIVE_SCORE"},
+        {"kind": "hybrid_search", "limit": 5, "query": HYBRID_QUERY, "properties": ["text"], "alpha": pytest.approx(0.3),
+         "fusion": "FUSION_TYPE_RANKED"},
+    ]
+    db.searches.clear()
+    store.native_hybrid = False
+    store.hybrid([HYBRID_QUERY], HYBRID_VECTOR, 2, 0.3, "relative_score")
+    assert [(s["kind"], s["limit"]) for s in db.searches] == [("near_vector", 7), ("bm25_search", 7)]
+    store.close()
+
+
+def test_weaviate_api_key_is_sent(weaviate_wire, monkeypatch) -> None:
+    """api_key_env names the variable; its value goes out as a bearer token on REST and gRPC."""
+    monkeypatch.setenv("MY_WV_KEY", "secret-123")
+    store = WeaviateStore(**weaviate_wire.store_kwargs(), api_key_env="MY_WV_KEY")
+    store.open("k")
+    store.count()
+    assert "Bearer secret-123" in weaviate_wire.db.authorization
+    assert len(set(weaviate_wire.db.authorization)) == 1
+    assert not [r for r in weaviate_wire.db.requests if "openid-configuration" in r]  # an API key needs no OIDC probe
+    store.close()
+    monkeypatch.delenv("MY_WV_KEY")
+    weaviate_wire.db.authorization.clear()
+    with WeaviateStore(**weaviate_wire.store_kwargs(), api_key_env="MY_WV_KEY") as anonymous:
+        anonymous.open("k")
+    assert weaviate_wire.db.authorization == []

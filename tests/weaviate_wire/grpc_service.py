@@ -69,6 +69,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
     def _call(self, name: str, context: grpc.ServicerContext, fn: Callable[[], Any]) -> Any:
         with self.db.lock:
             self.db.requests.append(f"gRPC {name}")
+            self.db.authorization += [str(v) for k, v in context.invocation_metadata() if k == "authorization"]
             try:
                 return fn()
             except Unmodelled as exc:
@@ -136,6 +137,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
             raise SchemaError(f"only one search operator at a time, got {kinds}")
         objs = list(col.objects.values())
         depth = request.offset + limit
+        self.db.searches.append({"kind": kinds[0] if kinds else "fetch", "limit": limit, **self._arguments(request, kinds)})
         scored: scoring.Scored  # (object position, distance or score), best first
         field: str | None = None  # which metadata field the value goes to
         if not kinds:
@@ -159,6 +161,17 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
         return search_get_pb2.SearchReply(
             took=time.perf_counter() - start, results=[self._result(col, objs[p], v, field, request) for p, v in scored]
         )
+
+    @staticmethod
+    def _arguments(request: search_get_pb2.SearchRequest, kinds: list[str]) -> dict[str, Any]:
+        """What a test may check of a search: the query, properties, alpha, fusion type."""
+        if kinds == ["bm25_search"]:
+            return {"query": request.bm25_search.query, "properties": list(request.bm25_search.properties)}
+        if kinds == ["hybrid_search"]:
+            h = request.hybrid_search
+            return {"query": h.query, "properties": list(h.properties), "alpha": h.alpha_param if h.use_alpha_param else h.alpha,
+                    "fusion": base_search_pb2.Hybrid.FusionType.Name(h.fusion_type)}
+        return {}
 
     def _dense(self, col: Collection, objs: list, target: str | None, q: np.ndarray | None) -> scoring.Scored:
         if q is None:

@@ -52,6 +52,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         with db.lock:
             db.requests.append(f"REST {self.command} {path}")
+            if self.headers.get("Authorization"):
+                db.authorization.append(str(self.headers["Authorization"]))
         parts = path.split("/")[1:]  # "", "v1", ... -> "v1", ...
         try:
             if parts[:1] != ["v1"]:

@@ -177,6 +177,8 @@ class Database:
         self.collections: dict[str, Collection] = {}
         self.requests: list[str] = []  # "REST GET /v1/meta", "gRPC Search", ... in arrival order
         self.unmodelled: list[str] = []  # requests the stand-in does not implement (answered with an error)
+        self.searches: list[dict[str, Any]] = []  # per gRPC Search: kind, limit, and the kind's arguments
+        self.authorization: list[str] = []  # Authorization headers / metadata received (REST and gRPC)
 
     def get(self, name: str) -> Collection:
         col = self.collections.get(name[:1].upper() + name[1:])
