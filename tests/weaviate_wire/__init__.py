@@ -7,7 +7,9 @@ its REST calls over HTTP (``rest.py``: readiness, ``/v1/meta``, the schema endpo
 calls (``grpc_service.py``: ``BatchObjects``, ``Search``, ``Aggregate`` and the health check),
 the latter with the protocol definitions and servicer base class weaviate-client ships
 (``weaviate.proto.v1``). Data and schema live in ``state.py``; every score is an exact numpy /
-Python computation in ``scoring.py``.
+Python computation in ``scoring.py``. For the tests, ``WeaviateWire().db`` records every request
+(``requests``), each search's kind, limit and arguments (``searches``), the Authorization headers
+and metadata received (``authorization``) and what was refused as not modelled (``unmodelled``).
 
 Semantics, and where each was taken from:
 
