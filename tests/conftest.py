@@ -58,3 +58,13 @@ def mlflow_runs(tracking_dir: Path, experiment: str = "t2exp"):
     if exp is None:
         return client, []
     return client, client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+
+
+@pytest.fixture
+def weaviate_wire():
+    """The Weaviate stand-in (tests/weaviate_wire): REST + gRPC on free loopback ports, for one test."""
+    pytest.importorskip("weaviate")
+    from weaviate_wire import WeaviateWire
+
+    with WeaviateWire() as wire:
+        yield wire

@@ -4,7 +4,6 @@ object its ``_target_`` names (a stand-in only where the real thing needs a serv
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import pytest
 from hydra.utils import instantiate
@@ -32,23 +31,6 @@ def keys(monkeypatch):
     monkeypatch.setattr(vllm_backend, "vllm_available", lambda: False)
 
 
-@pytest.fixture
-def weaviate_stand_in(monkeypatch):
-    """``weaviate.connect_to_*`` returning a client stub: the store's constructor only connects."""
-    weaviate = pytest.importorskip("weaviate")
-    calls: list[str] = []
-
-    def connect(name):  # noqa: ANN001, ANN202
-        def _connect(**kwargs):  # noqa: ANN003, ANN202
-            calls.append(name)
-            return SimpleNamespace(is_ready=lambda: True, close=lambda: None, collections=SimpleNamespace())
-        return _connect
-
-    for fn in ("connect_to_local", "connect_to_custom", "connect_to_weaviate_cloud"):
-        monkeypatch.setattr(weaviate, fn, connect(fn))
-    return calls
-
-
 def _typed(cfg):  # noqa: ANN001, ANN202
     typed = config.check(cfg)
     assert type(typed).__name__ == "Config"
@@ -66,12 +48,20 @@ def test_every_embedder_builds(option, keys):
 
 
 @pytest.mark.parametrize("option", _options("store"))
-def test_every_store_builds(option, keys, tmp_path, weaviate_stand_in):
-    cfg = compose_cfg(f"store={option}", "generator=none", f"paths.cache={tmp_path}")
+def test_every_store_builds(option, keys, tmp_path, request):
+    """Each store option instantiates; store=weaviate connects for real, through weaviate-client, to
+    the loopback stand-in (tests/weaviate_wire) named by the same overrides a user gives."""
+    where: list[str] = []
+    if option == "weaviate":
+        wire = request.getfixturevalue("weaviate_wire")
+        where = wire.overrides()[1:]
+    cfg = compose_cfg(f"store={option}", "generator=none", f"paths.cache={tmp_path}", *where)
     _typed(cfg)
     store = instantiate(cfg.store)
     assert isinstance(store, target_class(cfg.store._target_))
-    assert weaviate_stand_in == (["connect_to_local"] if option == "weaviate" else [])
+    if option == "weaviate":
+        assert store.client.is_ready() and "REST GET /v1/meta" in wire.db.requests
+    store.close()
 
 
 @pytest.mark.parametrize("option", _options("reranker"))

@@ -1,17 +1,14 @@
 """Stores: one contract for LanceDB (embedded default) and Weaviate (production).
 
 Part (a), the contract suite, runs the same tiny financial corpus through every store: dense,
-BM25 and hybrid (alpha = 1 / 0) rankings, punctuation-heavy questions, and reopening a persisted
-build without re-importing. It always runs against ``LanceDBStore`` (``tmp_path``), and against
-``WeaviateStore`` only when a live server is given: ``WEAVIATE_URL=host:port`` (HTTP) and
-``WEAVIATE_GRPC_PORT``; otherwise those cases skip with the reason shown.
+BM25 and hybrid rankings (alpha 0 / 0.5 / 1, both fusions), punctuation-heavy questions, and
+reopening a persisted build without re-importing. It runs against ``LanceDBStore`` (``tmp_path``)
+and against ``WeaviateStore`` through the unmodified weaviate-client: by default against the
+loopback stand-in ``tests/weaviate_wire`` (REST + gRPC, the client's own protocol definitions),
+against a live server when ``WEAVIATE_URL=host:port`` (HTTP) and ``WEAVIATE_GRPC_PORT`` are set.
 
-Part (b) tests the Weaviate adapter at the client-call level without a server: a recording fake of
-the *weaviate client object* (what ``weaviate.connect_to_*`` return) is monkeypatched in, and the
-tests assert the collection config, batch import and ``failed_objects`` check, query arguments,
-collection naming and reuse. A real Weaviate server cannot run on this development machine (no
-Docker engine; embedded mode downloads a server binary from GitHub, and no package ships one), so
-the live cases in part (a) are skipped here unless a server is reachable.
+Part (b) checks collection naming, the one-line error for an unreachable server and lazy
+imports; the Weaviate-only checks through the same client are in ``tests/test_weaviate_store.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -32,6 +28,7 @@ import pytest
 from t2exp.errors import RemoteError
 from t2exp.stores import Store
 from t2exp.stores.lancedb_store import LanceDBStore
+from t2exp.stores.weaviate_store import WeaviateStore, collection_name
 
 # --- the shared corpus --------------------------------------------------------------------------
 IDS = [f"d{i}" for i in range(8)]
@@ -70,7 +67,7 @@ PUNCTUATED = [
     'revenue: "2018" -> 2019 [in %] {growth} + cloud* ~subscriptions^2 AND OR NOT \\ /',
 ]
 
-Factory = Callable[[], Any]
+Factory = Callable[..., Any]
 
 
 def _build(store: Any, key: str) -> None:
@@ -84,29 +81,46 @@ def _ids(hits: list[tuple[str, float]]) -> list[str]:
     return [cid for cid, _ in hits]
 
 
+# one hybrid query whose three answers differ: dense prefers d3 > d6 > d1, BM25 d1 > d6; with
+# relative-score fusion at alpha 0.5 (both lists min-max normalised over all 8 candidates) d1 wins
+# with 0.5 * 3/10 + 0.5 * 1 = 0.65 over d3's 0.5 and d6's 0.5 * 8/10 + 0 = 0.4; rank fusion puts
+# d6 (second in both lists) before d3
+HYBRID_QUERY = "net income interest expense"
+HYBRID_VECTOR = np.array([[0, 3, 0, 10, 0, 0, 8, 0]], dtype=np.float32)
+HYBRID_ORDERS = {
+    (0.0, "relative_score"): ["d1", "d6"], (0.0, "rrf"): ["d1", "d6"],
+    (1.0, "relative_score"): ["d3", "d6", "d1"], (1.0, "rrf"): ["d3", "d6", "d1"],
+    (0.5, "relative_score"): ["d1", "d3", "d6"], (0.5, "rrf"): ["d1", "d6", "d3"],
+}
+
+
 # --- store factories ----------------------------------------------------------------------------
 def _lancedb(tmp_path) -> Iterator[tuple[Factory, str]]:
     uri = tmp_path / "lancedb"
     yield (lambda: LanceDBStore(str(uri))), "finqa__plain__minilm__abc123"
 
 
-def _weaviate(tmp_path) -> Iterator[tuple[Factory, str]]:
+def _weaviate(request) -> Iterator[tuple[Factory, str]]:
+    """A live server when WEAVIATE_URL (and WEAVIATE_GRPC_PORT) are set, else the stand-in."""
+    pytest.importorskip("weaviate")
     url, grpc = os.environ.get("WEAVIATE_URL"), os.environ.get("WEAVIATE_GRPC_PORT")
-    if not url or not grpc:
-        pytest.skip("live Weaviate not configured: set WEAVIATE_URL=host:port and WEAVIATE_GRPC_PORT to run")
-    from t2exp.stores.weaviate_store import WeaviateStore
-
-    host, _, port = url.split("://")[-1].rstrip("/").rpartition(":")
+    if url:
+        if not grpc:
+            pytest.fail("WEAVIATE_URL is set but WEAVIATE_GRPC_PORT is not: set both to test against a live server")
+        host, _, port = url.split("://")[-1].rstrip("/").rpartition(":")
+        where = {"connection": "local", "host": host or "localhost", "http_port": int(port), "grpc_port": int(grpc)}
+    else:
+        where = request.getfixturevalue("weaviate_wire").store_kwargs()
     opened: list[WeaviateStore] = []
 
-    def make() -> WeaviateStore:
-        s = WeaviateStore(connection="local", host=host or "localhost", http_port=int(port), grpc_port=int(grpc))
+    def make(**kw: Any) -> WeaviateStore:
+        s = WeaviateStore(**{**where, **kw})
         opened.append(s)
         return s
 
     key = f"test-stores/{uuid.uuid4().hex[:12]}"
     yield make, key
-    if opened and opened[0].collection_name:
+    if opened and opened[0].collection_name and opened[0].client is not None:
         opened[0].client.collections.delete(opened[0].collection_name)
     for s in opened:
         s.close()
@@ -114,7 +128,10 @@ def _weaviate(tmp_path) -> Iterator[tuple[Factory, str]]:
 
 @pytest.fixture(params=["lancedb", pytest.param("weaviate", marks=pytest.mark.weaviate)])
 def factory(request, tmp_path) -> Iterator[tuple[Factory, str]]:
-    yield from {"lancedb": _lancedb, "weaviate": _weaviate}[request.param](tmp_path)
+    if request.param == "weaviate":
+        yield from _weaviate(request)
+    else:
+        yield from _lancedb(tmp_path)
 
 
 @pytest.fixture
@@ -205,217 +222,22 @@ def test_interrupted_build_is_rebuilt(factory) -> None:
     assert second.count() == 8
 
 
-# --- (b) Weaviate adapter against a recording fake client --------------------------------------
-from t2exp.stores.weaviate_store import WeaviateStore, collection_name  # noqa: E402  (imports weaviate lazily)
+@pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
+def test_hybrid_alpha_gives_bm25_fused_and_dense_orders(built, fusion: str) -> None:
+    """The same hybrid query at alpha 0 / 0.5 / 1: the BM25 order, the fused order (different from
+    both), the dense order -- the meaning of alpha both stores share."""
+    store, _, _ = built
+    for alpha in (0.0, 0.5, 1.0):
+        hits = store.hybrid([HYBRID_QUERY], HYBRID_VECTOR, 3, alpha, fusion)
+        assert _ids(hits[0]) == HYBRID_ORDERS[(alpha, fusion)], (alpha, fusion)
+    assert _ids(store.bm25([HYBRID_QUERY], 3)[0]) == HYBRID_ORDERS[(0.0, fusion)]
+    assert _ids(store.dense(HYBRID_VECTOR, 3)[0]) == HYBRID_ORDERS[(1.0, fusion)]
+    if fusion == "relative_score":  # alpha * normalised dense + (1 - alpha) * normalised BM25
+        scores = [s for _, s in store.hybrid([HYBRID_QUERY], HYBRID_VECTOR, 3, 0.5, fusion)[0]]
+        assert scores == pytest.approx([0.65, 0.5, 0.4], abs=1e-5)
 
 
-class FakeBatch:
-    def __init__(self, col: FakeCollection) -> None:
-        self.col = col
-
-    def __enter__(self) -> FakeBatch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def add_object(self, properties: dict, uuid: Any = None, vector: Any = None) -> None:
-        self.col.server.calls.append(("add_object", self.col.name, properties["context_id"]))
-        if properties["context_id"] in self.col.server.reject:
-            self.col.failed.append(SimpleNamespace(message=f"vector dimension mismatch for {properties['context_id']}"))
-            return
-        self.col.objects[str(uuid)] = (dict(properties), np.asarray(vector, dtype=np.float32))
-
-
-class FakeBatchWrapper:
-    def __init__(self, col: FakeCollection) -> None:
-        self.col = col
-
-    def fixed_size(self, batch_size: int = 100, concurrent_requests: int = 2) -> FakeBatch:
-        self.col.server.calls.append(("fixed_size", self.col.name, batch_size))
-        self.col.failed = []  # the real client resets failed_objects per batch context
-        return FakeBatch(self.col)
-
-    @property
-    def failed_objects(self) -> list[Any]:
-        return list(self.col.failed)
-
-
-class FakeQuery:
-    """Records the call and answers from the stored objects (cosine / term overlap)."""
-
-    def __init__(self, col: FakeCollection) -> None:
-        self.col = col
-
-    def _ret(self, scored: list[tuple[float, dict]], limit: int, field: str) -> Any:
-        scored.sort(key=lambda t: -t[0])
-        objs = [
-            SimpleNamespace(properties=p, metadata=SimpleNamespace(**{field: (1.0 - s if field == "distance" else s)}))
-            for s, p in scored[:limit]
-        ]
-        return SimpleNamespace(objects=objs)
-
-    def near_vector(self, near_vector: list[float], **kw: Any) -> Any:
-        self.col.server.calls.append(("near_vector", kw))
-        q = np.asarray(near_vector, dtype=np.float32)
-        scored = [(float(v @ q / np.linalg.norm(v) / np.linalg.norm(q)), p) for p, v in self.col.objects.values()]
-        return self._ret(scored, kw["limit"], "distance")
-
-    def _overlap(self, query: str) -> list[tuple[float, dict]]:
-        terms = set(re.findall(r"[a-z0-9]+", query.lower()))
-        scored = [(float(len(terms & set(re.findall(r"[a-z0-9]+", p["text"].lower())))), p) for p, _ in self.col.objects.values()]
-        return [t for t in scored if t[0] > 0]
-
-    def bm25(self, query: str, **kw: Any) -> Any:
-        self.col.server.calls.append(("bm25", {"query": query, **kw}))
-        return self._ret(self._overlap(query), kw["limit"], "score")
-
-    def hybrid(self, query: str, **kw: Any) -> Any:
-        self.col.server.calls.append(("hybrid", {"query": query, **kw}))
-        return self._ret(self._overlap(query), kw["limit"], "score")
-
-
-class FakeCollection:
-    def __init__(self, server: FakeServer, name: str, description: str | None) -> None:
-        self.server, self.name, self.description = server, name, description
-        self.objects: dict[str, tuple[dict, np.ndarray]] = {}
-        self.failed: list[Any] = []
-        self.batch = FakeBatchWrapper(self)
-        self.query = FakeQuery(self)
-        self.config = SimpleNamespace(
-            get=lambda: SimpleNamespace(description=self.description),
-            update=self._update,
-        )
-        self.aggregate = SimpleNamespace(over_all=lambda total_count: SimpleNamespace(total_count=len(self.objects)))
-
-    def _update(self, description: str | None = None, **kw: Any) -> None:
-        self.server.calls.append(("update", self.name, description))
-        self.description = description
-
-
-class FakeCollections:
-    def __init__(self, server: FakeServer) -> None:
-        self.server = server
-
-    def exists(self, name: str) -> bool:
-        return name in self.server.collections
-
-    def get(self, name: str) -> FakeCollection:
-        return self.server.collections[name]
-
-    def create(self, name: str, **kw: Any) -> FakeCollection:
-        self.server.calls.append(("create", name, kw))
-        col = FakeCollection(self.server, name, kw.get("description"))
-        self.server.collections[name] = col
-        return col
-
-    def delete(self, name: str) -> None:
-        self.server.calls.append(("delete", name))
-        self.server.collections.pop(name, None)
-
-
-class FakeServer:
-    """State shared by every fake client, so a second store object sees the first one's build."""
-
-    def __init__(self) -> None:
-        self.collections: dict[str, FakeCollection] = {}
-        self.calls: list[tuple] = []
-        self.reject: set[str] = set()
-        self.connects: list[tuple[str, dict]] = []
-
-    def client(self) -> Any:
-        return SimpleNamespace(collections=FakeCollections(self), close=lambda: self.calls.append(("close",)))
-
-    def named(self, what: str) -> list[tuple]:
-        return [c for c in self.calls if c[0] == what]
-
-
-@pytest.fixture
-def fake(monkeypatch) -> FakeServer:
-    weaviate = pytest.importorskip("weaviate")
-    server = FakeServer()
-    for fn in ("connect_to_local", "connect_to_custom", "connect_to_weaviate_cloud"):
-        monkeypatch.setattr(weaviate, fn, lambda _fn=fn, **kw: (server.connects.append((_fn, kw)), server.client())[1])
-    return server
-
-
-def _fake_built(fake: FakeServer, **kw: Any) -> WeaviateStore:
-    store = WeaviateStore(batch_size=3, **kw)
-    _build(store, "finqa__plain__minilm__abc123")
-    return store
-
-
-def test_weaviate_collection_config(fake: FakeServer) -> None:
-    from weaviate.classes.config import VectorDistances
-
-    store = WeaviateStore(host="weaviate.internal", http_port=18080, grpc_port=15051)
-    expected = {"host": "weaviate.internal", "port": 18080, "grpc_port": 15051, "auth_credentials": None}
-    assert fake.connects == [("connect_to_local", expected)]
-    assert store.open("finqa/plain:minilm#abc") is False
-    [(_, name, kw)] = fake.named("create")
-    assert name == store.collection_name == collection_name("finqa/plain:minilm#abc")
-    vc = kw["vector_config"]
-    assert vc.vectorizer.vectorizer.value == "none"  # self_provided
-    assert vc.vectorIndexType.value == "hnsw"
-    assert vc.vectorIndexConfig.distance == VectorDistances.COSINE
-    props = {p.name: p for p in kw["properties"]}
-    assert set(props) == {"context_id", "text", "metadata"}
-    assert props["text"].indexSearchable is True and props["text"].tokenization.value == "word"
-    assert "t2exp:complete" not in kw["description"]
-
-
-def test_weaviate_batch_import_and_marker(fake: FakeServer) -> None:
-    from weaviate.util import generate_uuid5
-
-    store = _fake_built(fake)
-    assert [c[2] for c in fake.named("fixed_size")] == [3, 3]  # batch_size passed, one context per add()
-    col = fake.collections[store.collection_name]
-    assert set(col.objects) == {str(generate_uuid5(cid)) for cid in IDS}  # deterministic UUIDs
-    props, vec = col.objects[str(generate_uuid5("d2"))]
-    assert props["text"] == TEXTS[2] and '"row": 2' in props["metadata"] and vec.tolist() == VECTORS[2].tolist()
-    assert store.inserted == 8 and store.count() == 8
-    assert fake.named("update") == [("update", store.collection_name, "t2exp:complete rows=8")]
-
-
-def test_weaviate_failed_objects_raise(fake: FakeServer) -> None:
-    fake.reject = {"d1", "d3"}
-    store = WeaviateStore(batch_size=10)
-    store.open("k")
-    with pytest.raises(RemoteError, match=r"2 of 5 objects failed .*first: vector dimension mismatch for d1"):
-        store.add(IDS[:5], TEXTS[:5], VECTORS[:5], META[:5])
-    assert store.inserted == 0
-
-
-def test_weaviate_query_arguments(fake: FakeServer) -> None:
-    from weaviate.classes.query import HybridFusion
-
-    store = _fake_built(fake, candidate_depth=7)
-    fake.calls.clear()
-    dense = store.dense(QUERY_VECTORS[:1], 3)
-    [(_, kw)] = fake.named("near_vector")
-    assert kw["limit"] == 3 and kw["return_metadata"].distance is True
-    assert _ids(dense[0]) == DENSE_ORDER[0][:3]
-    assert dense[0][0][1] == pytest.approx(8 / np.linalg.norm(QUERY_VECTORS[0]), abs=1e-5)  # 1 - distance
-
-    store.bm25([BM25_QUERIES[0]], 4)
-    [(_, kw)] = fake.named("bm25")
-    assert kw["query"] == BM25_QUERIES[0] and kw["query_properties"] == ["text"] and kw["limit"] == 4
-    assert kw["return_metadata"].score is True
-
-    for fusion, ftype in (("relative_score", HybridFusion.RELATIVE_SCORE), ("rrf", HybridFusion.RANKED)):
-        fake.calls.clear()
-        store.hybrid([BM25_QUERIES[0]], QUERY_VECTORS[:1], 5, 0.3, fusion)
-        [(_, kw)] = fake.named("hybrid")
-        assert kw["alpha"] == 0.3 and kw["fusion_type"] == ftype and kw["limit"] == 5
-        assert kw["query"] == BM25_QUERIES[0] and kw["vector"] == QUERY_VECTORS[0].tolist()
-
-    fake.calls.clear()
-    store.native_hybrid = False  # our fusion over near_vector + bm25 candidate lists
-    store.hybrid([BM25_QUERIES[0]], QUERY_VECTORS[:1], 2, 0.3, "relative_score")
-    assert not fake.named("hybrid")
-    assert fake.named("near_vector")[0][1]["limit"] == 7 and fake.named("bm25")[0][1]["limit"] == 7
-
-
+# --- (b) collection naming, connection errors, lazy imports -----------------------------------------
 @pytest.mark.parametrize(
     "key",
     ["finqa__plain__minilm__abc123", "tat-dqa/metadata_prefix:e5-large#9f8e", "0starts-with-digit", "x" * 400, "ümlaut key"],
@@ -429,45 +251,6 @@ def test_weaviate_collection_name_valid(key: str) -> None:
 def test_weaviate_collection_names_do_not_collide() -> None:
     assert collection_name("a-b") != collection_name("a.b")
     assert collection_name("x" * 300 + "1") != collection_name("x" * 300 + "2")
-
-
-def test_weaviate_reuses_complete_collection(fake: FakeServer) -> None:
-    first = _fake_built(fake)
-    fake.calls.clear()
-    again = WeaviateStore()
-    assert again.open("finqa__plain__minilm__abc123") is True
-    assert again.inserted == 0 and again.count() == 8
-    assert not fake.named("create") and not fake.named("delete") and not fake.named("add_object")
-    assert again.collection_name == first.collection_name
-
-
-def test_weaviate_drops_incomplete_collection(fake: FakeServer) -> None:
-    store = WeaviateStore()
-    store.open("k")
-    store.add(IDS[:2], TEXTS[:2], VECTORS[:2], META[:2])  # no finalize()
-    again = WeaviateStore()
-    assert again.open("k") is False
-    assert fake.named("delete") == [("delete", collection_name("k"))]
-    assert again.count() == 0
-
-
-def test_weaviate_connection_modes(fake: FakeServer, monkeypatch) -> None:
-    monkeypatch.setenv("MY_WV_KEY", "secret")
-    WeaviateStore(connection="custom", host="h", http_port=1, grpc_port=2, http_secure=True, grpc_secure=True, api_key_env="MY_WV_KEY")
-    WeaviateStore(connection="cloud", cluster_url="https://c.weaviate.cloud", api_key_env="MY_WV_KEY")
-    (fn1, kw1), (fn2, kw2) = fake.connects
-    assert fn1 == "connect_to_custom" and kw1["grpc_host"] == "h" and kw1["http_secure"] and kw1["grpc_secure"]
-    assert fn2 == "connect_to_weaviate_cloud" and kw2["cluster_url"] == "https://c.weaviate.cloud"
-    assert kw1["auth_credentials"].api_key == "secret" and kw2["auth_credentials"].api_key == "secret"
-    # a bad connection, a cloud store without URL or key: refused by the config (test_reliability_config)
-
-
-def test_weaviate_close_and_context_manager(fake: FakeServer) -> None:
-    with WeaviateStore() as store:
-        assert store.client is not None
-    assert store.client is None and fake.named("close") == [("close",)]
-    store.close()  # idempotent
-    assert len(fake.named("close")) == 1
 
 
 def test_weaviate_unreachable_server_is_one_line_remote_error() -> None:

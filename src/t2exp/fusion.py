@@ -5,7 +5,8 @@ candidates, then combined as ``alpha * dense + (1 - alpha) * bm25`` (a document 
 list contributes 0 there). This is Weaviate's relativeScoreFusion, so ``alpha`` means the same in
 both stores: 1 = pure dense, 0 = pure BM25.
 ``rrf``: reciprocal rank fusion, ``alpha / (rrf_k + rank_dense) + (1 - alpha) / (rrf_k + rank_bm25)``
-(ranks from 1; Weaviate's rankedFusion uses the same weighting, rrf_k = 60).
+(ranks from 1, as in the RRF paper, rrf_k = 60). Weaviate's rankedFusion has the same weights but
+counts ranks from 0 (``weight / (60 + rank0)``), so near-ties can order differently.
 ``paper_rank``: the T²-RAGBench authors' fusion: ``alpha * (1 - pos / len(dense)) + (1 - alpha) *
 bm25 / max_bm25``, ``pos`` the 0-based position in the dense list (its rank, not its similarity;
 0 when absent), ``bm25 / max_bm25`` the BM25 score over the best BM25 score of the query (the

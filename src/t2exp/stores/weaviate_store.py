@@ -4,8 +4,12 @@ One collection per index key, vectors self-provided (our embedder), cosine HNSW.
 ``near_vector`` (score = 1 - cosine distance), BM25 is Weaviate's keyword search over ``text``,
 hybrid is either Weaviate's own ``query.hybrid`` (``native_hybrid=true``) or ``t2exp.fusion.fuse``
 over the ``near_vector`` and ``bm25`` candidate lists, exactly like ``LanceDBStore``. In both modes
-``alpha=1`` is exactly ``dense()`` and ``alpha=0`` exactly ``bm25()``. Weaviate has no batched
-query call, so the batched methods issue one request per query.
+``alpha=1`` is exactly ``dense()`` and ``alpha=0`` exactly ``bm25()``. In between the two modes
+agree when both see every candidate (a corpus of at most ``candidate_depth`` objects): Weaviate's
+sub-searches return at least 100 candidates where ours return ``candidate_depth``, which changes
+relativeScoreFusion's min-max normalisation on larger corpora, and its rankedFusion counts ranks
+from 0 where ``fuse(..., "rrf")`` counts from 1. Weaviate has no batched query call, so the
+batched methods issue one request per query.
 
 A build is complete when ``finalize()`` has written ``t2exp:complete rows=N`` into the collection
 description and the collection still holds N objects; such a collection is reused as is (no
