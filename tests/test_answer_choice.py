@@ -78,3 +78,16 @@ def test_a_runaway_candidate_does_not_vote_while_another_has_a_value():
     a = choose("program", [runaway, runaway, "Program: 310.2 / 3"], EVIDENCE, "off")
     assert a.value == pytest.approx(103.4) and a.fields["vote_share"] == 1.0
     assert choose("program", [runaway], EVIDENCE, "off").value == 0.0  # alone, it is still the answer
+
+
+@pytest.mark.parametrize("text, value, program", [
+    ("(79.96 - 100) / 100 * 100", -20.04, "(79.96 - 100) / 100 * 100"),  # a bare expression: the program
+    ("(27 + 24 + 20)\n\nThis adds the three years.", 71.0, "(27 + 24 + 20)"),
+    ("Program: 3 + 4\n(1 + 1)", 7.0, "3 + 4"),                            # the marker wins over the first line
+    ("The total is 5 million.", 5e6, None),                             # prose: the number in the text
+])
+def test_program_mode_reads_a_bare_expression_reply(text, value, program):
+    from t2exp.answers import parse_answer
+
+    a = parse_answer("program", text)
+    assert a.value == pytest.approx(value) and a.program == program

@@ -110,12 +110,18 @@ def build_messages(
 
 
 def _program_candidates(text: str) -> list[str]:
+    """Programs in the order they are tried: after a ``Program:`` marker, the last line of a code
+    fence, then the first line of a reply that is only an expression (models that were shown
+    ``Program: <expression>`` examples often answer with the bare expression)."""
     cands = [m.group(1).strip() for m in _PROGRAM_RE.finditer(text)]
     for block in _FENCE_RE.findall(text):
         lines = [ln.strip() for ln in block.strip().splitlines() if ln.strip()]
         if lines:
             last = lines[-1]
             cands.append(last.split("=", 1)[1] if "=" in last and "==" not in last else last)
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if first and not cands:
+        cands.append(first)
     return cands
 
 
