@@ -197,6 +197,8 @@ class LanceDBConfig:
     uri: str = MISSING
     candidate_depth: int = 50
     fts_stem: bool = False
+    lexical_batch: bool = True  # bm25() answers a batch in one call (the FTS index's scores, from its bm25s mirror)
+    compact: bool = True  # finalize() merges the build's fragments (LanceDB optimize)
 
     def __post_init__(self) -> None:
         at_least("store.candidate_depth", self.candidate_depth, 1)
