@@ -6,7 +6,7 @@ lists, so ``alpha`` means what it means in Weaviate.
 
 LanceDB answers one full-text query per call (~150-300 queries/s). With ``lexical_batch`` (the
 default) ``bm25`` answers a whole batch in one call from a mirror of the FTS index: bm25s over the
-FTS tokenizer's tokens with the FTS's BM25 parameters (``FTS_BM25``), whose scores equal LanceDB's
+FTS tokenizer's tokens with the FTS's BM25 parameters (``FTS_K1``, ``FTS_B``), whose scores equal LanceDB's
 (tests/test_lexical.py), built by ``finalize`` and saved next to the table. ``finalize`` also
 compacts the table (``build_index`` appends one fragment per batch of documents) and removes the
 superseded files before the FTS index is built.
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # LanceDB's FTS scoring (k1, b; scores carry the (k1 + 1) factor) and its tokenizer as configured
 # in finalize() (simple, lower case, ASCII folding, no stemming, no stop words): ``t2exp.lexical``'s ``alnum``
-FTS_BM25 = {"k1": 1.2, "b": 0.75, "tokenizer": "alnum", "scale": 2.2}
+FTS_K1, FTS_B, FTS_TOKENIZER = 1.2, 0.75, "alnum"
 
 
 def _table_name(key: str) -> str:
@@ -137,7 +137,8 @@ class LanceDBStore:
 
     def _build_mirror(self) -> BM25sIndex:
         rows = self.table.search().select(["id", "text"]).limit(max(self.count(), 1)).to_arrow()
-        self._mirror = BM25sIndex(rows.column("id").to_pylist(), rows.column("text").to_pylist(), **FTS_BM25)
+        self._mirror = BM25sIndex(rows.column("id").to_pylist(), rows.column("text").to_pylist(), k1=FTS_K1, b=FTS_B,
+                                   tokenizer=FTS_TOKENIZER, scale=FTS_K1 + 1)
         return self._mirror
 
     def _lexical_mirror(self) -> BM25sIndex:
