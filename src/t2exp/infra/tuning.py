@@ -3,7 +3,7 @@
 hydra-optuna-sweeper's ``OptunaSweeper`` (``pip install 't2exp[tune]'``) runs the trials, with its
 own config keys (``hydra.sweeper.n_trials``, ``sampler``, ``direction``, ``params``, ...);
 ``register_sweeper`` puts this module's sweeper in place of the plugin's under the same name, with
-one more key, ``held_out``, and ``direction: maximize``. Each trial is each a
+one more key, ``held_out``, ``direction: maximize`` and ``n_jobs: 1``. Each trial is each a
 a normal t2exp job whose return value is the run's ``objective`` (``t2exp.app.objective_name``), on
 the *tuning* questions: every trial gets ``dataset.fold_role=tune``, i.e. the questions of every
 fold but ``dataset.fold`` (``t2exp.folds``). When the trials are done, the best trial's overrides
@@ -89,6 +89,7 @@ def register_sweeper() -> None:
         ("_target_", str, field(default=SWEEPER_CLASS)),
         ("held_out", bool, field(default=True)),
         ("direction", Any, field(default="maximize")),
+        ("n_jobs", int, field(default=1)),  # trials per batch: one, so every trial's sampler has seen the ones before
     ], bases=(OptunaSweeperConf,))
     ConfigStore.instance().store(group="hydra/sweeper", name="optuna", node=node, provider="t2exp")
 
