@@ -29,7 +29,7 @@ _BLOCK = 2**24  # query x unit scores held at once (128 MB of float64)
 
 
 def passages(words: list[str], size: int | None) -> list[list[str]]:
-    """Non-overlapping windows of ``size`` words (the whole text when ``size`` is None)."""
+    """Non-overlapping windows of ``size`` words (the whole text when ``size`` is None or 0)."""
     if not size or len(words) <= size:
         return [words]
     return [words[i : i + size] for i in range(0, len(words), size)]

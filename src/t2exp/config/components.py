@@ -70,7 +70,7 @@ class LexicalConfig:
     b: float = 0.75
     fields: dict[str, float] = field(default_factory=dict)
     body_weight: float = 1.0
-    passage_words: int | None = None  # null = whole documents; N = N-word passages, a document scores their passage_agg
+    passage_words: int | None = None  # null or 0 = whole documents; N = N-word passages, a document scores their passage_agg
     passage_agg: str = "max"
 
     def check(self, prefix: str) -> None:
@@ -85,7 +85,7 @@ class LexicalConfig:
             one_of(f"{prefix}.fields", name, METADATA_COLUMNS)
             at_least(f"{prefix}.fields.{name}", weight, 0.0)
         at_least(f"{prefix}.body_weight", self.body_weight, 0.0)
-        at_least(f"{prefix}.passage_words", self.passage_words, 1, optional=True)
+        at_least(f"{prefix}.passage_words", self.passage_words, 0, optional=True)
         one_of(f"{prefix}.passage_agg", self.passage_agg, AGGREGATIONS)
 
 
@@ -292,6 +292,16 @@ class ChunkMaxSimConfig(RerankerConfig):
             1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]"
         )
         between("reranker.doc_weight", self.doc_weight, 0.0, 1.0)
+
+
+@dataclass
+class GeneratorRerankerConfig(RerankerConfig):
+    prompt: str = "rerank_pointwise"
+    max_tokens: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("reranker.max_tokens", self.max_tokens, 1)
 
 
 @dataclass

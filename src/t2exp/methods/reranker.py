@@ -33,6 +33,8 @@ class Rerank(RetrievingMethod):
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
         if hasattr(self.reranker, "bind"):  # embedding-based rerankers use the run's cached embedder
             self.reranker.bind(services.embedder)
+        if hasattr(self.reranker, "bind_generator"):  # an LLM judge uses the run's cached generator
+            self.reranker.bind_generator(services.generator, services.prompts)
         index = super().prepare(subset, services)
         self.first.query = self.query  # the first stage sees the same query string
         return index
