@@ -3,7 +3,7 @@
 hydra-optuna-sweeper's ``OptunaSweeper`` (``pip install 't2exp[tune]'``) runs the trials, with its
 own config keys (``hydra.sweeper.n_trials``, ``sampler``, ``direction``, ``params``, ...);
 ``register_sweeper`` puts this module's sweeper in place of the plugin's under the same name, with
-one more key, ``held_out``, ``direction: maximize`` and ``n_jobs: 1``. Each trial is each a
+one more key, ``held_out``, and the defaults ``direction: maximize``, ``n_jobs: 1``. Each trial is
 a normal t2exp job whose return value is the run's ``objective`` (``t2exp.app.objective_name``), on
 the *tuning* questions: every trial gets ``dataset.fold_role=tune``, i.e. the questions of every
 fold but ``dataset.fold`` (``t2exp.folds``). When the trials are done, the best trial's overrides
@@ -75,7 +75,7 @@ def with_role(overrides: Sequence[str], role: str) -> list[str]:
 def register_sweeper() -> None:
     """Scan Hydra's plugins now (once per process: the scan registers hydra-optuna-sweeper's own
     ``hydra/sweeper/optuna`` schema), then store this module's sweeper under that name: its
-    schema is the plugin's plus ``held_out``, with ``direction: maximize``. Without the plugin
+    schema is the plugin's plus ``held_out``, with ``direction: maximize`` and ``n_jobs: 1``. Without the plugin
     installed, nothing is stored (``hydra/sweeper=optuna`` is then Hydra's "could not find")."""
     from hydra.core.config_store import ConfigStore
     from hydra.core.plugins import Plugins
