@@ -5,16 +5,21 @@ Each size runs in its own process (clean memory figures) on a synthetic corpus g
 vocabulary (50k words, exponent 1.07, ``--doc-words`` words a document). Measured, through t2exp's
 own classes:
 
-- build: ``LanceDBStore.add`` in batches of 256 (``indexing.build_index``'s batch size),
-  ``LanceDBStore.finalize`` (LanceDB's native FTS index), an ANN vector index from
+- build: ``LanceDBStore.add`` in batches of 256 (``indexing.build_index``'s batch size, one
+  fragment each), ``LanceDBStore.finalize`` (compaction into one fragment, LanceDB's native FTS
+  index and its batched mirror), an ANN vector index from
   ``--ann-threshold`` documents up (default HNSW with scalar quantisation in one partition,
   ``IVF_HNSW_SQ``; ``--ann ivf_pq``: IVF_PQ, sqrt(n) partitions, 48 sub-vectors), and
   ``lexical.BM25sIndex`` (bm25s, the paper's tokenisation);
 - single-query latency p50/p95 (ms, one query per call as an interactive user sees it):
   ``LanceDBStore.dense`` (uses the ANN index when there is one, brute force below the
-  threshold), brute-force dense at every size (the index bypassed), ``LanceDBStore.bm25`` (FTS) and
-  ``BM25sIndex.search``; dense queries are noisy copies of a document (cosine ~0.7 to it), so
-  "hit@10" says how often the ANN index still finds that document;
+  threshold), brute-force dense at every size (the index bypassed), ``LanceDBStore.bm25`` one
+  query per call through the FTS index (``lexical_batch=False``) and through its batched mirror
+  (the default), and ``BM25sIndex.search``; dense queries are noisy copies of a document (cosine
+  ~0.7 to it), so "hit@10" says how often the ANN index still finds that document;
+- batched: every query in one call, milliseconds per query: ``LanceDBStore.bm25`` (the store's
+  BM25, what ``rag_method.lexical=store`` uses) and ``LanceDBStore.hybrid`` (dense + store BM25 +
+  fusion, depth 50: ``hybrid lexical=store``), each against the same queries one FTS call each;
 - memory: RSS after the build and the process's peak RSS; the table's size on disk.
 
 Then the growth exponent log(t2/t1)/log(n2/n1) between consecutive sizes (1 = linear).
@@ -114,9 +119,11 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
             batch_ids = ids[s : s + INSERT_BATCH]
             store.add(batch_ids, texts[s : s + INSERT_BATCH], vecs[s : s + INSERT_BATCH], meta[: len(batch_ids)])
         r["insert_s"] = time.perf_counter() - t0
+        r["fragments_before"] = store.fragments()
         t0 = time.perf_counter()
         store.finalize()
         r["fts_index_s"] = time.perf_counter() - t0
+        r["fragments_after"] = store.fragments()
         r["ann"] = n >= args.ann_threshold
         r["ann_index_s"] = 0.0
         if r["ann"]:
@@ -159,8 +166,25 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
             r["hit10_ef"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, ef_hits, strict=False)]))
         flat_hits = []
         r["flat_ms"] = lat(lambda v: flat_hits.append([h["id"] for h in flat(v)]), qvecs)
-        r["fts_ms"] = lat(lambda q: store.bm25([q], 10), qtexts)
+        r["mirror_ms"] = lat(lambda q: store.bm25([q], 10), qtexts)
         r["bm25s_ms"] = lat(lambda q: bm.search([q], 10), qtexts)
+        per_q = 1000.0 / len(qtexts)
+        t0 = time.perf_counter()
+        store.bm25(qtexts, 50)
+        r["bm25_batch_ms"] = (time.perf_counter() - t0) * per_q
+        t0 = time.perf_counter()
+        store.hybrid(qtexts, qvecs, 10, 0.5)
+        r["hybrid_batch_ms"] = (time.perf_counter() - t0) * per_q
+        store.lexical_batch = False  # the same calls, one FTS query each
+        for i in range(warm):
+            store.bm25([qtexts[i]], 10)
+        r["fts_ms"] = lat(lambda q: store.bm25([q], 10), qtexts)
+        t0 = time.perf_counter()
+        store.bm25(qtexts, 50)
+        r["bm25_fts_batch_ms"] = (time.perf_counter() - t0) * per_q
+        t0 = time.perf_counter()
+        store.hybrid(qtexts, qvecs, 10, 0.5)
+        r["hybrid_fts_batch_ms"] = (time.perf_counter() - t0) * per_q
         r["hit10_dense"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, dense_hits, strict=False)]))
         r["hit10_flat"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, flat_hits, strict=False)]))
         r["recall10_vs_exact"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(dense_hits, flat_hits, strict=False)]))
@@ -214,20 +238,30 @@ def main(argv: list[str] | None = None) -> int:
     p = C.percentile
     print("\n## build (seconds) and memory\n")
     print(C.table(
-        ["docs", "LanceDB insert", "FTS index", "ANN index", "store total", "bm25s index", "RSS after build MB",
-         "peak RSS MB", "disk MB"],
-        [[f"{r['n']:,}", r["insert_s"], r["fts_index_s"], r["ann_index_s"] if r["ann"] else "-", r["store_build_s"],
+        ["docs", "LanceDB insert", "fragments", "finalize (compact, FTS, batched BM25)", "ANN index", "store total", "bm25s index",
+         "RSS after build MB", "peak RSS MB", "disk MB"],
+        [[f"{r['n']:,}", r["insert_s"], f"{r['fragments_before']} → {r['fragments_after']}", r["fts_index_s"],
+          r["ann_index_s"] if r["ann"] else "-", r["store_build_s"],
           r["bm25s_build_s"], r["rss_after_build_mb"], r["peak_rss_mb"], r["disk_mb"]] for r in res],
     ))
     print("\n## single-query latency, ms (p50 / p95)\n")
     print(C.table(
         ["docs", "dense (store)", "mode", "hit@10 store/exact", "recall@10 vs exact", f"ANN ef={args.ef}", f"hit@10 ef={args.ef}",
-         "dense brute force", "BM25 LanceDB FTS", "BM25 bm25s"],
+         "dense brute force", "BM25 LanceDB FTS", "BM25 store (batched path)", "BM25 bm25s"],
         [[f"{r['n']:,}", f"{p(r['dense_ms'], 50):.2f} / {p(r['dense_ms'], 95):.2f}", ANN_NAME[args.ann] if r["ann"] else "brute force",
           f"{r['hit10_dense']:.2f} / {r['hit10_flat']:.2f}", f"{r['recall10_vs_exact']:.2f}",
           f"{p(r['ef_ms'], 50):.2f} / {p(r['ef_ms'], 95):.2f}" if r["ann"] else "-", f"{r['hit10_ef']:.2f}" if r["ann"] else "-",
           f"{p(r['flat_ms'], 50):.2f} / {p(r['flat_ms'], 95):.2f}", f"{p(r['fts_ms'], 50):.2f} / {p(r['fts_ms'], 95):.2f}",
+          f"{p(r['mirror_ms'], 50):.2f} / {p(r['mirror_ms'], 95):.2f}",
           f"{p(r['bm25s_ms'], 50):.2f} / {p(r['bm25s_ms'], 95):.2f}"] for r in res],
+    ))
+    print(f"\n## batched: {args.queries} queries in one call, ms per query (store BM25 depth 50; store hybrid: dense + BM25 + "
+          "fusion, depth 50 each)\n")
+    print(C.table(
+        ["docs", "store BM25, batched", "store BM25, one FTS query each", "speed-up", "store hybrid, batched",
+         "store hybrid, FTS per query", "speed-up"],
+        [[f"{r['n']:,}", r["bm25_batch_ms"], r["bm25_fts_batch_ms"], f"{r['bm25_fts_batch_ms'] / r['bm25_batch_ms']:.1f}x",
+          r["hybrid_batch_ms"], r["hybrid_fts_batch_ms"], f"{r['hybrid_fts_batch_ms'] / r['hybrid_batch_ms']:.1f}x"] for r in res],
     ))
 
     series = {
@@ -239,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         "dense brute force p50": lambda r: p(r["flat_ms"], 50),
         "BM25 LanceDB FTS p50": lambda r: p(r["fts_ms"], 50),
         "BM25 bm25s p50": lambda r: p(r["bm25s_ms"], 50),
+        "BM25 store batched, per query": lambda r: r["bm25_batch_ms"],
+        "hybrid store batched, per query": lambda r: r["hybrid_batch_ms"],
+        "hybrid store, FTS per query": lambda r: r["hybrid_fts_batch_ms"],
         "BM25 LanceDB FTS p95": lambda r: p(r["fts_ms"], 95),
         "BM25 bm25s p95": lambda r: p(r["bm25s_ms"], 95),
         "RSS after build": lambda r: r["rss_after_build_mb"] - r["rss_start_mb"],
@@ -252,13 +289,17 @@ def main(argv: list[str] | None = None) -> int:
 
     a, b = res[-2], res[-1]
     g = {name: C.growth(series[name](a), series[name](b), a["n"], b["n"]) for name in
-         ("dense ANN p50", f"dense ANN ef={args.ef} p50", "BM25 LanceDB FTS p50", "BM25 bm25s p50", "dense brute force p50")}
+         ("dense ANN p50", f"dense ANN ef={args.ef} p50", "BM25 LanceDB FTS p50", "BM25 bm25s p50",
+          "BM25 store batched, per query", "hybrid store batched, per query", "dense brute force p50")}
     ok = {name: (v < 1.0) for name, v in g.items() if not math.isnan(v)}
     span = f"{a['n'] // 1000}k→{b['n'] // 1000}k"
     print(f"\nTarget: query latency growth {span} sub-linear (< 1) for BM25 and ANN dense: "
           + ", ".join(f"{k} {v:.2f} ({'MET' if ok.get(k) else 'NOT MET' if k in ok else 'no ANN at both sizes'})"
                       for k, v in g.items() if k != "dense brute force p50"))
-    C.ratio_line("scaling", span=span, **{k.replace(" ", "_").replace("=", ""): round(v, 2) for k, v in g.items()})
+    last = res[-1]
+    C.ratio_line("scaling", span=span, **{k.replace(" ", "_").replace("=", "").replace(",", ""): round(v, 2) for k, v in g.items()},
+                 store_bm25_batch_speedup=round(last["bm25_fts_batch_ms"] / last["bm25_batch_ms"], 1),
+                 fragments_after_build=last["fragments_after"])
     return 0
 
 

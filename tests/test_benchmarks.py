@@ -60,9 +60,12 @@ def test_scaling(tmp_path):
     out = run_script("scaling.py", "--tmp", str(tmp_path))
     r = ratio(out, "scaling")
     assert r["span"] == "3k→10k"
-    for key in ("BM25_LanceDB_FTS_p50", "BM25_bm25s_p50", "dense_ANN_p50"):
+    for key in ("BM25_LanceDB_FTS_p50", "BM25_bm25s_p50", "dense_ANN_p50",
+                "BM25_store_batched_per_query", "hybrid_store_batched_per_query"):
         float(r[key])  # a number (nan would mean a size was not measured)
         assert r[key] != "nan"
+    assert r["fragments_after_build"] == "1"  # finalize() compacted the 40 insert batches
+    assert float(r["store_bm25_batch_speedup"]) > 1
 
 
 def test_sweep_reuse():

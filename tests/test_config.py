@@ -66,7 +66,9 @@ def test_every_store_builds(option, keys, tmp_path, request):
 
 @pytest.mark.parametrize("option", _options("reranker"))
 def test_every_reranker_builds_and_every_rerank_method_takes_it(option, keys):
-    cfg = compose_cfg("rag_method=reranker", f"reranker={option}", "generator=none")
+    target = compose_cfg("rag_method=reranker", f"reranker={option}").reranker._target_
+    needs_generator = getattr(target_class(target), "needs_generator", False)
+    cfg = compose_cfg("rag_method=reranker", f"reranker={option}", *([] if needs_generator else ["generator=none"]))
     _typed(cfg)
     rr = instantiate(cfg.reranker)
     method = build_method(cfg.rag_method, reranker=rr)

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.infra.paths import CONF_DIR, register_resolvers
 from t2exp.infra.tracking import install_log_redaction, is_secret_key, redact_text
+from t2exp.infra.tuning import SWEEPER_CLASS, check_folds, register_sweeper
 
 register_resolvers()
 log = logging.getLogger("t2exp")
@@ -63,7 +64,13 @@ def hydra_main(cfg: DictConfig) -> float | None:
             msg = f"interrupted by {exc.signal_name} before the run started; nothing to resume"
         print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
         sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
-    return result.metrics.get("avg/nm", result.metrics.get(f"avg/mrr_at_{cfg.k}"))
+    from t2exp.app import objective_value
+
+    try:
+        return objective_value(cfg, result.metrics)
+    except T2ExpError as exc:
+        _fail(exc)
+        return None
 
 
 # --- pre-flight -------------------------------------------------------------------------------------
@@ -121,7 +128,11 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
         if len(plain) != len(parsed):
             raise _Skip("sweep without --multirun")  # Hydra explains
         return [overrides]
-    if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != _BASIC_SWEEPER:
+    sweeper = OmegaConf.select(base, "hydra.sweeper._target_", default=None)
+    if sweeper == SWEEPER_CLASS:  # hydra/sweeper=optuna: its folds, then the job without the searched keys
+        check_folds(base, bool(base.hydra.sweeper.get("held_out", True)))
+        return [plain]
+    if sweeper != _BASIC_SWEEPER:
         raise _Skip("another sweeper")
     params = base.hydra.sweeper.get("params")
     params_dict = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
@@ -211,6 +222,7 @@ def preflight(argv: list[str]) -> int:
 def main() -> None:
     """Console entry point (``t2exp``) and ``python -m t2exp``."""
     install_log_redaction()
+    register_sweeper()
     try:
         sys.argv[1:] = move_secret_overrides(sys.argv[1:])
         preflight(sys.argv[1:])

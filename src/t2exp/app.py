@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp import config
 from t2exp.config.components import build
 from t2exp.data import load_subsets, loader_args
-from t2exp.errors import T2ExpError
+from t2exp.errors import ConfigError, T2ExpError
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evidence import Evidence
 from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
@@ -112,6 +112,25 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
         evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences)),
     )
+
+
+def objective_name(cfg: DictConfig) -> str:
+    """The metric a run returns to a sweeper: ``objective``, else ``avg/nm`` with a generator and
+    ``avg/mrr_at_<k>`` without one."""
+    if cfg.get("objective"):
+        return str(cfg.objective)
+    return "avg/nm" if cfg.generator.get("_target_") else f"avg/mrr_at_{cfg.k}"
+
+
+def objective_value(cfg: DictConfig, metrics: dict[str, float]) -> float | None:
+    """The value of :func:`objective_name` in a run's metrics (a resumed cell's included)."""
+    name = objective_name(cfg)
+    if name in metrics:
+        return float(metrics[name])
+    if cfg.get("objective") is None:
+        return None
+    shown = ", ".join(sorted(m for m in metrics if "/" in m and not m.endswith(("_ci_low", "_ci_high")))[:8])
+    raise ConfigError(f"objective={name} is invalid: this run logged no such metric; allowed: one it logs, e.g. {shown}")
 
 
 def _run_name(cfg: DictConfig) -> str:

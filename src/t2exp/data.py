@@ -22,6 +22,7 @@ import pandas as pd
 
 from t2exp.errors import DataError
 from t2exp.evaluation.numbers import parse_gold
+from t2exp.folds import select_fold
 
 log = logging.getLogger(__name__)
 
@@ -328,10 +329,16 @@ def load_subsets(
     skip_empty_questions: bool = True,
     corpus_size: int | None = None,
     corpus_seed: int | None = None,
+    folds: int | None = None,
+    fold: int | None = None,
+    fold_role: str = "eval",
+    fold_seed: int = 0,
 ) -> list[Subset]:
     """Load each subset from local files (``path``) or the hub.
 
     ``source='auto'`` uses local files where ``path`` holds that subset and the hub otherwise.
+    Questions are narrowed in this order: the corpus subsample's, the fold's (``t2exp.folds``),
+    the seeded ``limit`` sample; the corpus stays whole after the subsample.
     """
     unknown = [s for s in subsets if s not in SUBSETS]
     if unknown:
@@ -357,6 +364,7 @@ def load_subsets(
                                 skip_empty_questions=skip_empty_questions)
         subset = subsample_corpus(subset, corpus_size, seed if corpus_seed is None else corpus_seed)
         subset.stats["questions_total"] = len(subset.questions)
+        subset.questions = select_fold(subset.questions, name, folds, fold, fold_role, fold_seed)
         subset.questions = sample_questions(subset.questions, limit, seed)
         if not subset.questions:
             skipped = subset.stats.get("empty_questions_skipped", 0)
@@ -389,6 +397,10 @@ def loader_args(cfg: Any) -> dict[str, Any]:
         skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
         corpus_size=ds.get("corpus_size"),
         corpus_seed=ds.get("corpus_seed"),
+        folds=ds.get("folds"),
+        fold=ds.get("fold"),
+        fold_role=str(ds.get("fold_role", "eval")),
+        fold_seed=int(ds.get("fold_seed", 0)),
     )
 
 

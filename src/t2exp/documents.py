@@ -5,7 +5,7 @@ from __future__ import annotations
 from t2exp.data import Document
 from t2exp.errors import ConfigError
 
-VARIANTS = ("plain", "metadata_prefix")
+VARIANTS = ("plain", "metadata_prefix", "company_year")
 
 
 def render(doc: Document, variant: str) -> str:
@@ -21,4 +21,7 @@ def render(doc: Document, variant: str) -> str:
         ]
         header = " | ".join(p for p in parts if p)
         return f"{header}\n{doc.text}" if header else doc.text
+    if variant == "company_year":  # the simple baseline: the report's company and year in front of the text
+        head = " ".join(v for v in (doc.metadata.get("company_name", ""), doc.metadata.get("report_year", "")) if v)
+        return f"{head}\n{doc.text}" if head else doc.text
     raise ConfigError(f"document.variant={variant!r}: allowed values are {', '.join(VARIANTS)}")

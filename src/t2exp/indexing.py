@@ -7,16 +7,20 @@ collection and inserts nothing; concurrent builders serialise on a file lock.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from t2exp import documents
 from t2exp.data import Document, Subset
 from t2exp.embedders import Embedder
+from t2exp.fielded import FieldedBM25
 from t2exp.infra import progress
 from t2exp.infra.cache import build_lock, content_key
 from t2exp.lexical import LEXICAL_INDEXES, BM25sIndex, RankBM25Index
@@ -38,19 +42,30 @@ class Index:
     build_seconds: float
     docs: dict[str, Document] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)  # indexed text per context_id
-    _lexical: dict[str, BM25sIndex | RankBM25Index] = field(default_factory=dict)
+    _lexical: dict[str, BM25sIndex | RankBM25Index | FieldedBM25] = field(default_factory=dict)
     stats: dict[str, float] = field(default_factory=dict)
 
-    def lexical(self, name: str) -> BM25sIndex | RankBM25Index:
-        """The in-memory BM25 index ``name`` (``t2exp.lexical.LEXICAL_INDEXES``) over the indexed
-        texts, built on first use."""
-        if name not in self._lexical:
+    def lexical(self, name: str, settings: Mapping[str, Any] | None = None) -> BM25sIndex | RankBM25Index | FieldedBM25:
+        """The in-memory BM25 index ``name``, built on first use with ``settings``
+        (``rag_method.bm25``: tokenizer, k1, b; fields and passages for ``fielded``):
+        ``bm25s`` / ``rank_bm25`` (``t2exp.lexical``) over the indexed texts, ``fielded``
+        (``t2exp.fielded``) over each document's own text and metadata fields."""
+        s = dict(settings or {})
+        key = json.dumps([name, s], sort_keys=True, default=str)
+        if key not in self._lexical:
             ids = list(self.texts)
-            self._lexical[name] = LEXICAL_INDEXES[name](ids, [self.texts[i] for i in ids])
-        return self._lexical[name]
+            bm = {k: s[k] for k in ("k1", "b", "tokenizer") if k in s}
+            if name == "fielded":
+                self._lexical[key] = FieldedBM25(
+                    ids, [self.docs[i].text for i in ids], [self.docs[i].metadata for i in ids], dict(s.get("fields") or {}),
+                    body_weight=float(s.get("body_weight", 1.0)), passage_words=s.get("passage_words"),
+                    aggregate=str(s.get("passage_agg", "max")), **bm)
+            else:
+                self._lexical[key] = LEXICAL_INDEXES[name](ids, [self.texts[i] for i in ids], **bm)
+        return self._lexical[key]
 
     @property
-    def bm25s(self) -> BM25sIndex | RankBM25Index:
+    def bm25s(self) -> BM25sIndex | RankBM25Index | FieldedBM25:
         return self.lexical("bm25s")
 
     def size(self) -> int:

@@ -1,61 +1,122 @@
-"""BM25 with the paper's tokenisation (lower-cased whitespace split), two implementations:
+"""BM25 indexes and the tokenisers they read text with.
 
-- ``bm25s`` (default, fast): bm25s's Lucene-style IDF, always positive;
+Tokenisers (``TOKENIZERS``):
+
+- ``paper``: the T²-RAGBench authors' lower-cased whitespace split (``2019,`` and ``$1,234`` stay
+  glued to their punctuation);
+- ``alnum``: LanceDB's FTS ``simple`` tokenizer as configured by the store (lower case, ASCII
+  folding, runs of Unicode letters/digits, tokens over 40 bytes dropped): ``$1,234`` gives ``1``
+  and ``234``;
+- ``numeric``: numbers first, as one token each with thousands separators, currency signs and
+  brackets dropped (``$1,234`` → ``1234``, ``(12.3)`` → ``12.3``, ``2019,`` → ``2019``), then
+  ``alnum`` on the rest.
+
+Indexes, per query the top-k ``(context_id, score)`` with a positive score, best first:
+
+- ``bm25s`` (default, fast, batched): bm25s's Lucene-style IDF, always positive;
 - ``rank_bm25``: ``rank_bm25.BM25Okapi`` with its defaults (k1 1.5, b 0.75, negative IDF floored at
   0.25 x the mean IDF) — what the T²-RAGBench authors' code uses. On identical tokens the two
   differ by several MRR@3 points on FinQA (benchmarks/README.md).
 
-Both return, per query, the top-k ``(context_id, score)`` with a positive score, best first.
+``BM25sIndex(tokenizer="alnum", k1=1.2, b=0.75, scale=2.2)`` reproduces LanceDB's FTS scores
+(``LanceDBStore`` answers batches of queries with it; tests/test_lexical.py checks the equality).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Sequence
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import bm25s
 import numpy as np
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
+MAX_TOKEN_BYTES = 40  # LanceDB FTS's max_token_length
+_ALNUM = re.compile(r"[^\W_]+")
+# a number: digits with optional thousands separators and decimals (1,234.5 / 12.3 / 2019)
+_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+(?:\.\d+)?(?![\w])")
+
 
 def paper_tokenize(text: str) -> list[str]:
     return text.lower().split()
 
 
+def _fold(text: str) -> str:
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def alnum_tokenize(text: str) -> list[str]:
+    return [t for t in _ALNUM.findall(_fold(text)) if len(t.encode()) <= MAX_TOKEN_BYTES]
+
+
+def numeric_tokenize(text: str) -> list[str]:
+    folded = _fold(text)
+    numbers = [m.group(0).replace(",", "") for m in _NUMBER.finditer(folded)]
+    rest = _NUMBER.sub(" ", folded)
+    return numbers + [t for t in _ALNUM.findall(rest) if len(t.encode()) <= MAX_TOKEN_BYTES]
+
+
+TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"paper": paper_tokenize, "alnum": alnum_tokenize, "numeric": numeric_tokenize}
+
+
 class BM25sIndex:
     name = "bm25s"
 
-    def __init__(self, ids: Sequence[str], texts: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, ids: Sequence[str], texts: Sequence[str], k1: float = 1.5, b: float = 0.75, tokenizer: str = "paper",
+                 scale: float = 1.0) -> None:
         self.ids = list(ids)
+        self.tokenize = TOKENIZERS[tokenizer]
+        self.tokenizer, self.scale = tokenizer, scale
         self.retriever = bm25s.BM25(k1=k1, b=b)
-        self.retriever.index([paper_tokenize(t) for t in texts], show_progress=False)
+        self.retriever.index([self.tokenize(t) for t in texts], show_progress=False)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         if not queries:
             return []
         k = min(k, len(self.ids))
-        toks = [paper_tokenize(q) or ["\x00"] for q in queries]
+        toks = [self.tokenize(q) or ["\x00"] for q in queries]
         docs, scores = self.retriever.retrieve(toks, k=k, show_progress=False, n_threads=0)
         out = []
         for row_d, row_s in zip(np.asarray(docs), np.asarray(scores), strict=True):
-            out.append([(self.ids[int(d)], float(s)) for d, s in zip(row_d, row_s, strict=True) if s > 0])
+            out.append([(self.ids[int(d)], float(s) * self.scale) for d, s in zip(row_d, row_s, strict=True) if s > 0])
         return out
+
+    def save(self, directory: Path) -> None:
+        self.retriever.save(str(directory), show_progress=False)
+        (Path(directory) / "t2exp.json").write_text(json.dumps({"ids": self.ids, "tokenizer": self.tokenizer, "scale": self.scale}))
+
+    @classmethod
+    def load(cls, directory: Path) -> BM25sIndex:
+        meta = json.loads((Path(directory) / "t2exp.json").read_text())
+        index = cls.__new__(cls)
+        index.ids, index.tokenizer, index.scale = meta["ids"], meta["tokenizer"], float(meta["scale"])
+        index.tokenize = TOKENIZERS[index.tokenizer]
+        index.retriever = bm25s.BM25.load(str(directory), mmap=True, show_progress=False)
+        return index
 
 
 class RankBM25Index:
     name = "rank_bm25"
 
-    def __init__(self, ids: Sequence[str], texts: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, ids: Sequence[str], texts: Sequence[str], k1: float = 1.5, b: float = 0.75, tokenizer: str = "paper") -> None:
         from rank_bm25 import BM25Okapi
 
         self.ids = list(ids)
-        self.retriever = BM25Okapi([paper_tokenize(t) for t in texts], k1=k1, b=b)
+        self.tokenize = TOKENIZERS[tokenizer]
+        self.retriever = BM25Okapi([self.tokenize(t) for t in texts], k1=k1, b=b)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         out = []
         for q in queries:
-            scores = np.asarray(self.retriever.get_scores(paper_tokenize(q)), dtype=float)
+            scores = np.asarray(self.retriever.get_scores(self.tokenize(q)), dtype=float)
             top = np.argsort(-scores, kind="stable")[: min(k, len(self.ids))]
             out.append([(self.ids[int(i)], float(scores[i])) for i in top if scores[i] > 0])
         return out

@@ -33,6 +33,7 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("reranker", "chunk_maxsim"): c.ChunkMaxSimConfig,
     ("reranker", "cross_encoder"): c.CrossEncoderConfig,
     ("reranker", "cohere"): c.CohereRerankConfig,
+    ("reranker", "generator_pointwise"): c.GeneratorRerankerConfig,
     ("generator", "none"): c.NoGeneratorConfig,
     ("generator", "transformers"): c.TransformersGeneratorConfig,
     ("generator", "openai_compat"): c.OpenAICompatConfig,

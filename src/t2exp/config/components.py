@@ -1,5 +1,5 @@
-"""Schemas of the component groups: ``rag_method``, ``embedder``, ``store``, ``reranker`` and
-``generator``. Each option's YAML names its schema in its defaults list and its ``_target_``
+"""Schemas of the component groups: ``embedder``, ``store``, ``reranker`` and ``generator`` (and,
+re-exported from ``t2exp.config.methods``, ``rag_method``). Each option's YAML names its schema in its defaults list and its ``_target_``
 (the class or factory that ``hydra.utils.instantiate`` builds). Allowed values that belong to a
 component (fusions, providers' batch limits, task types) are read from that component's module,
 so each fact stays in one place; the constructors do not check them again.
@@ -19,6 +19,12 @@ from typing import Any
 from omegaconf import MISSING
 
 from t2exp.config.checks import at_least, between, invalid, one_of, require
+from t2exp.config.methods import HybridConfig as HybridConfig  # the rag_method schemas live in t2exp.config.methods
+from t2exp.config.methods import HydeConfig as HydeConfig
+from t2exp.config.methods import LexicalConfig as LexicalConfig
+from t2exp.config.methods import MetadataHybridConfig as MetadataHybridConfig
+from t2exp.config.methods import RagMethodConfig as RagMethodConfig
+from t2exp.config.methods import RerankMethodConfig as RerankMethodConfig
 from t2exp.config.schema import SamplingConfig
 from t2exp.errors import ConfigError, T2ExpError
 
@@ -49,65 +55,6 @@ def build(cfg: Mapping[str, Any], label: str, **kwargs: Any) -> Any:
 def _templates(prefix: str, **templates: str) -> None:
     for key, tpl in templates.items():
         require("{text}" in tpl, f"{prefix}.{key}", tpl, "a template containing the placeholder {text}")
-
-
-# --- rag_method -----------------------------------------------------------------------------------
-@dataclass
-class RagMethodConfig:
-    _target_: str = MISSING
-    name: str = MISSING
-
-
-@dataclass
-class HybridConfig(RagMethodConfig):
-    alpha: float = 0.5  # 1 = pure dense, 0 = pure BM25 (Weaviate's meaning)
-    fusion: str = "relative_score"
-    lexical: str = "bm25s"
-    candidate_depth: int = 50
-
-    def __post_init__(self) -> None:
-        from t2exp.fusion import FUSIONS
-        from t2exp.methods.hybrid import LEXICAL
-
-        between("rag_method.alpha", self.alpha, 0.0, 1.0, " (1 = dense, 0 = BM25)")
-        one_of("rag_method.fusion", self.fusion, FUSIONS)
-        one_of("rag_method.lexical", self.lexical, LEXICAL)
-        at_least("rag_method.candidate_depth", self.candidate_depth, 1)
-
-
-@dataclass
-class MetadataHybridConfig(HybridConfig):
-    company_boost: float = 0.3
-    year_boost: float = 0.1
-    year_window: int = 2
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        at_least("rag_method.company_boost", self.company_boost, 0.0)
-        at_least("rag_method.year_boost", self.year_boost, 0.0)
-        at_least("rag_method.year_window", self.year_window, 0)
-
-
-@dataclass
-class RerankMethodConfig(HybridConfig):
-    first_stage: str = "hybrid"
-    candidates: int | None = None  # null = 3k; >= k is a cross-group rule (t2exp.config.rules)
-
-    def __post_init__(self) -> None:
-        from t2exp.methods.reranker import FIRST_STAGES
-
-        super().__post_init__()
-        one_of("rag_method.first_stage", self.first_stage, FIRST_STAGES)
-        at_least("rag_method.candidates", self.candidates, 1, optional=True)
-
-
-@dataclass
-class HydeConfig(RagMethodConfig):
-    question_weight: float = 0.0
-    prompt: str = "hyde"  # a template in prompts/: hyde (a 10-K passage with a table) or hyde_paper
-
-    def __post_init__(self) -> None:
-        between("rag_method.question_weight", self.question_weight, 0.0, 1.0)
 
 
 # --- embedder -------------------------------------------------------------------------------------
@@ -197,6 +144,8 @@ class LanceDBConfig:
     uri: str = MISSING
     candidate_depth: int = 50
     fts_stem: bool = False
+    lexical_batch: bool = True  # bm25() answers a batch in one call (the FTS index's scores, from its bm25s mirror)
+    compact: bool = True  # finalize() merges the build's fragments (LanceDB optimize)
 
     def __post_init__(self) -> None:
         at_least("store.candidate_depth", self.candidate_depth, 1)
@@ -253,6 +202,16 @@ class ChunkMaxSimConfig(RerankerConfig):
             1 <= self.stride <= self.chunk_words, "reranker.stride", self.stride, f"an integer in [1, chunk_words ({self.chunk_words})]"
         )
         between("reranker.doc_weight", self.doc_weight, 0.0, 1.0)
+
+
+@dataclass
+class GeneratorRerankerConfig(RerankerConfig):
+    prompt: str = "rerank_pointwise"
+    max_tokens: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("reranker.max_tokens", self.max_tokens, 1)
 
 
 @dataclass

@@ -58,14 +58,17 @@ def check_rules(cfg: DictConfig) -> None:
     method = target_class(cfg.rag_method._target_, "rag_method._target_")
     name = cfg.rag_method.name
     k = int(cfg.k)
+    gen = cfg.get("generator")
     if getattr(method, "needs_reranker", False):
         rr = cfg.get("reranker")
         require(_built(rr), "reranker", None if rr is None else rr.get("name"),
                 f"one of {options('reranker')} (rag_method={name} rescores candidates with it)")
+        if getattr(target_class(rr._target_, "reranker._target_"), "needs_generator", False):
+            require(_built(gen), "generator", None if gen is None else gen.get("name"),
+                    f"a generator, not none (reranker={rr.get('name')} grades candidates with it): {options('generator')}")
     candidates = cfg.rag_method.get("candidates")
     if candidates is not None:
         require(candidates >= k, "rag_method.candidates", candidates, f"null (3k) or an integer >= k ({k})")
-    gen = cfg.get("generator")
     if getattr(method, "needs_generator", False):
         require(_built(gen), "generator", None if gen is None else gen.get("name"),
                 f"a generator, not none (rag_method={name} writes text with it): {options('generator')}")

@@ -50,11 +50,17 @@ class DatasetConfig:
     skip_empty_questions: bool = True
     corpus_size: int | None = None
     corpus_seed: int | None = None
+    # k-fold splits of each subset's questions (t2exp.folds); the corpus is never split
+    folds: int | None = None  # null = every question; N >= 2 = N seeded folds
+    fold: int | None = None  # the held-out fold, 0 .. folds-1
+    fold_role: str = "eval"  # eval: the questions of `fold`; tune: those of every other fold
+    fold_seed: int = 0
 
     def __post_init__(self) -> None:
         from pathlib import Path
 
         from t2exp.data import SUBSETS
+        from t2exp.folds import ROLES
 
         require(bool(self.subsets), "dataset.subsets", list(self.subsets), f"a non-empty list of {', '.join(SUBSETS)}")
         for s in self.subsets:
@@ -62,6 +68,13 @@ class DatasetConfig:
         one_of("dataset.source", self.source, ("auto", "local", "hub"))
         at_least("dataset.limit", self.limit, 1, optional=True)
         at_least("dataset.corpus_size", self.corpus_size, 1, optional=True)
+        at_least("dataset.folds", self.folds, 2, optional=True)
+        one_of("dataset.fold_role", self.fold_role, ROLES)
+        if self.folds is None:
+            require(self.fold is None, "dataset.fold", self.fold, "null unless dataset.folds is set (e.g. dataset.folds=5 dataset.fold=0)")
+        else:
+            require(self.fold is not None and 0 <= self.fold < self.folds, "dataset.fold", self.fold,
+                    f"the held-out fold, an integer in [0, {self.folds - 1}] (dataset.folds={self.folds})")
         for key in ("question_splits", "corpus_splits"):
             splits = getattr(self, key)
             require(splits is None or all(isinstance(s, str) and s for s in splits), f"dataset.{key}", splits,
@@ -155,6 +168,9 @@ class Config:
     k: int = 3
     seed: int = 0
     resume: bool = False
+    # the metric a run returns to a Hydra sweeper (hydra/sweeper=optuna maximises it), e.g.
+    # avg/mrr_at_3 or FinQA/recall_at_3; null = avg/nm with a generator, avg/mrr_at_<k> without
+    objective: str | None = None
     document: DocumentConfig = MISSING
     query: QueryConfig = field(default_factory=QueryConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
@@ -170,4 +186,10 @@ class Config:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
 
     def __post_init__(self) -> None:
+        from t2exp.evaluation.metrics import METRIC
+
         at_least("k", self.k, 1)
+        if self.objective is not None:
+            scope, _, metric = self.objective.partition("/")
+            require(bool(scope) and bool(METRIC.match(metric)), "objective", self.objective,
+                    "null or <subset or avg>/<metric>, e.g. avg/mrr_at_3, FinQA/recall_at_3, avg/nm")

@@ -169,6 +169,16 @@ class Tracker:
         self.run_id = self.run.info.run_id
         self.closed = False
 
+    @classmethod
+    def attach(cls, uri: str, run_id: str) -> Tracker:
+        """An existing run (a sweep's parent), to log more on it; ``finish`` closes it."""
+        from mlflow.tracking import MlflowClient
+
+        tracker = cls.__new__(cls)
+        tracker.uri, tracker.client, tracker.run_id, tracker.closed = uri, MlflowClient(tracking_uri=uri), run_id, False
+        tracker.experiment_id = tracker.client.get_run(run_id).info.experiment_id
+        return tracker
+
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 

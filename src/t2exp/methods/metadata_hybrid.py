@@ -7,6 +7,12 @@ ticker) and when it names the report year or one of the ``year_window`` years be
 discuss prior years). Boosts are added to the fused scores mapped onto [0, 1]
 (``t2exp.fusion.unit_scale``), so a boost means the same under relative-score fusion, RRF and
 alpha 0 / 1.
+
+``company_match=filter`` uses the company mention as a filter instead: when the question names the
+company of some candidates, only those stay (the year boost still applies). A wrong filter costs
+the whole question, so its cost is counted, not hidden: ``metadata_filtered_questions`` and
+``metadata_filter_dropped_gold`` (questions whose gold document was a candidate and was filtered
+out; the gold is read for this count only, never for ranking).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ _SUFFIXES = {
 }
 _WORD = re.compile(r"[a-z0-9]+")
 _YEAR = re.compile(r"\b(19[5-9]\d|20\d\d)\b")
+COMPANY_MATCH = ("prior", "filter")
 
 
 def company_tokens(name: str) -> list[str]:
@@ -41,18 +48,26 @@ def mentions_company(question_words: set[str], tokens: list[str], symbol: str = 
 
 class MetadataHybrid(Hybrid):
     def __init__(self, name: str = "metadata_hybrid", company_boost: float = 0.3, year_boost: float = 0.1, year_window: int = 2,
-                 **hybrid) -> None:  # noqa: ANN003
+                 company_match: str = "prior", **hybrid) -> None:  # noqa: ANN003
         super().__init__(name, **hybrid)
         self.company_boost = company_boost
         self.year_boost = year_boost
         self.year_window = year_window
+        self.company_match = company_match
         self.boosted = 0
+        self.filtered = 0
+        self.dropped_gold = 0
+
+    @staticmethod
+    def names_company(question: str, cid: str, index) -> bool:  # noqa: ANN001
+        meta = index.docs[cid].metadata
+        words = set(_WORD.findall(question.lower().replace("-", " ")))
+        return mentions_company(words, company_tokens(meta.get("company_name", "")), meta.get("company_symbol", ""))
 
     def boost(self, question: str, cid: str, index) -> float:  # noqa: ANN001
         meta = index.docs[cid].metadata
-        words = set(_WORD.findall(question.lower().replace("-", " ")))
         b = 0.0
-        if self.company_boost and mentions_company(words, company_tokens(meta.get("company_name", "")), meta.get("company_symbol", "")):
+        if self.company_boost and self.company_match == "prior" and self.names_company(question, cid, index):
             b += self.company_boost
         year = meta.get("report_year", "")
         if self.year_boost and year.isdigit():
@@ -64,8 +79,21 @@ class MetadataHybrid(Hybrid):
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         depth = max(k, self.candidate_depth)
         fused = super().retrieve(questions, index, depth)
-        return [Ranking(self.boosted_ranking(q.question, hits, index, k), dense=getattr(hits, "dense", {}))
-                for q, hits in zip(questions, fused, strict=True)]
+        out = []
+        for q, hits in zip(questions, fused, strict=True):
+            if self.company_match == "filter":
+                kept = self.company_filter(q.question, hits, index)
+                if len(kept) < len(hits):
+                    self.filtered += 1
+                    self.dropped_gold += int(any(c == q.context_id for c, _ in hits) and all(c != q.context_id for c, _ in kept))
+                hits = Ranking(kept, dense=getattr(hits, "dense", {}))
+            out.append(Ranking(self.boosted_ranking(q.question, hits, index, k), dense=getattr(hits, "dense", {})))
+        return out
+
+    def company_filter(self, question: str, hits: list[tuple[str, float]], index) -> list[tuple[str, float]]:  # noqa: ANN001
+        """The candidates of the company the question names; all of them when it names none of theirs."""
+        named = [(c, s) for c, s in hits if self.names_company(question, c, index)]
+        return named or list(hits)
 
     def boosted_ranking(self, question: str, hits: list[tuple[str, float]], index, k: int) -> list[tuple[str, float]]:  # noqa: ANN001
         """Fused candidates on [0, 1] plus their boosts, best first (ties keep the fused order)."""
@@ -76,4 +104,7 @@ class MetadataHybrid(Hybrid):
         return sorted(rescored, key=lambda t: -t[1])[:k]
 
     def stats(self) -> dict[str, float]:
-        return {"metadata_boosted_candidates": float(self.boosted)}
+        out = {"metadata_boosted_candidates": float(self.boosted)}
+        if self.company_match == "filter":
+            out.update(metadata_filtered_questions=float(self.filtered), metadata_filter_dropped_gold=float(self.dropped_gold))
+        return out

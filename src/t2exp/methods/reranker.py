@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from t2exp.methods import Ranking, RetrievingMethod
 from t2exp.methods.base import Base
 from t2exp.methods.hybrid import Hybrid
@@ -17,18 +20,21 @@ class Rerank(RetrievingMethod):
     needs_reranker = True
 
     def __init__(self, reranker, name: str = "reranker", first_stage: str = "hybrid", candidates: int | None = None,  # noqa: ANN001
-                 alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50) -> None:
+                 alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50,
+                 bm25: Mapping[str, Any] | None = None) -> None:
         super().__init__(name)
         if first_stage == "base":
             self.first: RetrievingMethod = Base("base")
         else:
-            self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth)
+            self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth, bm25=bm25)
         self.candidates = candidates
         self.reranker = reranker
 
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
         if hasattr(self.reranker, "bind"):  # embedding-based rerankers use the run's cached embedder
             self.reranker.bind(services.embedder)
+        if hasattr(self.reranker, "bind_generator"):  # an LLM judge uses the run's cached generator
+            self.reranker.bind_generator(services.generator, services.prompts)
         index = super().prepare(subset, services)
         self.first.query = self.query  # the first stage sees the same query string
         return index

@@ -19,6 +19,10 @@ an experiment:
 - ``corpus_size.md|csv`` and ``corpus_size_mrr_at_<k>.png`` when the runs differ in
   ``dataset.corpus_size``: MRR@k against the number of indexed documents, mean ± std over the
   other varying keys (the seeds).
+- ``ladder.md|csv`` when the runs set ``rung`` (``+rung=<name>``, conf/rung/; ``+experiment=beyond``):
+  the ablation ladder, each rung with CIs and its paired Δ (p) against the rung before it.
+- ``tuning.md|csv`` when runs on held-out questions (``dataset.fold_role=eval``) have a twin on the
+  questions they were tuned on (``fold_role=tune``, same config otherwise): both side by side.
 - ``table3_bars.png``, ``table4_bars.png``: grouped bars per subset with the CIs.
 
 Every number is a child's logged metric (``<subset>/<metric>`` and its ``_ci_low/_ci_high``),
@@ -41,6 +45,7 @@ from typing import Any
 
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.compare import default_tracking_uri, load_run_predictions
+from t2exp.evaluation.report.ladder import build_ladder, render_ladder, write_ladder_csv
 from t2exp.evaluation.report.plots import MAX_BAR_ROWS, plot_bars, plot_curve
 from t2exp.evaluation.report.render import (
     render_curve,
@@ -60,6 +65,7 @@ from t2exp.evaluation.report.tables import (
     readings_columns,
     swept_keys,
 )
+from t2exp.evaluation.report.tuning import build_tuning, render_tuning, write_tuning_csv
 from t2exp.infra.paths import work_dir
 
 TABLES = ("auto", "table3", "table4", "readings")
@@ -113,6 +119,22 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
                          subsets, t4_metrics, source)
         add_deltas(t4, ["mrr_at_5", "recall_at_1"], source, n_boot, seed)
         built["table4"] = t4
+
+    ladder = build_ladder(runs, subsets, k, source, n_boot, seed)
+    if ladder is not None:
+        md = render_ladder(ladder)
+        sections += [md]
+        (out_dir / "ladder.md").write_text(md, encoding="utf-8")
+        write_ladder_csv(ladder, out_dir / "ladder.csv")
+        files += [out_dir / "ladder.md", out_dir / "ladder.csv"]
+
+    tuning = build_tuning(runs, subsets, f"mrr_at_{k}", source)
+    if tuning is not None:
+        md = render_tuning(tuning)
+        sections += [md]
+        (out_dir / "tuning.md").write_text(md, encoding="utf-8")
+        write_tuning_csv(tuning, out_dir / "tuning.csv")
+        files += [out_dir / "tuning.md", out_dir / "tuning.csv"]
 
     protocols = {r.label("protocol") for r in runs}
     if "readings" in want or (auto and (len(protocols) > 1 or "paper" in protocols)):

@@ -91,6 +91,9 @@ def load_gold(cfg: DictConfig) -> Gold:
         "dataset.limit": str(limit),
         "dataset.corpus_size": str(kw["corpus_size"]),
         "dataset.corpus_seed": str(kw["corpus_seed"]),
+        "dataset.folds": str(kw["folds"]),
+        "dataset.fold": str(kw["fold"]),
+        "dataset.fold_role": str(kw["fold_role"]),
         "seed": seed,
     }
     params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in subsets})
