@@ -81,6 +81,13 @@ def corpus(n: int, doc_words: int, seed: int) -> tuple[list[str], list[str], np.
     return [f"doc{i}" for i in range(n)], texts, vecs
 
 
+def batch_ms(fn, n: int) -> float:
+    """Milliseconds per query of one call of ``fn`` answering ``n`` queries."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000.0 / n
+
+
 def lat(fn, items) -> list[float]:
     out = []
     for it in items:
@@ -168,23 +175,14 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
         r["flat_ms"] = lat(lambda v: flat_hits.append([h["id"] for h in flat(v)]), qvecs)
         r["mirror_ms"] = lat(lambda q: store.bm25([q], 10), qtexts)
         r["bm25s_ms"] = lat(lambda q: bm.search([q], 10), qtexts)
-        per_q = 1000.0 / len(qtexts)
-        t0 = time.perf_counter()
-        store.bm25(qtexts, 50)
-        r["bm25_batch_ms"] = (time.perf_counter() - t0) * per_q
-        t0 = time.perf_counter()
-        store.hybrid(qtexts, qvecs, 10, 0.5)
-        r["hybrid_batch_ms"] = (time.perf_counter() - t0) * per_q
+        r["bm25_batch_ms"] = batch_ms(lambda: store.bm25(qtexts, 50), len(qtexts))
+        r["hybrid_batch_ms"] = batch_ms(lambda: store.hybrid(qtexts, qvecs, 10, 0.5), len(qtexts))
         store.lexical_batch = False  # the same calls, one FTS query each
         for i in range(warm):
             store.bm25([qtexts[i]], 10)
         r["fts_ms"] = lat(lambda q: store.bm25([q], 10), qtexts)
-        t0 = time.perf_counter()
-        store.bm25(qtexts, 50)
-        r["bm25_fts_batch_ms"] = (time.perf_counter() - t0) * per_q
-        t0 = time.perf_counter()
-        store.hybrid(qtexts, qvecs, 10, 0.5)
-        r["hybrid_fts_batch_ms"] = (time.perf_counter() - t0) * per_q
+        r["bm25_fts_batch_ms"] = batch_ms(lambda: store.bm25(qtexts, 50), len(qtexts))
+        r["hybrid_fts_batch_ms"] = batch_ms(lambda: store.hybrid(qtexts, qvecs, 10, 0.5), len(qtexts))
         r["hit10_dense"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, dense_hits, strict=False)]))
         r["hit10_flat"] = float(np.mean([ids[d] in h for d, h in zip(qdoc, flat_hits, strict=False)]))
         r["recall10_vs_exact"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(dense_hits, flat_hits, strict=False)]))

@@ -41,15 +41,17 @@ _FACTORS = (1.0, 100.0, 0.01, 1000.0, 0.001)
 
 
 def evidence_numbers(contexts: Sequence[str]) -> set[float]:
-    """Absolute values of the numbers written in the evidence."""
+    """Absolute values of the numbers written in the evidence, each kept at 9 and at 6 decimals
+    (the keys :func:`is_grounded` looks a literal up by)."""
     out: set[float] = set()
     for text in contexts:
         for t in terms(text):
             if t[0].isdigit():
                 try:
-                    out.add(abs(float(t.replace(",", ""))))
+                    x = abs(float(t.replace(",", "")))
                 except ValueError:
                     continue
+                out.update((round(x, 9), round(x, 6)))
     return out
 
 
@@ -60,10 +62,9 @@ def _known(value: float, numbers: set[float]) -> bool:
 
 
 def is_grounded(program: str, numbers: set[float]) -> bool:
-    """Every literal of ``program`` is a number of the evidence (see the module docstring)."""
-    rounded = {round(x, 9) for x in numbers} | {round(x, 6) for x in numbers}
+    """Every literal of ``program`` is a number of the evidence (``numbers``: :func:`evidence_numbers`)."""
     literals = program_literals(program)
-    return bool(literals) and all(_known(v, rounded) for v in literals)
+    return bool(literals) and all(_known(v, numbers) for v in literals)
 
 
 def choose(mode: str, texts: Sequence[str], contexts: Sequence[str], grounding: str = "off") -> ParsedAnswer:

@@ -196,6 +196,8 @@ class TransformersGenerator:
         if shared < len(tokens):
             with torch.inference_mode():
                 model(input_ids=ids[:, shared:-1], cache=cache, use_cache=True)
+        if not self.reuse_prefix:
+            return cache  # nothing is kept for the next prompt: no copy to make
         self.reused_prefix_tokens += shared
         self._last = (tokens, cache)
         return copy.deepcopy(cache)

@@ -37,7 +37,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -122,19 +122,10 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
 
     ladder = build_ladder(runs, subsets, k, source, n_boot, seed)
     if ladder is not None:
-        md = render_ladder(ladder)
-        sections += [md]
-        (out_dir / "ladder.md").write_text(md, encoding="utf-8")
-        write_ladder_csv(ladder, out_dir / "ladder.csv")
-        files += [out_dir / "ladder.md", out_dir / "ladder.csv"]
-
+        sections.append(_write_section(out_dir, "ladder", render_ladder(ladder), lambda p: write_ladder_csv(ladder, p), files))
     tuning = build_tuning(runs, subsets, f"mrr_at_{k}", source)
     if tuning is not None:
-        md = render_tuning(tuning)
-        sections += [md]
-        (out_dir / "tuning.md").write_text(md, encoding="utf-8")
-        write_tuning_csv(tuning, out_dir / "tuning.csv")
-        files += [out_dir / "tuning.md", out_dir / "tuning.csv"]
+        sections.append(_write_section(out_dir, "tuning", render_tuning(tuning), lambda p: write_tuning_csv(tuning, p), files))
 
     protocols = {r.label("protocol") for r in runs}
     if "readings" in want or (auto and (len(protocols) > 1 or "paper" in protocols)):
@@ -220,6 +211,14 @@ def _errors(client: Any, source: str) -> int:
         raise ReportError(f"--errors {source}: no scored answers (a retrieval-only run, or no numeric gold)")
     print(render(counts, source))
     return 0
+
+
+def _write_section(out_dir: Path, name: str, md: str, write_csv: Callable[[Path], None], files: list[Path]) -> str:
+    """``<name>.md`` and ``<name>.csv`` of one table, added to ``files``; returns the Markdown."""
+    (out_dir / f"{name}.md").write_text(md, encoding="utf-8")
+    write_csv(out_dir / f"{name}.csv")
+    files += [out_dir / f"{name}.md", out_dir / f"{name}.csv"]
+    return md
 
 
 def default_out_dir(target: str) -> Path:
