@@ -134,7 +134,7 @@ def machine() -> str:
         text = Path("/proc/cpuinfo").read_text()
         line = next(line for line in text.splitlines() if line.startswith("flags"))
         have = set(line.split(":", 1)[1].split())
-        flags = " ".join(f for f in ("avx2", "avx512f") if f in have)
+        flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in have)
     except (OSError, StopIteration):
         pass
     gpu = "no GPU"

@@ -82,4 +82,12 @@ def test_main_job():
     r = ratio(out, "main_job")
     assert float(r["first_run_s"]) > float(r["rerun_s"]) > 0 and r["questions"] == "2"
     assert float(r["prompt_tokens_full_over_default"]) > 0
-    assert "context.mode=full, same questions" in out
+    assert "context.mode=full, same questions" in out and "before: 0.5B float32 full documents" in out
+    float(r["nm_before"])
+
+
+def test_dtype():
+    out = run_script("dtype.py")
+    r = ratio(out, "dtype")
+    assert r["auto"] in ("float32", "bfloat16")
+    float(r["prefill_fp32_over_bf16"]), float(r["decode_fp32_over_bf16"])  # measured figures (no speed asserted)

@@ -84,6 +84,7 @@ def one_line_error(*overrides: str) -> str:
         (["generator.sampling.max_tokens=0"], ["generator.sampling.max_tokens=0"]),
         (["generator.sampling.temperature=-1"], ["generator.sampling.temperature=-1"]),
         (["generator.sampling.top_p=0"], ["generator.sampling.top_p=0", "(0, 1]"]),
+        (["generator.dtype=fp8"], ["generator.dtype='fp8'", "auto, float32, bfloat16"]),
         (["generator=openai_compat"], ["generator.model=None"]),
         (["generator=openai_compat", "generator.model=m", "generator.max_concurrency=0"], ["generator.max_concurrency=0"]),
         (["generator=openai_compat", "generator.model=m", "generator.timeout=0"], ["generator.timeout=0"]),

@@ -63,7 +63,7 @@ def model_dir(vllm_python) -> Path:
     cfg = OmegaConf.load(ROOT / "conf" / "generator" / "qwen_coder_0_5b.yaml")
     gen = TransformersGenerator(cfg.name, gguf_parts=list(cfg.gguf_parts), sha256=cfg.sha256, size=cfg.size,
                                 models_dir=str(ROOT / ".t2exp_cache" / "models"))
-    return Path(gen._checkpoint())  # the default generator's own conversion (no-op when it exists)
+    return Path(gen.checkpoint())  # generator=qwen_coder_0_5b's own conversion (no-op when it exists)
 
 
 def engine_args(model: Path, max_tokens: int = 16) -> list[str]:

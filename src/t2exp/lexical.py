@@ -34,6 +34,8 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
+from t2exp.maxscore import ImpactIndex
+
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 MAX_TOKEN_BYTES = 40  # LanceDB FTS's max_token_length
@@ -70,18 +72,41 @@ TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"paper": paper_tokenize, "a
 class BM25sIndex:
     name = "bm25s"
 
-    def __init__(self, ids: Sequence[str], texts: Sequence[str], k1: float = 1.5, b: float = 0.75, tokenizer: str = "paper",
-                 scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        k1: float = 1.5,
+        b: float = 0.75,
+        tokenizer: str = "paper",
+        scale: float = 1.0,
+        pruned: bool = False,
+    ) -> None:
         self.ids = list(ids)
         self.tokenize = TOKENIZERS[tokenizer]
-        self.tokenizer, self.scale = tokenizer, scale
+        self.tokenizer, self.scale, self.pruned = tokenizer, scale, pruned
         self.retriever = bm25s.BM25(k1=k1, b=b)
         self.retriever.index([self.tokenize(t) for t in texts], show_progress=False)
+        self._impacts: ImpactIndex | None = None
+        if pruned:  # sorted by impact now, at build time, not inside the first query
+            self._impact_index()
+
+    def _impact_index(self) -> ImpactIndex:
+        if self._impacts is None:
+            s = self.retriever.scores
+            self._impacts = ImpactIndex(s["data"], s["indices"], s["indptr"], s["num_docs"])
+        return self._impacts
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        """Per query the top k; ``pruned`` indexes answer from part of the postings
+        (:mod:`t2exp.maxscore`, same top k and scores), the others add up every posting (bm25s)."""
         if not queries:
             return []
         k = min(k, len(self.ids))
+        if self.pruned:
+            impacts = self._impact_index()
+            found = (impacts.topk(np.asarray(self.retriever.get_tokens_ids(self.tokenize(q)), dtype=np.int64), k) for q in queries)
+            return [[(self.ids[int(d)], float(s) * self.scale) for d, s in zip(docs, scores, strict=True)] for docs, scores in found]
         toks = [self.tokenize(q) or ["\x00"] for q in queries]
         docs, scores = self.retriever.retrieve(toks, k=k, show_progress=False, n_threads=0)
         out = []
@@ -91,15 +116,21 @@ class BM25sIndex:
 
     def save(self, directory: Path) -> None:
         self.retriever.save(str(directory), show_progress=False)
-        (Path(directory) / "t2exp.json").write_text(json.dumps({"ids": self.ids, "tokenizer": self.tokenizer, "scale": self.scale}))
+        (Path(directory) / "t2exp.json").write_text(
+            json.dumps({"ids": self.ids, "tokenizer": self.tokenizer, "scale": self.scale, "pruned": self.pruned})
+        )
 
     @classmethod
-    def load(cls, directory: Path) -> BM25sIndex:
+    def load(cls, directory: Path, pruned: bool | None = None) -> BM25sIndex:
+        """The saved index; ``pruned`` overrides how it was saved (None: as saved)."""
         meta = json.loads((Path(directory) / "t2exp.json").read_text())
         index = cls.__new__(cls)
         index.ids, index.tokenizer, index.scale = meta["ids"], meta["tokenizer"], float(meta["scale"])
+        index.pruned, index._impacts = bool(meta.get("pruned", False)) if pruned is None else pruned, None
         index.tokenize = TOKENIZERS[index.tokenizer]
         index.retriever = bm25s.BM25.load(str(directory), mmap=True, show_progress=False)
+        if index.pruned:
+            index._impact_index()
         return index
 
 

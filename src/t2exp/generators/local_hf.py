@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 
 from t2exp import hub
-from t2exp.embedders import resolve_device
+from t2exp.embedders import resolve_device, resolve_dtype
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import build_lock, content_key
@@ -67,7 +67,7 @@ class TransformersGenerator:
         size: int | None = None,
         models_dir: str = ".t2exp_cache/models",
         device: str = "auto",
-        dtype: str = "bfloat16",
+        dtype: str = "auto",
         threads: int = 0,
         batch_size: int = 1,
         max_context_tokens: int = 8192,
@@ -83,7 +83,7 @@ class TransformersGenerator:
         self.size = size
         self.models_dir = Path(models_dir)
         self.device = resolve_device(device)
-        self.dtype = dtype
+        self.dtype = resolve_dtype(dtype, self.device)
         self.threads = threads
         self.batch_size = batch_size
         self.max_context_tokens = max_context_tokens
@@ -96,7 +96,8 @@ class TransformersGenerator:
     def fingerprint(self) -> str:
         return content_key("transformers", self.model_id, self.sha256, self.dtype)[:16]
 
-    def _checkpoint(self) -> str:
+    def checkpoint(self) -> str:
+        """The transformers checkpoint to load: the model id, or the GGUF parts joined and converted once."""
         if not self.gguf_parts:
             return str(self.model_id)
         tag = (self.sha256 or "gguf")[:12]
@@ -133,7 +134,7 @@ class TransformersGenerator:
 
         if self.threads:
             torch.set_num_threads(self.threads)
-        path = self._checkpoint()
+        path = self.checkpoint()
         t0 = time.perf_counter()
         tok = hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
         model = hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)

@@ -7,7 +7,9 @@ lists, so ``alpha`` means what it means in Weaviate.
 LanceDB answers one full-text query per call (~150-300 queries/s). With ``lexical_batch`` (the
 default) ``bm25`` answers a whole batch in one call from a mirror of the FTS index: bm25s over the
 FTS tokenizer's tokens with the FTS's BM25 parameters (``FTS_K1``, ``FTS_B``), whose scores equal LanceDB's
-(tests/test_lexical.py), built by ``finalize`` and saved next to the table. ``finalize`` also
+(tests/test_lexical.py), built by ``finalize`` and saved next to the table. The mirror answers each
+query from part of the postings (``t2exp.maxscore``: exact top k, pruned like the FTS's own
+search), so its cost does not grow with every common word's posting list. ``finalize`` also
 compacts the table (``build_index`` appends one fragment per batch of documents) and removes the
 superseded files before the FTS index is built.
 """
@@ -138,7 +140,7 @@ class LanceDBStore:
     def _build_mirror(self) -> BM25sIndex:
         rows = self.table.search().select(["id", "text"]).limit(max(self.count(), 1)).to_arrow()
         self._mirror = BM25sIndex(rows.column("id").to_pylist(), rows.column("text").to_pylist(), k1=FTS_K1, b=FTS_B,
-                                   tokenizer=FTS_TOKENIZER, scale=FTS_K1 + 1)
+                                   tokenizer=FTS_TOKENIZER, scale=FTS_K1 + 1, pruned=True)
         return self._mirror
 
     def _lexical_mirror(self) -> BM25sIndex:
@@ -146,7 +148,7 @@ class LanceDBStore:
         built before the mirror existed)."""
         if self._mirror is None:
             try:
-                self._mirror = BM25sIndex.load(self._mirror_dir())
+                self._mirror = BM25sIndex.load(self._mirror_dir(), pruned=True)
             except (OSError, ValueError, KeyError):
                 log.info("lancedb: building the batched BM25 of table %s", self.table_name)
                 self._build_mirror().save(self._mirror_dir())
