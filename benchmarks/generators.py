@@ -47,7 +47,7 @@ def vllm_python() -> str | None:
 def overrides(backend: str, args, cache: Path) -> list[str]:
     common = ["rag_method=oracle", f"dataset.limit={args.questions}", f"paths.cache={cache}", f"paths.models={args.models}"]
     if backend == "transformers":
-        return [*common, "generator=qwen_coder_0_5b"]
+        return [*common, "generator=qwen_coder_0_5b", "generator.dtype=float32"]  # as the vLLM configs compute
     gen = [*common, "generator=qwen_coder_0_5b_vllm", f"generator.backend={backend}"]
     if backend == "vllm_server":
         gen.append(f"generator.command=[{vllm_python()},-m,{SERVER}]")

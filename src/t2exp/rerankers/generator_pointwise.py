@@ -1,6 +1,6 @@
 """A second stage by the run's own generator: pointwise LLM relevance grading.
 
-Not a trained reranker: the generator (the offline Qwen2.5-Coder-0.5B by default, any configured
+Not a trained reranker: the generator (the offline Qwen2.5-Coder-1.5B by default, any configured
 generator otherwise) is asked, for each first-stage candidate, for a 0-10 grade of how likely the
 document (cut to ``max_chars``) holds what the question needs (``prompts/rerank_pointwise.j2``).
 The grade is the score; an unreadable reply scores -1, so it sorts last; equal grades keep the
