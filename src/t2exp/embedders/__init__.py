@@ -26,8 +26,8 @@ class Embedder(Protocol):
 
 def resolve_dtype(dtype: str, device: str) -> str:
     """``auto``: bfloat16 on CUDA and on CPUs with native bf16 arithmetic (AVX512-BF16 or AMX), where
-    it is several times faster than float32 (1.5B model, 1,900-token prefill: 5.6 s vs 21.4 s
-    here); float32 on other CPUs, where bf16 is emulated and slower."""
+    it is several times faster than float32 (1.5B model, 1,900-token prefill: 6.45 s vs 22.77 s,
+    ``benchmarks/dtype.py``); float32 on other CPUs, where bf16 is emulated and slower."""
     if dtype != "auto":
         return dtype
     if device.startswith("cuda"):
