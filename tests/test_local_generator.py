@@ -1,5 +1,6 @@
-"""The offline transformers generator: prompt-prefix KV reuse and self-consistency samples
-continue one prefill without changing what greedy decoding answers (real 0.5B model)."""
+"""The offline transformers generator: prompt-prefix KV reuse, prompt-lookup decoding and
+self-consistency samples continue one prefill without changing what greedy decoding answers
+(real 0.5B model)."""
 
 from __future__ import annotations
 
@@ -16,19 +17,49 @@ PROMPTS = [[SYSTEM, {"role": "user", "content": f"Revenue was {100 + 7 * i} in 2
 SAMPLING = Sampling(max_tokens=12, stop=("\n\n",))
 
 
-@pytest.fixture(scope="module")
-def generators():
+def _settings() -> dict:
+    """The 0.5B generator's constructor settings, as a run builds them."""
     from omegaconf import OmegaConf
 
     from t2exp.app import GENERATOR_RUN_KEYS
-    from t2exp.config.components import build
 
     cfg = compose_cfg("generator=qwen_coder_0_5b", f"paths.models={ROOT / '.t2exp_cache' / 'models'}")
-    plain = {k: v for k, v in OmegaConf.to_container(cfg.generator, resolve=True).items() if k not in GENERATOR_RUN_KEYS}
+    return {k: v for k, v in OmegaConf.to_container(cfg.generator, resolve=True).items() if k not in GENERATOR_RUN_KEYS}
+
+
+@pytest.fixture(scope="module")
+def generators():
+    from t2exp.config.components import build
+
+    plain = _settings()
     reuse = build(dict(plain), "qwen")
     fresh = build({**plain, "reuse_prefix": False}, "qwen")
     fresh._model = reuse._model  # one set of weights; only the KV reuse differs  # type: ignore[attr-defined]
     return reuse, fresh
+
+
+def test_prompt_lookup_writes_the_same_greedy_text_in_fewer_forward_passes(generators):
+    from t2exp.config.components import build
+
+    plain, _ = generators
+    lookup = build({**_settings(), "prompt_lookup": 10}, "qwen")
+    lookup._model = plain._model  # type: ignore[attr-defined]
+    table = "| segment | 2019 | 2018 |\n| commercial aircraft services | 1,234.5 | 1,100.25 |\n| defense systems | 310.7 | 295.1 |"
+    prompt = [[{"role": "user", "content": f"{table}\nCopy the row of commercial aircraft services exactly, as Markdown."}]]
+    sampling = Sampling(max_tokens=24)
+    model = plain._model[1]
+    calls: list[int] = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        a = plain.generate(prompt, sampling)[0]
+        plain_calls, calls[:] = len(calls), []
+        b = lookup.generate(prompt, sampling)[0]
+        lookup_calls = len(calls)
+    finally:
+        hook.remove()
+    assert b.text == a.text and "1,234.5" in a.text
+    assert b.completion_tokens == a.completion_tokens
+    assert lookup_calls < plain_calls - 4  # drafts copied from the prompt were accepted several tokens at a time
 
 
 def test_prefix_reuse_answers_exactly_as_a_fresh_prefill(generators):

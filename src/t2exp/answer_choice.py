@@ -72,7 +72,7 @@ def choose(mode: str, texts: Sequence[str], contexts: Sequence[str], grounding: 
     if grounding not in GROUNDING:
         raise ConfigError(f"generator.grounding={grounding!r}: allowed values are {', '.join(GROUNDING)}")
     parsed = [parse_answer(mode, t) for t in texts]
-    checked = grounding != "off" and mode in ("program", "json")
+    checked = grounding != "off" and mode in ("program", "code", "json")
     numbers = evidence_numbers(contexts) if checked else set()
     grounded = [bool(p.program) and is_grounded(str(p.program), numbers) for p in parsed] if checked else [False] * len(parsed)
     voters = [i for i, p in enumerate(parsed) if p.value is not None]

@@ -4,6 +4,10 @@
 - ``cot``: reasoning, then a "Final answer:" line.
 - ``program``: an arithmetic expression over numbers quoted from the context ("Program: <expr>"),
   evaluated by ``t2exp.safe_eval``; when no program parses, the number in the text is used.
+- ``code``: Program-of-Thoughts with named inputs: a short Python program in a code block that
+  assigns each number it needs to a variable named after it, then computes ``answer`` from them
+  (:func:`t2exp.safe_eval.safe_exec`: straight-line assignments only). When the block does not
+  run, the reply is read as in ``program`` mode.
 - ``json``: the T²-RAGBench authors' answer: one JSON object ``{"reasoning_steps": [str],
   "final_formula": str, "computed_formula": str}`` (``ANSWER_SCHEMA``), requested as structured
   output where the backend supports it (``response_format`` on OpenAI-compatible servers, vLLM's
@@ -25,12 +29,13 @@ from typing import Any
 from t2exp.errors import ConfigError
 from t2exp.evaluation.numbers import answer_span, bare_float, extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
-from t2exp.safe_eval import UnsafeProgram, safe_eval
+from t2exp.safe_eval import UnsafeProgram, safe_eval, safe_exec
 
-MODES = ("direct", "cot", "program", "json")
+MODES = ("direct", "cot", "program", "code", "json")
 # stop sequences used when ``generator.sampling.stop`` is null: one-line answer modes stop at a
-# blank line (small models otherwise ramble until max_tokens), reasoning runs on
-MODE_STOPS: dict[str, tuple[str, ...]] = {"direct": ("\n\n",), "program": ("\n\n",), "cot": (), "json": ()}
+# blank line (small models otherwise ramble until max_tokens), a code block at its closing fence,
+# reasoning runs on
+MODE_STOPS: dict[str, tuple[str, ...]] = {"direct": ("\n\n",), "program": ("\n\n",), "code": ("\n```\n",), "cot": (), "json": ()}
 ANSWER_KEYS = ("reasoning_steps", "final_formula", "computed_formula")
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -44,6 +49,8 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 _PROGRAM_RE = re.compile(r"program\s*:\s*(.+)", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```(?:python)?\s*\n?(.*?)```", re.DOTALL)
+# a code block whose closing fence may be missing (the ``code`` mode's stop string cuts it off)
+_OPEN_FENCE_RE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass
@@ -138,15 +145,34 @@ def answer_text(mode: str, text: str | None, program: str | None = None) -> str 
     ``\\boxed{}`` content, else the rest of the line after the last answer marker, else the last
     line with a digit. ``None`` when there is none.
     """
-    if mode == "program" and program:
+    if mode in ("program", "code") and program:
         return program.strip() or None
     return answer_span(text)
+
+
+def parse_code_answer(text: str) -> ParsedAnswer:
+    """A ``code`` reply: its first code block run by :func:`safe_exec`; a block that does not run
+    is no answer (its numbers are inputs, not the result). A reply without a code block is run
+    whole when it is a program, else read as a ``program`` answer."""
+    match = _OPEN_FENCE_RE.search(text)
+    block = (match.group(1) if match else text).strip()
+    try:
+        return ParsedAnswer(value=safe_exec(block), program=block, text=block)
+    except UnsafeProgram as exc:
+        if match:
+            return ParsedAnswer(value=None, program=None, program_error=f"code: {exc}", text=block or None)
+        fallback = parse_answer("program", text)
+        if fallback.program_error:
+            fallback.program_error = f"code: {exc}; {fallback.program_error}"
+        return fallback
 
 
 def parse_answer(mode: str, text: str) -> ParsedAnswer:
     text = strip_reasoning(text or "")
     if mode == "json":
         return parse_json_answer(text)
+    if mode == "code":
+        return parse_code_answer(text)
     if mode == "program":
         error = None
         for cand in _program_candidates(text):

@@ -12,6 +12,9 @@ stays with the table as its caption when the row opens the table, and the text a
 ``|`` goes back to the prose. Sentences end at ``.``/``!``/``?`` followed by a space or at a line
 break. The selection is lexical and deterministic: the question's words and numbers (``2019``,
 ``1,234.5`` → ``1234.5``) weighted by their IDF over the document's own sentences.
+
+``context.tables`` then says how the tables read: as the document has them (``markdown``) or each
+row as one line naming its values by column (``rows``, :func:`t2exp.tables.with_rows`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from t2exp.tables import with_rows
 
 MODES = ("full", "focused")
 _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
@@ -33,11 +38,11 @@ class Evidence:
 
     mode: str = "full"
     sentences: int = 3
+    tables: str = "markdown"
 
     def of(self, question: str, document: str) -> str:
-        if self.mode == "full":
-            return document
-        return focus(question, document, self.sentences)
+        text = document if self.mode == "full" else focus(question, document, self.sentences)
+        return with_rows(text) if self.tables == "rows" else text
 
     def all(self, question: str, documents: Sequence[str]) -> list[str]:
         return [self.of(question, d) for d in documents]

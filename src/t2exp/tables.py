@@ -1,0 +1,122 @@
+"""How the generator sees a document's tables (``context.tables``).
+
+- ``markdown``: as the document has them (the T²-RAGBench contexts hold Markdown tables).
+- ``rows``: each data row as one line that names every value by its column,
+  ``net cash used for investing activities: 2010 = -319 ( 319 ); 2009 = -1518 ( 1518 )``, so a
+  value no longer has to be matched to its column header by counting ``|`` separators, which is
+  where small models pick the wrong year.
+
+A table is a run of consecutive Markdown rows (:func:`t2exp.evidence.split` finds them and keeps a
+caption with its first row). Its header is every row above the ``|---|`` separator plus the rows
+right below it whose first cell is empty (TAT-DQA's multi-row headers); a column's name is its
+header cells joined. Header rows shorter or longer than the data rows are aligned at their right
+end (the value columns); a header row with a single text spans the columns and becomes a caption
+line. FinQA's pandas index column (an empty header over 0, 1, 2, ...) is
+dropped. The label column's own header (``( in millions )``) stays as a line above the rows. A
+table without a separator or without data rows is left as it is.
+"""
+
+from __future__ import annotations
+
+import re
+
+FORMATS = ("markdown", "rows")
+_SEPARATOR_CELL = re.compile(r"^:?-{2,}:?$")
+
+
+def cells(row: str) -> list[str]:
+    """The cells of one Markdown row, stripped (``| a | b |`` → ``["a", "b"]``)."""
+    row = row.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") else row
+    return [c.strip() for c in row.split("|")]
+
+
+def _is_separator(row: list[str]) -> bool:
+    return bool(row) and all(_SEPARATOR_CELL.match(c) for c in row if c) and any(row)
+
+
+def _drop_index(header: list[list[str]], body: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """Without the pandas index column: empty in every header row, 0, 1, 2, ... down the body."""
+    if header and body and all(h and not h[0] for h in header) and [r[0] for r in body] == [str(i) for i in range(len(body))]:
+        return [h[1:] for h in header], [r[1:] for r in body]
+    return header, body
+
+
+def _column_names(header: list[list[str]], width: int) -> list[str]:
+    """One name per column of a ``width``-wide body: each header row aligned at its right end,
+    the non-empty cells of a column joined top to bottom."""
+    names = [""] * width
+    for row in header:
+        aligned = ([""] * (width - len(row)) + row)[-width:] if width else []
+        names = [f"{n} {c}".strip() if c else n for n, c in zip(names, aligned, strict=True)]
+    return names
+
+
+def render_rows(lines: list[str]) -> str:
+    """One Markdown table (its lines, a caption possibly before the first ``|``) as labelled rows."""
+    caption = ""
+    first = lines[0]
+    if not first.lstrip().startswith("|") and "|" in first:
+        caption, first = first[: first.index("|")].strip(), first[first.index("|") :]
+    rows = [cells(line) for line in [first, *lines[1:]] if line.strip()]
+    sep = next((i for i, r in enumerate(rows) if _is_separator(r)), None)
+    if sep is None:
+        return "\n".join(lines)
+    header, body = rows[:sep], rows[sep + 1 :]
+    while body and body[0] and not body[0][0] and len(body) > 1:
+        header.append(body.pop(0))
+    header, body = _drop_index(header, body)
+    if not body:
+        return "\n".join(lines)
+    out = [caption] if caption else []
+    # a header row with one text in it spans the columns ("Year Ended December 31", "(In millions)"): a caption
+    spanning = [r for r in header if sum(1 for c in r if c) == 1]
+    out += [next(c for c in r if c) for r in spanning]
+    header = [r for r in header if r not in spanning]
+    width = max(len(r) for r in body)
+    names = _column_names(header, width)
+    if names and names[0]:
+        out.append(names[0])  # the label column's header: "( in millions )", a unit or a caption
+    for row in body:
+        row = row + [""] * (width - len(row))
+        label, values = row[0], [(n, v) for n, v in zip(names[1:], row[1:], strict=True) if v]
+        if not values:
+            out.append(label)
+            continue
+        shown = "; ".join(f"{n} = {v}" if n else v for n, v in values)
+        out.append(f"{label}: {shown}" if label else shown)
+    return "\n".join(line for line in out if line)
+
+
+def _is_row(line: str) -> bool:
+    return line.count("|") >= 2
+
+
+def with_rows(document: str) -> str:
+    """``document`` with every Markdown table rendered by :func:`render_rows`; the rest of each
+    line around a table (FinQA glues prose to it with ``_``) stays, on lines of its own."""
+    lines = document.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if not _is_row(lines[i]):
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and _is_row(lines[j]):
+            j += 1
+        run = lines[i:j]
+        first, last = run[0], run[-1]
+        head = first[: first.index("|")].strip().rstrip("_").strip()
+        tail = last[last.rindex("|") + 1 :].strip().lstrip("_").strip()
+        rows = [first[first.index("|") :], *run[1:]]
+        rows[-1] = rows[-1][: rows[-1].rindex("|") + 1]
+        if head:
+            out.append(head)
+        out.append(render_rows(rows))
+        if tail:
+            out.append(tail)
+        i = j
+    return "\n".join(out)

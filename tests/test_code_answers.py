@@ -1,0 +1,80 @@
+"""The ``code`` answer mode: straight-line Python programs with named inputs (safe_exec)."""
+
+from __future__ import annotations
+
+import pytest
+
+from t2exp.answer_choice import choose
+from t2exp.answers import MODE_STOPS, MODES, parse_answer
+from t2exp.safe_eval import UnsafeProgram, program_literals, safe_exec
+
+REPLY = """```python
+# from the table (in millions)
+net_sales_2019 = 1,250
+net_sales_2018 = $1,000
+answer = (net_sales_2019 - net_sales_2018) / net_sales_2018 * 100
+```"""
+
+
+def test_code_is_an_answer_mode_that_stops_at_the_closing_fence():
+    assert "code" in MODES
+    assert MODE_STOPS["code"] == ("\n```\n",)  # not "\n```": the prompt ends in a newline and transformers matches stops across it
+
+
+@pytest.mark.parametrize(
+    ("source", "value"),
+    [
+        ("a = 5\nb = 2\nanswer = a / b", 2.5),
+        ("a = 5\nb = 2\na / b", 2.5),  # a final bare expression
+        ("a = 5\nb = 2\nratio = a / b\nprint(ratio)", 2.5),  # a final print()
+        ("a = 5\nb = 2\nratio = a * b", 10.0),  # the last assignment
+        ("answer = 3\nx = 7", 3.0),  # `answer` wins over the last assignment
+        ("rate = 12.5%", 12.5),
+        ("total = 1,234.5 + 10", 1244.5),
+        ("values = 1\nans = round(values / 3, 2)", 0.33),
+        ("x = 4  # a comment\n\nanswer = x ** 2", 16.0),
+    ],
+)
+def test_safe_exec_values(source, value):
+    assert safe_exec(source) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["import os", "a = b + 1", "for i in range(3):\n    x = i", "x.y = 3", "a = open('f')", "a, b = 1, 2",
+     "a = 1\nprint(a)\nb = 2", "a = 1 / 0", "", "def f():\n    return 1", "a = 1\nwhile True:\n    a = 2"],
+)
+def test_safe_exec_refuses_everything_but_straight_line_arithmetic(source):
+    with pytest.raises(UnsafeProgram):
+        safe_exec(source)
+
+
+def test_program_literals_of_a_code_block_are_its_inputs():
+    assert program_literals(REPLY) == [1250.0, 1000.0, 100.0]
+
+
+def test_code_reply_is_run_and_recorded_as_the_program():
+    parsed = parse_answer("code", "Here is the program:\n" + REPLY + "\nIt computes the change.")
+    assert parsed.value == pytest.approx(25.0)
+    assert parsed.program is not None and parsed.program.startswith("# from the table")
+    assert parsed.text == parsed.program
+
+
+def test_code_reply_cut_at_the_closing_fence_still_runs():
+    # the stop string removes the closing fence (OpenAI-compatible servers drop it)
+    assert parse_answer("code", REPLY.rsplit("\n```", 1)[0]).value == pytest.approx(25.0)
+
+
+def test_code_reply_that_does_not_run_is_read_as_a_program_answer():
+    parsed = parse_answer("code", "Program: (1250 - 1000) / 1000 * 100")
+    assert parsed.value == pytest.approx(25.0)
+    broken = parse_answer("code", "```python\nanswer = revenue / 2\n```")  # its 2 is an input, not an answer
+    assert broken.value is None and "revenue" in str(broken.program_error)
+
+
+def test_grounding_checks_the_code_inputs_against_the_evidence():
+    evidence = ["| | 2019 | 2018 |\n| net sales | 1,250 | 1,000 |"]
+    made_up = REPLY.replace("1,000", "1,100")
+    grounded = choose("code", [REPLY], evidence, grounding="check")
+    assert grounded.fields["grounded"] is True
+    assert choose("code", [made_up], evidence, grounding="check").fields["grounded"] is False
