@@ -33,6 +33,11 @@ def test_code_is_an_answer_mode_that_stops_at_the_closing_fence():
         ("total = 1,234.5 + 10", 1244.5),
         ("values = 1\nans = round(values / 3, 2)", 0.33),
         ("x = 4  # a comment\n\nanswer = x ** 2", 16.0),
+        # which-year questions: a comparison picks the year, as a number or a numeric string
+        ("s19 = 96168\ns18 = 70774\nif s19 > s18:\n    answer = '2019'\nelse:\n    answer = '2018'", 2019.0),
+        ("s19 = 1\ns18 = 2\nif s19 > s18:\n    answer = 2019\nelif s18 >= 2 and not s19 > 5:\n    answer = 2018", 2018.0),
+        ("a = 3.1\nb = 2.4\nanswer = 2019 if a > b else 2018", 2019.0),
+        ("a = 3\nif 1 < a < 2:\n    answer = 1\nelse:\n    pass", 3.0),  # no branch assigned: the last assignment
     ],
 )
 def test_safe_exec_values(source, value):
@@ -42,7 +47,8 @@ def test_safe_exec_values(source, value):
 @pytest.mark.parametrize(
     "source",
     ["import os", "a = b + 1", "for i in range(3):\n    x = i", "x.y = 3", "a = open('f')", "a, b = 1, 2",
-     "a = 1\nprint(a)\nb = 2", "a = 1 / 0", "", "def f():\n    return 1", "a = 1\nwhile True:\n    a = 2"],
+     "a = 1\nprint(a)\nb = 2", "a = 1 / 0", "", "def f():\n    return 1", "a = 1\nwhile True:\n    a = 2",
+     "answer = 3 > 2", "answer = 'not a number'", "if x > 1:\n    answer = 2", "a = [1, 2]"],
 )
 def test_safe_exec_refuses_everything_but_straight_line_arithmetic(source):
     with pytest.raises(UnsafeProgram):

@@ -66,6 +66,13 @@ def _eval(node: ast.AST, env: dict[str, float] | None = None) -> float:
         return env[node.id]
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return float(node.value)
+    if env is not None and isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:  # a program's answer written as a string: answer = "2019"
+            return float(_normalise(node.value.strip()))
+        except ValueError:
+            raise UnsafeProgram(f"string {node.value[:20]!r} is not a number") from None
+    if env is not None and isinstance(node, ast.IfExp):
+        return _eval(node.body if _truth(node.test, env) else node.orelse, env)
     if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
         left, right = _eval(node.left, env), _eval(node.right, env)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
@@ -89,6 +96,29 @@ def _eval(node: ast.AST, env: dict[str, float] | None = None) -> float:
             args[1] = int(digits)
         return float(_FUNCS[node.func.id](*args))
     raise UnsafeProgram(f"{type(node).__name__} is not allowed")
+
+
+_COMPARE: dict[type[ast.cmpop], Callable[[float, float], bool]] = {
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Eq: operator.eq, ast.NotEq: operator.ne,
+}
+
+
+def _truth(node: ast.AST, env: dict[str, float]) -> bool:
+    """A condition of :func:`safe_exec`: comparisons of arithmetic, and/or/not, else a value ≠ 0."""
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        left = _eval(node.left, env)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _eval(comp, env)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.BoolOp):
+        parts = (_truth(v, env) for v in node.values)
+        return all(parts) if isinstance(node.op, ast.And) else any(parts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _truth(node.operand, env)
+    return _eval(node, env) != 0
 
 
 def safe_eval(source: str) -> float:
@@ -124,11 +154,30 @@ def _result_of(node: ast.stmt) -> ast.expr | None:
     return value
 
 
+def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final: ast.stmt) -> float | None:
+    """Execute statements in order; the value of the latest assignment (or of ``final``'s print)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            env[stmt.targets[0].id] = last = _eval(stmt.value, env)
+        elif isinstance(stmt, ast.If):
+            last = _run(stmt.body if _truth(stmt.test, env) else stmt.orelse, env, last, final)
+        elif (shown := _result_of(stmt)) is not None and stmt is final:
+            last = _eval(shown, env)
+        elif isinstance(stmt, ast.Pass):
+            continue
+        else:
+            raise UnsafeProgram(f"{type(stmt).__name__} statement is not allowed")
+    return last
+
+
 def safe_exec(source: str) -> float:
-    """Run a straight-line program of single-name assignments (``x = <expression>``; the
-    expressions are :func:`safe_eval`'s, plus names assigned earlier) and return its answer: the
+    """Run a straight-line program and return its answer. Statements: single-name assignments
+    (``x = <expression>``: :func:`safe_eval`'s arithmetic plus names assigned earlier, numeric
+    strings such as ``"2019"`` and ``a if <condition> else b``) and ``if``/``elif``/``else`` on
+    comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``). The answer is the
     variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` or bare expression, else
-    the last assignment. Anything else (imports, loops, attributes, other calls) is refused."""
+    the last assignment made. Anything else (imports, loops, attributes, other calls, a boolean
+    answer) is refused."""
     src = "\n".join(line for line in _clean_lines(source))
     if not src.strip() or len(src) > MAX_SOURCE:
         raise UnsafeProgram("empty or too long")
@@ -139,15 +188,8 @@ def safe_exec(source: str) -> float:
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise UnsafeProgram("program too large")
     env: dict[str, float] = {}
-    last: float | None = None
     try:
-        for stmt in tree.body:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                env[stmt.targets[0].id] = last = _eval(stmt.value, env)
-            elif (shown := _result_of(stmt)) is not None and stmt is tree.body[-1]:
-                last = _eval(shown, env)
-            else:
-                raise UnsafeProgram(f"{type(stmt).__name__} statement is not allowed")
+        last = _run(tree.body, env, None, tree.body[-1]) if tree.body else None
     except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
         raise UnsafeProgram(f"{type(exc).__name__}: {exc}") from None
     named = next((env[n] for n in ANSWER_NAMES if n in env), None)
