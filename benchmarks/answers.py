@@ -43,7 +43,7 @@ RECIPES: dict[str, list[str]] = {
     "0.5b-fewshot-vote5": ["generator=qwen_coder_0_5b", FEWSHOT, *VOTE5],
     "1.5b": ["generator=qwen_coder_1_5b"],
     "1.5b-full": ["generator=qwen_coder_1_5b", "context.mode=full"],
-    "1.5b-v2": ["generator=qwen_coder_1_5b", "generator.prompt=answer_program_v2"],
+    "1.5b-years": ["generator=qwen_coder_1_5b", "generator.prompt=answer_program_years"],
     "1.5b-rows": ["generator=qwen_coder_1_5b", "context.tables=rows"],
     "1.5b-full-rows": ["generator=qwen_coder_1_5b", "context.mode=full", "context.tables=rows"],
     "1.5b-code": ["generator=qwen_coder_1_5b", "generator.answer_mode=code", "generator.sampling.max_tokens=200"],

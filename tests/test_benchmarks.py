@@ -91,3 +91,11 @@ def test_dtype():
     r = ratio(out, "dtype")
     assert r["auto"] in ("float32", "bfloat16")
     float(r["prefill_fp32_over_bf16"]), float(r["decode_fp32_over_bf16"])  # measured figures (no speed asserted)
+
+
+def test_prompt_lookup():
+    out = run_script("prompt_lookup.py")
+    r = ratio(out, "prompt_lookup")
+    float(r["plain_s_per_answer"]), float(r["lookup_s_per_answer"])  # measured figures (no speed asserted)
+    same, n = r["identical"].split("/")
+    assert int(n) == 2 and 0 <= int(same) <= 2

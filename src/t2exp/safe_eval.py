@@ -121,17 +121,22 @@ def _truth(node: ast.AST, env: dict[str, float]) -> bool:
     return _eval(node, env) != 0
 
 
-def safe_eval(source: str) -> float:
-    """Evaluate an arithmetic expression; raises ``UnsafeProgram`` for anything else."""
-    src = _clean(source)
-    if not src or len(src) > MAX_SOURCE:
+def _parse(src: str, mode: str) -> ast.AST:
+    """``src`` parsed (``eval``: one expression, ``exec``: statements) within the size bounds."""
+    if not src.strip() or len(src) > MAX_SOURCE:
         raise UnsafeProgram("empty or too long")
     try:
-        tree = ast.parse(src, mode="eval")
+        tree = ast.parse(src, mode=mode)
     except SyntaxError as exc:
         raise UnsafeProgram(f"syntax error: {exc.msg}") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise UnsafeProgram("expression too large")
+        raise UnsafeProgram("expression too large" if mode == "eval" else "program too large")
+    return tree
+
+
+def safe_eval(source: str) -> float:
+    """Evaluate an arithmetic expression; raises ``UnsafeProgram`` for anything else."""
+    tree = _parse(_clean(source), "eval")
     try:
         value = _eval(tree)
     except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
@@ -178,15 +183,8 @@ def safe_exec(source: str) -> float:
     variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` or bare expression, else
     the last assignment made. Anything else (imports, loops, attributes, other calls, a boolean
     answer) is refused."""
-    src = "\n".join(line for line in _clean_lines(source))
-    if not src.strip() or len(src) > MAX_SOURCE:
-        raise UnsafeProgram("empty or too long")
-    try:
-        tree = ast.parse(src, mode="exec")
-    except SyntaxError as exc:
-        raise UnsafeProgram(f"syntax error: {exc.msg}") from None
-    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise UnsafeProgram("program too large")
+    tree = _parse("\n".join(_clean_lines(source)), "exec")
+    assert isinstance(tree, ast.Module)
     env: dict[str, float] = {}
     try:
         last = _run(tree.body, env, None, tree.body[-1]) if tree.body else None
