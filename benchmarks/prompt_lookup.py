@@ -67,7 +67,8 @@ def main() -> None:
     print(f"model {plain.name}, {len(prompts)} oracle prompts (answer_mode={args.mode}), prompt_lookup={args.lookup}")
     plain.generate(prompts[:1], Sampling(max_tokens=2))  # warm-up
     secs = {"plain": 0.0, "lookup": 0.0}
-    tokens, same = 0, 0
+    tokens = {"plain": 0, "lookup": 0}
+    same = 0
     for i, prompt in enumerate(prompts):
         order = [("plain", plain), ("lookup", lookup)][:: 1 if i % 2 == 0 else -1]
         texts = {}
@@ -76,12 +77,13 @@ def main() -> None:
             g = gen.generate([prompt], sampling)[0]
             secs[name] += time.perf_counter() - t0
             texts[name] = g.text
-            tokens += g.completion_tokens if name == "plain" else 0
+            tokens[name] += g.completion_tokens
         same += texts["plain"] == texts["lookup"]
     n = len(prompts)
     print()
-    print(table(["decoding", "s/answer", "new tokens/answer"], [["plain greedy", secs["plain"] / n, tokens / n],
-                                                               [f"prompt lookup {args.lookup}", secs["lookup"] / n, tokens / n]], ".2f"))
+    rows = [[label, secs[name] / n, tokens[name] / n]
+            for name, label in (("plain", "plain greedy"), ("lookup", f"prompt lookup {args.lookup}"))]
+    print(table(["decoding", "s/answer", "new tokens/answer"], rows, ".2f"))
     ratio_line("prompt_lookup", model=plain.name, mode=args.mode, questions=n, lookup=args.lookup,
                plain_s_per_answer=secs["plain"] / n, lookup_s_per_answer=secs["lookup"] / n,
                plain_over_lookup=secs["plain"] / max(1e-9, secs["lookup"]), identical=f"{same}/{n}")

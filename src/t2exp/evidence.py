@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from t2exp.tables import with_rows
+from t2exp.tables import row_parts, with_rows
 
 MODES = ("full", "focused")
 _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
@@ -70,11 +70,11 @@ def split(document: str) -> list[tuple[str, str]]:
                 pieces.append(("prose", s.strip()))
 
     for line in document.splitlines():
-        first, last = line.find("|"), line.rfind("|")
-        if first == -1 or first == last:
+        parts = row_parts(line)
+        if parts is None:
             prose(line)
             continue
-        head, row, tail = line[:first], line[first : last + 1], line[last + 1 :]
+        head, row, tail = parts
         opens = not pieces or pieces[-1][0] != "table"
         caption = head.strip().strip("_").strip()
         if caption and not opens:

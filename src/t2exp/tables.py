@@ -89,8 +89,14 @@ def render_rows(lines: list[str]) -> str:
     return "\n".join(line for line in out if line)
 
 
-def _is_row(line: str) -> bool:
-    return line.count("|") >= 2
+def row_parts(line: str) -> tuple[str, str, str] | None:
+    """``(text before, | the row |, text after)`` of a line holding a Markdown row (two or more
+    ``|``; FinQA glues prose to its table on both sides), else None. The one rule of what a table
+    line is, for :func:`with_rows` and :func:`t2exp.evidence.split`."""
+    first, last = line.find("|"), line.rfind("|")
+    if first == -1 or first == last:
+        return None
+    return line[:first], line[first : last + 1], line[last + 1 :]
 
 
 def with_rows(document: str) -> str:
@@ -100,23 +106,22 @@ def with_rows(document: str) -> str:
     out: list[str] = []
     i = 0
     while i < len(lines):
-        if not _is_row(lines[i]):
+        if row_parts(lines[i]) is None:
             out.append(lines[i])
             i += 1
             continue
-        j = i
-        while j < len(lines) and _is_row(lines[j]):
-            j += 1
-        run = lines[i:j]
-        first, last = run[0], run[-1]
-        head = first[: first.index("|")].strip().rstrip("_").strip()
-        tail = last[last.rindex("|") + 1 :].strip().lstrip("_").strip()
-        rows = [first[first.index("|") :], *run[1:]]
-        rows[-1] = rows[-1][: rows[-1].rindex("|") + 1]
+        run, parts = [], []
+        while i < len(lines) and (part := row_parts(lines[i])) is not None:
+            run.append(lines[i])
+            parts.append(part)
+            i += 1
+        head = parts[0][0].strip().rstrip("_").strip()
+        tail = parts[-1][2].strip().lstrip("_").strip()
+        rows = [run[0][len(parts[0][0]) :], *run[1:]]  # the first row without the text before it,
+        rows[-1] = rows[-1][: rows[-1].rindex("|") + 1]  # the last without the text after it
         if head:
             out.append(head)
         out.append(render_rows(rows))
         if tail:
             out.append(tail)
-        i = j
     return "\n".join(out)
