@@ -38,6 +38,15 @@ def test_code_is_an_answer_mode_that_stops_at_the_closing_fence():
         ("s19 = 1\ns18 = 2\nif s19 > s18:\n    answer = 2019\nelif s18 >= 2 and not s19 > 5:\n    answer = 2018", 2018.0),
         ("a = 3.1\nb = 2.4\nanswer = 2019 if a > b else 2018", 2019.0),
         ("a = 3\nif 1 < a < 2:\n    answer = 1\nelse:\n    pass", 3.0),  # no branch assigned: the last assignment
+        # yes/no questions: a comparison is 1 or 0
+        ("ball = 115.36\ndow = 119.63\nanswer = ball > dow", 0.0),
+        ("a = 2\nanswer = a > 1 and not a > 5", 1.0),
+        # counting with += in one loop over a written-out list or a range, a print before the end ignored
+        ("n = 0\nfor v in [5753, 5268, 4781]:\n    if v > 5000:\n        n += 1\nprint(n)", 2.0),
+        ("t = 0\nfor i in range(1, 4):\n    t += i\nanswer = t", 6.0),
+        ("x = 10\nx -= 4\nx /= 2", 3.0),
+        ("a = 1\nprint(a)\nb = 2", 2.0),
+        ("p = 49 / 136 * 100\nprint(f'Share: {p:.2f}%')", 49 / 136 * 100),  # an f-string showing one value
     ],
 )
 def test_safe_exec_values(source, value):
@@ -46,13 +55,22 @@ def test_safe_exec_values(source, value):
 
 @pytest.mark.parametrize(
     "source",
-    ["import os", "a = b + 1", "for i in range(3):\n    x = i", "x.y = 3", "a = open('f')", "a, b = 1, 2",
-     "a = 1\nprint(a)\nb = 2", "a = 1 / 0", "", "def f():\n    return 1", "a = 1\nwhile True:\n    a = 2",
-     "answer = 3 > 2", "answer = 'not a number'", "if x > 1:\n    answer = 2", "a = [1, 2]"],
+    ["import os", "a = b + 1", "x.y = 3", "a = open('f')", "a, b = 1, 2",
+     "a = 1 / 0", "", "def f():\n    return 1", "a = 1\nwhile True:\n    a = 2",
+     "answer = 'not a number'", "if x > 1:\n    answer = 2", "a = [1, 2]", "n += 1",
+     "for i in range(101):\n    x = i",  # more than MAX_ITEMS: run time stays bounded
+     "for i in range(3):\n    for j in range(3):\n        x = j",  # nested loops
+     "for i in range(0.5, 3):\n    x = i", "for k in {1: 2}:\n    x = k", "for i in [1, 2]:\n    x = i\nelse:\n    x = 0",
+     "a = 1\nb = 2\nprint(f'{a} and {b}')"],  # which of two shown values is the answer is unknown
 )
-def test_safe_exec_refuses_everything_but_straight_line_arithmetic(source):
+def test_safe_exec_refuses_everything_but_bounded_arithmetic(source):
     with pytest.raises(UnsafeProgram):
         safe_exec(source)
+
+
+def test_safe_exec_errors_name_the_cause_once():
+    with pytest.raises(UnsafeProgram, match=r"^name 'b' is used before it is assigned$"):
+        safe_exec("a = b + 1")
 
 
 def test_program_literals_of_a_code_block_are_its_inputs():

@@ -1,10 +1,11 @@
 """A small, safe evaluator for model-written arithmetic (Program-of-Thoughts answers).
 
-Two forms: :func:`safe_eval` reads one expression; :func:`safe_exec` reads a straight-line Python
+Two forms: :func:`safe_eval` reads one expression; :func:`safe_exec` reads a short Python
 program of assignments (``revenue_2019 = 1250`` ... ``answer = (revenue_2019 - revenue_2018) /
-revenue_2018 * 100``), whose expressions may also use the names assigned before them. In both,
+revenue_2018 * 100``), whose expressions may also use the names assigned before them, with
+``if``/``else``, ``+=`` and one level of ``for`` loop over a written-out list or ``range()``. In both,
 only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
-abs/round/min/max/sum are allowed: no attributes, calls to anything else, imports, loops or
+abs/round/min/max/sum are allowed: no attributes, calls to anything else, imports, while loops or
 builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is never the
 modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded
 (source length, AST nodes, exponent), so evaluation time is bounded too.
@@ -22,6 +23,7 @@ from typing import Any
 MAX_SOURCE = 2000
 MAX_NODES = 400
 MAX_EXPONENT = 100
+MAX_ITEMS = 100  # items a for loop of safe_exec may run over (nested loops multiply, within MAX_NODES)
 
 _BIN = {
     ast.Add: operator.add,
@@ -73,6 +75,13 @@ def _eval(node: ast.AST, env: dict[str, float] | None = None) -> float:
             raise UnsafeProgram(f"string {node.value[:20]!r} is not a number") from None
     if env is not None and isinstance(node, ast.IfExp):
         return _eval(node.body if _truth(node.test, env) else node.orelse, env)
+    if env is not None and (isinstance(node, (ast.Compare, ast.BoolOp)) or isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+        return 1.0 if _truth(node, env) else 0.0  # a yes/no answer (answer = a > b): 1 or 0
+    if env is not None and isinstance(node, ast.JoinedStr):
+        shown = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+        if len(shown) != 1:  # print(f"{a:.2f}% and {b:.2f}%"): which one is the answer is unknown
+            raise UnsafeProgram("an f-string must show exactly one value")
+        return _eval(shown[0].value, env)
     if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
         left, right = _eval(node.left, env), _eval(node.right, env)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
@@ -159,15 +168,49 @@ def _result_of(node: ast.stmt) -> ast.expr | None:
     return value
 
 
-def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final: ast.stmt) -> float | None:
+def _items(node: ast.expr, env: dict[str, float]) -> list[float]:
+    """What a ``for`` loop of :func:`safe_exec` runs over: a list or tuple written out, or
+    ``range()`` of whole numbers; at most ``MAX_ITEMS`` items, so run time stays bounded."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_eval(e, env) for e in node.elts]
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+          and 1 <= len(node.args) <= 3 and not node.keywords):
+        bounds = [_eval(a, env) for a in node.args]
+        if not all(b.is_integer() for b in bounds):
+            raise UnsafeProgram("range() takes whole numbers")
+        span = range(*(int(b) for b in bounds))
+        if len(span) > MAX_ITEMS:
+            raise UnsafeProgram(f"a loop over more than {MAX_ITEMS} items")
+        items = [float(i) for i in span]
+    else:
+        raise UnsafeProgram("a loop must run over a written-out list or range()")
+    if len(items) > MAX_ITEMS:
+        raise UnsafeProgram(f"a loop over more than {MAX_ITEMS} items")
+    return items
+
+
+def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final: ast.stmt, looping: bool = False) -> float | None:
     """Execute statements in order; the value of the latest assignment (or of ``final``'s print)."""
     for stmt in body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             env[stmt.targets[0].id] = last = _eval(stmt.value, env)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and type(stmt.op) in _BIN:
+            name = stmt.target.id
+            if name not in env:
+                raise UnsafeProgram(f"name {name!r} is used before it is assigned")
+            env[name] = last = float(_BIN[type(stmt.op)](env[name], _eval(stmt.value, env)))
         elif isinstance(stmt, ast.If):
-            last = _run(stmt.body if _truth(stmt.test, env) else stmt.orelse, env, last, final)
+            last = _run(stmt.body if _truth(stmt.test, env) else stmt.orelse, env, last, final, looping)
+        elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
+            if looping:
+                raise UnsafeProgram("nested loops are not allowed")  # keeps the steps run within MAX_ITEMS x MAX_NODES
+            for value in _items(stmt.iter, env):
+                env[stmt.target.id] = value
+                last = _run(stmt.body, env, last, final, looping=True)
         elif (shown := _result_of(stmt)) is not None and stmt is final:
             last = _eval(shown, env)
+        elif shown is not None and isinstance(stmt.value, ast.Call):
+            continue  # a print before the end shows a step, not the answer
         elif isinstance(stmt, ast.Pass):
             continue
         else:
@@ -176,18 +219,23 @@ def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final:
 
 
 def safe_exec(source: str) -> float:
-    """Run a straight-line program and return its answer. Statements: single-name assignments
+    """Run a short program and return its answer. Statements: single-name assignments
     (``x = <expression>``: :func:`safe_eval`'s arithmetic plus names assigned earlier, numeric
-    strings such as ``"2019"`` and ``a if <condition> else b``) and ``if``/``elif``/``else`` on
-    comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``). The answer is the
-    variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` or bare expression, else
-    the last assignment made. Anything else (imports, loops, attributes, other calls, a boolean
-    answer) is refused."""
+    strings such as ``"2019"``, ``a if <condition> else b``, and a comparison, which is 1 or 0 as a
+    yes/no answer), ``x += <expression>`` (any arithmetic operator), ``if``/``elif``/``else`` on
+    comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``), one level of ``for``
+    loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items, and prints (a
+    print before the end is ignored). The answer is the variable ``answer`` (or ``ans``/``result``),
+    else a final ``print(x)`` (or ``print(f"{x:.2f}")`` with one value shown) or bare expression,
+    else the last assignment made. Anything else (imports, while loops, nested loops, attributes,
+    other calls) is refused."""
     tree = _parse("\n".join(_clean_lines(source)), "exec")
     assert isinstance(tree, ast.Module)
     env: dict[str, float] = {}
     try:
         last = _run(tree.body, env, None, tree.body[-1]) if tree.body else None
+    except UnsafeProgram:
+        raise
     except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
         raise UnsafeProgram(f"{type(exc).__name__}: {exc}") from None
     named = next((env[n] for n in ANSWER_NAMES if n in env), None)
