@@ -209,7 +209,7 @@ def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final:
                 last = _run(stmt.body, env, last, final, looping=True)
         elif (shown := _result_of(stmt)) is not None and stmt is final:
             last = _eval(shown, env)
-        elif shown is not None and isinstance(stmt.value, ast.Call):
+        elif shown is not None and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             continue  # a print before the end shows a step, not the answer
         elif isinstance(stmt, ast.Pass):
             continue
