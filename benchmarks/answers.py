@@ -47,7 +47,7 @@ RECIPES: dict[str, list[str]] = {
     "1.5b-rows": ["generator=qwen_coder_1_5b", "context.tables=rows"],
     "1.5b-full-rows": ["generator=qwen_coder_1_5b", "context.mode=full", "context.tables=rows"],
     "1.5b-code": ["generator=qwen_coder_1_5b_code"],
-    "1.5b-code-ordered": ["generator=qwen_coder_1_5b_code", "generator.prompt=answer_code_ordered"],
+    "1.5b-code-v1": ["generator=qwen_coder_1_5b_code", "generator.prompt=answer_code_v1"],
     "1.5b-code-full": ["generator=qwen_coder_1_5b_code", "context.mode=full"],
     "1.5b-fewshot": ["generator=qwen_coder_1_5b", FEWSHOT],
     "1.5b-grounded-vote5": ["generator=qwen_coder_1_5b", *VOTE5],
