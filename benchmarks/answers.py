@@ -8,7 +8,7 @@ questions, in one run.
 Two question sets that never share a question:
 
 - ``report``: what ``python -m t2exp rag_method=oracle dataset.limit=200`` asks, the seeded sample
-  (seed 0) of 200 questions of each bundled subset the loader draws (``t2exp.data.sample_questions``).
+  (seed 0) of 200 questions of each bundled subset the loader draws (``t2exp.sampling.sample_questions``).
   The README's numbers come from here.
 - ``tune``: ``--per-subset`` questions of each subset drawn (seed ``--seed``) from the bundled
   questions *outside* the report sample, written to a data directory of their own (oracle context

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from fakes.openai_server import FakeOpenAIServer
-from t2exp.data import load_subsets, subsample_corpus
+from t2exp.data import load_subsets
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
 from t2exp.generators import Sampling
@@ -25,6 +25,7 @@ from t2exp.methods import Services, build_method
 from t2exp.methods.metadata_hybrid import company_tokens, mentions_company
 from t2exp.prompts import PromptLibrary
 from t2exp.rerankers.chunk_maxsim import ChunkMaxSimReranker, split_passages
+from t2exp.sampling import subsample_corpus
 from t2exp.stores.lancedb_store import LanceDBStore
 
 pytestmark = pytest.mark.slow

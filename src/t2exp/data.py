@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import math
-import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import pandas as pd
 from t2exp.errors import DataError
 from t2exp.evaluation.numbers import parse_gold
 from t2exp.folds import select_fold
+from t2exp.sampling import sample_questions, subsample_corpus
 
 log = logging.getLogger(__name__)
 
@@ -273,32 +273,6 @@ def rows_to_subset(
     if stats["non_numeric_gold"]:
         log.warning("subset %s: %d questions have a non-numeric gold answer; excluded from NM", name, stats["non_numeric_gold"])
     return Subset(name=name, questions=questions, corpus=list(corpus.values()), sources=sources, stats=stats)
-
-
-def sample_questions(questions: list[Question], limit: int | None, seed: int) -> list[Question]:
-    """A seeded sample of ``limit`` questions (order kept); the corpus is not touched."""
-    if not limit or limit >= len(questions):
-        return questions
-    rng = random.Random(seed)
-    keep = set(rng.sample(range(len(questions)), limit))
-    return [q for i, q in enumerate(questions) if i in keep]
-
-
-def subsample_corpus(subset: Subset, size: int | None, seed: int) -> Subset:
-    """Keep a seeded subsample of ``size`` documents and the questions whose gold is in it.
-
-    Subsamples are nested: for one seed, the documents of a smaller size are a prefix of the
-    same permutation, so they are contained in every larger one (corpus-size curves).
-    """
-    if not size or size >= len(subset.corpus):
-        return subset
-    order = sorted(subset.corpus, key=lambda d: d.context_id)
-    random.Random(f"corpus:{seed}").shuffle(order)
-    keep = order[:size]
-    ids = {d.context_id for d in keep}
-    questions = [q for q in subset.questions if q.context_id in ids]
-    stats = dict(subset.stats, corpus_subsampled_from=len(subset.corpus))
-    return Subset(name=subset.name, questions=questions, corpus=keep, sources=subset.sources, stats=stats)
 
 
 def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame]]:

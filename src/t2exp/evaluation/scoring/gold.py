@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from t2exp.data import Question, Subset, load_subsets, loader_args, sample_questions
+from t2exp.data import Question, Subset, load_subsets, loader_args
 from t2exp.errors import ConfigError, DataError
+from t2exp.sampling import sample_questions
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
