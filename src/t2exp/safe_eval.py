@@ -23,7 +23,7 @@ from typing import Any
 MAX_SOURCE = 2000
 MAX_NODES = 400
 MAX_EXPONENT = 100
-MAX_ITEMS = 100  # items a for loop of safe_exec may run over (nested loops multiply, within MAX_NODES)
+MAX_ITEMS = 100  # items a for loop of safe_exec may run over (loops do not nest: steps stay within MAX_ITEMS x MAX_NODES)
 
 _BIN = {
     ast.Add: operator.add,
@@ -209,8 +209,8 @@ def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final:
                 last = _run(stmt.body, env, last, final, looping=True)
         elif (shown := _result_of(stmt)) is not None and stmt is final:
             last = _eval(shown, env)
-        elif shown is not None and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            continue  # a print before the end shows a step, not the answer
+        elif shown is not None:
+            continue  # an expression before the end (a print of a step) is not the answer: never evaluated
         elif isinstance(stmt, ast.Pass):
             continue
         else:
@@ -224,8 +224,8 @@ def safe_exec(source: str) -> float:
     strings such as ``"2019"``, ``a if <condition> else b``, and a comparison, which is 1 or 0 as a
     yes/no answer), ``x += <expression>`` (any arithmetic operator), ``if``/``elif``/``else`` on
     comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``), one level of ``for``
-    loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items, and prints (a
-    print before the end is ignored). The answer is the variable ``answer`` (or ``ans``/``result``),
+    loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items, and prints (an
+    expression statement before the end, such as the print of a step, is skipped unevaluated). The answer is the variable ``answer`` (or ``ans``/``result``),
     else a final ``print(x)`` (or ``print(f"{x:.2f}")`` with one value shown) or bare expression,
     else the last assignment made. Anything else (imports, while loops, nested loops, attributes,
     other calls) is refused."""
