@@ -225,10 +225,10 @@ def safe_exec(source: str) -> float:
     yes/no answer), ``x += <expression>`` (any arithmetic operator), ``if``/``elif``/``else`` on
     comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``), one level of ``for``
     loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items, and prints (an
-    expression statement before the end, such as the print of a step, is skipped unevaluated). The answer is the variable ``answer`` (or ``ans``/``result``),
-    else a final ``print(x)`` (or ``print(f"{x:.2f}")`` with one value shown) or bare expression,
-    else the last assignment made. Anything else (imports, while loops, nested loops, attributes,
-    other calls) is refused."""
+    expression statement before the end, such as the print of a step, is skipped unevaluated).
+    The answer is the variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` (or
+    ``print(f"{x:.2f}")`` with one value shown) or bare expression, else the last assignment
+    made. Anything else (imports, while loops, nested loops, attributes, other calls) is refused."""
     tree = _parse("\n".join(_clean_lines(source)), "exec")
     assert isinstance(tree, ast.Module)
     env: dict[str, float] = {}
