@@ -6,9 +6,9 @@
   evaluated by ``t2exp.safe_eval``; when no program parses, the number in the text is used.
 - ``code``: Program-of-Thoughts with named inputs: a short Python program in a code block that
   assigns each number it needs to a variable named after it, then computes ``answer`` from them
-  (:func:`t2exp.safe_eval.safe_exec`: assignments, arithmetic and ``if``/``else`` on
-  comparisons). A code block that does not run is no answer; a reply without a code block is read
-  as in ``program`` mode.
+  (run by :func:`t2exp.safe_eval.safe_exec`, whose docstring lists what it allows). A code
+  block that does not run is no answer; a reply without a code block is read as in ``program``
+  mode.
 - ``json``: the T²-RAGBench authors' answer: one JSON object ``{"reasoning_steps": [str],
   "final_formula": str, "computed_formula": str}`` (``ANSWER_SCHEMA``), requested as structured
   output where the backend supports it (``response_format`` on OpenAI-compatible servers, vLLM's

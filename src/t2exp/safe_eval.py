@@ -170,23 +170,22 @@ def _result_of(node: ast.stmt) -> ast.expr | None:
 
 def _items(node: ast.expr, env: dict[str, float]) -> list[float]:
     """What a ``for`` loop of :func:`safe_exec` runs over: a list or tuple written out, or
-    ``range()`` of whole numbers; at most ``MAX_ITEMS`` items, so run time stays bounded."""
+    ``range()`` of whole numbers; at most ``MAX_ITEMS`` items (counted before any is made), so run
+    time stays bounded."""
     if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_eval(e, env) for e in node.elts]
+        count, make = len(node.elts), lambda: [_eval(e, env) for e in node.elts]
     elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
           and 1 <= len(node.args) <= 3 and not node.keywords):
         bounds = [_eval(a, env) for a in node.args]
         if not all(b.is_integer() for b in bounds):
             raise UnsafeProgram("range() takes whole numbers")
         span = range(*(int(b) for b in bounds))
-        if len(span) > MAX_ITEMS:
-            raise UnsafeProgram(f"a loop over more than {MAX_ITEMS} items")
-        items = [float(i) for i in span]
+        count, make = len(span), lambda: [float(i) for i in span]
     else:
         raise UnsafeProgram("a loop must run over a written-out list or range()")
-    if len(items) > MAX_ITEMS:
+    if count > MAX_ITEMS:
         raise UnsafeProgram(f"a loop over more than {MAX_ITEMS} items")
-    return items
+    return make()
 
 
 def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final: ast.stmt, looping: bool = False) -> float | None:
@@ -195,10 +194,8 @@ def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             env[stmt.targets[0].id] = last = _eval(stmt.value, env)
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and type(stmt.op) in _BIN:
-            name = stmt.target.id
-            if name not in env:
-                raise UnsafeProgram(f"name {name!r} is used before it is assigned")
-            env[name] = last = float(_BIN[type(stmt.op)](env[name], _eval(stmt.value, env)))
+            current = _eval(stmt.target, env)  # the Name rule: assigned before it is used
+            env[stmt.target.id] = last = float(_BIN[type(stmt.op)](current, _eval(stmt.value, env)))
         elif isinstance(stmt, ast.If):
             last = _run(stmt.body if _truth(stmt.test, env) else stmt.orelse, env, last, final, looping)
         elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
