@@ -11,8 +11,13 @@ Two question sets that never share a question:
   (seed 0) of 200 questions of each bundled subset the loader draws (``t2exp.sampling.sample_questions``).
   The README's numbers come from here.
 - ``tune``: ``--per-subset`` questions of each subset drawn (seed ``--seed``) from the bundled
-  questions *outside* the report sample, written to a data directory of their own (oracle context
-  does not need the rest of the corpus). Recipes are compared and chosen here.
+  questions *outside* the report sample: a copy of the bundled data whose other rows are split
+  ``corpus``, asked with ``dataset.question_splits=[tune]``, so the corpus stays whole for the
+  retrieving recipes. Recipes are compared and chosen here.
+
+A recipe runs with ``rag_method=oracle`` (the gold context) unless its overrides choose the
+retrieval (``rag_method=`` or ``+rung=``): the ``-e2e`` recipes retrieve, so a run of
+``--recipes 1.5b-code,1.5b-code-e2e`` prints end-to-end NM paired against the oracle's.
 
 Each recipe is a real ``python -m t2exp`` subprocess (its overrides below) in its own working
 directory; converted models come from the checkout's cache and answers from one LLM cache, so a
@@ -49,16 +54,20 @@ RECIPES: dict[str, list[str]] = {
     "1.5b-code": ["generator=qwen_coder_1_5b_code"],
     "1.5b-code-v1": ["generator=qwen_coder_1_5b_code", "generator.prompt=answer_code_v1"],
     "1.5b-code-full": ["generator=qwen_coder_1_5b_code", "context.mode=full"],
+    "1.5b-code-e2e": ["generator=qwen_coder_1_5b_code", "+rung=alt_bm25_company_year"],
+    "1.5b-code-e2e-hybrid": ["generator=qwen_coder_1_5b_code", "rag_method=hybrid"],
     "1.5b-fewshot": ["generator=qwen_coder_1_5b", FEWSHOT],
     "1.5b-grounded-vote5": ["generator=qwen_coder_1_5b", *VOTE5],
     "1.5b-fewshot-vote5": ["generator=qwen_coder_1_5b", FEWSHOT, *VOTE5],
     "1.5b-cot": ["generator=qwen_coder_1_5b", "generator.answer_mode=cot", "generator.sampling.max_tokens=320"],
 }
 REPORT_LIMIT, REPORT_SEED = 200, 0
+SHOWN = ("not_retrieved", "no_number", "runaway", "ungrounded", "wrong_lookup", "wrong_operation")  # error categories
 
 
 def tune_data(dest: Path, per_subset: int, seed: int) -> None:
-    """Write ``per_subset`` questions of each bundled subset from outside the report sample."""
+    """Copy the bundled data with ``per_subset`` questions of each subset from outside the report
+    sample in split ``tune`` and every other row in split ``corpus``."""
     import random
 
     import pandas as pd
@@ -71,11 +80,12 @@ def tune_data(dest: Path, per_subset: int, seed: int) -> None:
         df = pd.read_parquet(f)
         rest = [i for i in df["id"] if i not in report]
         keep = set(random.Random(seed).sample(rest, min(per_subset, len(rest))))
-        df[df["id"].isin(keep)].to_parquet(dest / f.name)
+        df.assign(split=["tune" if i in keep else "corpus" for i in df["id"]]).to_parquet(dest / f.name)
 
 
 def run(work: Path, overrides: list[str]) -> list[dict]:
-    cmd = [sys.executable, "-m", "t2exp", "rag_method=oracle", *overrides,
+    retrieves = any(o.startswith(("rag_method=", "+rung=")) for o in overrides)
+    cmd = [sys.executable, "-m", "t2exp", *([] if retrieves else ["rag_method=oracle"]), *overrides,
            f"paths.models={SHARED_CACHE / 'models'}", f"paths.cache={work / 'cache'}"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
@@ -110,7 +120,7 @@ def main() -> None:
             data = Path(tmp) / "data"
             data.mkdir()
             tune_data(data, args.per_subset, args.seed)
-            sample = [f"dataset.path={data}", "dataset.limit=null"]
+            sample = [f"dataset.path={data}", "dataset.limit=null", "dataset.question_splits=[tune]"]
             what = f"tune: {args.per_subset} questions a subset outside the report sample, seed {args.seed}"
         else:
             sample = [f"dataset.limit={args.limit}", f"seed={REPORT_SEED}"]
@@ -136,13 +146,14 @@ def main() -> None:
         mine = {r["id"]: r["nm"] for r in res}
         diff = compare_values("avg", [mine[i] for i in ids], [base_nm[i] for i in ids], n_boot=2000, seed=0)
         counts = breakdown(res)["all"]
+        hits = [r["recall_at_3"] for r in res if r.get("recall_at_3") is not None]
+        r_at_3 = 100 * sum(hits) / len(hits) if hits else float("nan")
         rows.append([name, per.get("FinQA", float("nan")), per.get("TAT-DQA", float("nan")), nm.mean,
                      f"[{nm.ci_low:.1f}, {nm.ci_high:.1f}]", nm.n, f"{diff.diff:+.1f} [{diff.ci_low:+.1f}, {diff.ci_high:+.1f}]",
-                     sum(secs) / max(1, len(secs)), *(counts.get(c, 0) for c in ("no_number", "runaway", "ungrounded",
-                                                                                 "wrong_lookup", "wrong_operation"))])
+                     sum(secs) / max(1, len(secs)), r_at_3, *(counts.get(c, 0) for c in SHOWN)])
     print()
-    print(table(["recipe", "FinQA NM", "TAT-DQA NM", "avg NM", "95% CI", "n", f"Δ vs {base}", "s/answer",
-                 "no_number", "runaway", "ungrounded", "wrong_lookup", "wrong_operation"], rows, ".1f"))
+    print(table(["recipe", "FinQA NM", "TAT-DQA NM", "avg NM", "95% CI", "n", f"Δ vs {base}", "s/answer", "R@3", *SHOWN],
+                rows, ".1f"))
     best = max(rows, key=lambda r: r[3])
     ratio_line("answers", sample=args.sample, best=best[0], best_nm=best[3], baseline_nm=rows[0][3],
                best_s_per_answer=best[7], baseline_s_per_answer=rows[0][7], questions=rows[0][5])

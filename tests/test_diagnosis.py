@@ -29,6 +29,10 @@ def row(pred, gold, **kw):
     (row(7.0, 5.0, program="7", grounded=True), "wrong_lookup"),
     (row(7.0, 5.0, program="3 + 4", grounded=True), "wrong_operation"),
     (row(7.0, 5.0), "wrong_value"),
+    (row(None, 5.0, context_id="a", retrieved=["b", "c", "a"], n_contexts=2), "not_retrieved"),
+    (row(None, 5.0, context_id="a", retrieved=["b", "a"], n_contexts=2), "no_number"),
+    (row(5.0, 5.0, context_id="a", retrieved=["b"], n_contexts=1), "correct"),
+    (row(None, 5.0, context_id="a", retrieved=[], n_contexts=0), "no_number"),
 ])
 def test_categories(r, expected):
     assert category(r) == expected

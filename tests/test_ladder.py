@@ -51,4 +51,4 @@ def test_every_beyond_cell_composes_and_passes_the_check():
         config.check(cfg)
         names.add((cfg.rag_method.name, cfg.rag_method.lexical, cfg.document.variant))
         assert cfg.dataset.folds == 5 and cfg.dataset.fold == 0 and cfg.generator.name == "none"
-    assert ("metadata_hybrid", "fielded", "metadata_prefix") in names and ("hybrid", "rank_bm25", "company_year") in names
+    assert ("metadata_hybrid", "fielded", "metadata_prefix") in names and ("bm25", "rank_bm25", "company_year") in names

@@ -4,6 +4,9 @@
 breakdown per subset. The categories are tried in this order; the first that fits is the one:
 
 - ``correct``: Number Match holds (``nm`` = 1).
+- ``not_retrieved``: the gold document was not among the documents the generator read (the
+  first ``n_contexts`` of ``retrieved``): an end-to-end miss that retrieval, not the answer, owns.
+  Runs without retrieval (``pretrained_only``) have none.
 - ``no_number``: nothing parsed to a number (no program, invalid JSON, prose only).
 - ``runaway``: a degenerate prediction (:func:`numbers.is_degenerate`, e.g. ``0.0000…``) or an
   answer cut off at ``max_tokens``.
@@ -36,7 +39,7 @@ from typing import Any
 from t2exp.evaluation.numbers import number_match
 from t2exp.safe_eval import program_literals
 
-CATEGORIES = ("correct", "no_number", "runaway", "near_miss", "growth_vs_level", "inverted", "ungrounded",
+CATEGORIES = ("correct", "not_retrieved", "no_number", "runaway", "near_miss", "growth_vs_level", "inverted", "ungrounded",
               "wrong_lookup", "wrong_operation", "wrong_value")
 NEAR = 5e-2
 
@@ -45,6 +48,9 @@ def category(row: Mapping[str, Any]) -> str:
     """The error category of one scored prediction (see the module docstring)."""
     if row.get("nm") == 1:
         return "correct"
+    read = (row.get("retrieved") or [])[: int(row.get("n_contexts") or 0)]
+    if read and row.get("context_id") not in read:
+        return "not_retrieved"
     pred, gold = row.get("prediction"), row.get("gold")
     if pred is None or not math.isfinite(float(pred)):
         return "no_number"

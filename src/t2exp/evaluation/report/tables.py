@@ -25,7 +25,8 @@ from t2exp.evaluation.metrics import (
 from t2exp.evaluation.report.runs import RunInfo
 
 AVG = "avg"
-METHOD_ORDER = ("pretrained_only", "oracle", "base", "hybrid", "reranker", "hyde", "summarization", "sumcontext", "metadata_hybrid")
+METHOD_ORDER = ("pretrained_only", "oracle", "base", "hybrid", "bm25", "reranker", "hyde", "summarization", "sumcontext",
+                "metadata_hybrid")
 SEED_KEYS = ("dataset.corpus_seed", "seed")
 
 
