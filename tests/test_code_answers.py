@@ -47,6 +47,7 @@ def test_code_is_an_answer_mode_that_stops_at_the_closing_fence():
         ("x = 10\nx -= 4\nx /= 2", 3.0),
         ("a = 1\nprint(a)\nb = 2", 2.0),
         ("p = 49 / 136 * 100\nprint(f'Share: {p:.2f}%')", 49 / 136 * 100),  # an f-string showing one value
+        ("a = 100\n b = 180.5\nanswer = (b - a) / a", 0.805),  # a stray indent in a program without blocks
     ],
 )
 def test_safe_exec_values(source, value):
@@ -61,7 +62,8 @@ def test_safe_exec_values(source, value):
      "for i in range(101):\n    x = i",  # more than MAX_ITEMS: run time stays bounded
      "for i in range(3):\n    for j in range(3):\n        x = j",  # nested loops
      "for i in range(0.5, 3):\n    x = i", "for k in {1: 2}:\n    x = k", "for i in [1, 2]:\n    x = i\nelse:\n    x = 0",
-     "a = 1\nb = 2\nprint(f'{a} and {b}')"],  # which of two shown values is the answer is unknown
+     "a = 1\nb = 2\nprint(f'{a} and {b}')",  # which of two shown values is the answer is unknown
+     "a = 1\n b = 2\nif a > b:\n    answer = a"],  # with a block, indentation means something
 )
 def test_safe_exec_refuses_everything_but_bounded_arithmetic(source):
     with pytest.raises(UnsafeProgram):

@@ -243,13 +243,17 @@ def safe_exec(source: str) -> float:
 
 
 def _clean_lines(source: str) -> list[str]:
-    """The program's lines, each :func:`_normalise`-d (fence markers and comments dropped)."""
+    """The program's lines, each :func:`_normalise`-d (fence markers and comments dropped). A
+    program without a block (no line ends with ``:``) has no use for indentation, so a stray
+    leading space is dropped rather than failing the whole answer."""
     lines = []
     for line in source.strip().strip("`").splitlines():
         code = line.split("#", 1)[0].rstrip()
         if code.strip().lower() in ("", "python", "py"):
             continue
         lines.append(_normalise(code))
+    if not any(line.endswith(":") for line in lines):
+        lines = [line.lstrip() for line in lines]
     return lines
 
 
