@@ -139,7 +139,7 @@ def main() -> None:
     rows = []
     for name in names:
         res = results[name]
-        avg = aggregate(res, ["nm"], ci=True)
+        avg = aggregate(res, ["nm", "recall_at_3"], ci=True)
         per = {s: avg[s]["nm"].mean for s in avg if s != "avg"}
         nm = avg["avg"]["nm"]
         secs = [r["generate_seconds"] for r in res if r.get("generate_seconds") is not None]
@@ -147,8 +147,7 @@ def main() -> None:
         mine = {r["id"]: r["nm"] for r in res}
         diff = compare_values("avg", [mine[i] for i in ids], [base_nm[i] for i in ids], n_boot=2000, seed=0)
         counts = breakdown(res)["all"]
-        hits = [r["recall_at_3"] for r in res if r.get("recall_at_3") is not None]
-        r_at_3 = 100 * sum(hits) / len(hits) if hits else float("nan")
+        r_at_3 = avg["avg"]["recall_at_3"].mean if "recall_at_3" in avg["avg"] else float("nan")
         rows.append([name, per.get("FinQA", float("nan")), per.get("TAT-DQA", float("nan")), nm.mean,
                      f"[{nm.ci_low:.1f}, {nm.ci_high:.1f}]", nm.n, f"{diff.diff:+.1f} [{diff.ci_low:+.1f}, {diff.ci_high:+.1f}]",
                      sum(secs) / max(1, len(secs)), r_at_3, *(counts.get(c, 0) for c in SHOWN)])

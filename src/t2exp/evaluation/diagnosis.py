@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from t2exp.evaluation.metrics import recall_at
 from t2exp.evaluation.numbers import number_match
 from t2exp.safe_eval import program_literals
 
@@ -48,8 +49,8 @@ def category(row: Mapping[str, Any]) -> str:
     """The error category of one scored prediction (see the module docstring)."""
     if row.get("nm") == 1:
         return "correct"
-    read = (row.get("retrieved") or [])[: int(row.get("n_contexts") or 0)]
-    if read and row.get("context_id") not in read:
+    retrieved, read = row.get("retrieved") or [], int(row.get("n_contexts") or 0)
+    if retrieved and read and not recall_at(retrieved, str(row.get("context_id")), read):
         return "not_retrieved"
     pred, gold = row.get("prediction"), row.get("gold")
     if pred is None or not math.isfinite(float(pred)):
