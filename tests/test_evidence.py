@@ -7,6 +7,8 @@ import pytest
 from conftest import compose_cfg
 from t2exp import config
 from t2exp.errors import ConfigError
+from t2exp.data import Document
+from t2exp.documents import heading, render
 from t2exp.evidence import Evidence, focus, split, terms
 
 # the shape of a FinQA context: prose, the table glued in with "._" / "_", prose again
@@ -60,3 +62,25 @@ def test_context_config_is_checked_and_the_paper_keeps_full_documents():
         config.check(compose_cfg("context.sentences=0"))
     assert compose_cfg("+experiment=paper").context.mode == "full"
     assert compose_cfg("protocol=paper", "context.mode=focused").context.mode == "focused"  # the command line wins
+
+
+def test_header_names_the_report_and_only_when_asked():
+    doc = Document("c1", "FinQA", FINQA_LIKE, {"company_name": "Entergy", "report_year": "2011", "company_sector": "Utilities"})
+    assert heading(doc) == "Report: Entergy, 2011"
+    assert heading(Document("c2", "FinQA", "text", {"report_year": "2019"})) == "Report: 2019"
+    assert heading(Document("c3", "FinQA", "text")) == ""
+    assert render(doc, "company_year").splitlines()[0] == "Entergy 2011"  # the index variant: same fields, one rule
+    on = Evidence("full", header="company_year")
+    assert on.all("q", [FINQA_LIKE, "b"], [heading(doc), ""]) == [f"Report: Entergy, 2011\n{FINQA_LIKE}", "b"]
+    assert on.all("q", ["a"]) == ["a"]  # no headings given: nothing to add
+    assert Evidence("full").all("q", ["a"], ["Report: Entergy, 2011"]) == ["a"]  # header=none ignores them
+    focused = Evidence("focused", 1, header="company_year").of("net revenue 2010", FINQA_LIKE, "Report: Entergy, 2011")
+    assert focused.splitlines()[0] == "Report: Entergy, 2011" and "| 2010 net revenue | $ 555.3 |" in focused
+    with pytest.raises(ValueError):
+        on.all("q", ["a", "b"], ["one heading"])  # a heading per document, or none
+
+
+def test_context_header_is_checked():
+    with pytest.raises(ConfigError, match=r"context.header='title'.*none, company_year"):
+        config.check(compose_cfg("context.header=title"))
+    assert compose_cfg().context.header == "none"

@@ -187,6 +187,29 @@ def test_self_consistency_votes_and_grounded_programs_win(shared_cache, tmp_path
         assert p["sample_answers"] == c["sample_answers"] == ["987654.321 / 3", "987654.321 / 3", p["program"]]
 
 
+def test_context_header_puts_each_retrieved_documents_report_in_the_prompt(shared_cache, tmp_path):
+    """`context.header=company_year` end to end: every document the generator is handed opens with
+    the company and year of the report it was retrieved from, in rank order."""
+    import re
+
+    from fakes.openai_server import FakeOpenAIServer
+
+    data = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet")
+    report = {r.context_id: f"Report: {r.company_name}, {r.report_year}" for r in data.itertuples()}
+    with FakeOpenAIServer(model="m", reply=lambda messages: "Program: 1") as srv:
+        run_app(["generator=openai_compat", "generator.model=m", f"generator.base_url={srv.base_url}",
+                 "generator.answer_mode=program", "rag_method=bm25", "k=3", "context.header=company_year",
+                 "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path)
+        prompts = [r["messages"][-1]["content"] for r in srv.requests]
+    client, (run,) = mlflow_runs(tmp_path)
+    rows = {r["question"]: r for r in _artifact_rows(client, run.info.run_id)}
+    assert len(prompts) == len(rows) == 2
+    for prompt in prompts:
+        (row,) = [r for q, r in rows.items() if q in prompt]
+        heads = re.findall(r"### Document \d+\n(Report: [^\n]*)", prompt)
+        assert heads == [report[cid] for cid in row["retrieved"][:3]]
+
+
 def test_cell_key_changes_with_prompt_text(tmp_path):
     """An edited prompt template must start a new cell (no resume from stale predictions)."""
     from t2exp.experiment import cell_key

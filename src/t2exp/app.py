@@ -110,7 +110,8 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         aux_sampling=aux_sampling,
         stop=stop or StopRequest(),
         query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
-        evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables)),
+        evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),
+                          str(cfg.context.header)),
     )
 
 

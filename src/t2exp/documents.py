@@ -22,6 +22,17 @@ def render(doc: Document, variant: str) -> str:
         header = " | ".join(p for p in parts if p)
         return f"{header}\n{doc.text}" if header else doc.text
     if variant == "company_year":  # the simple baseline: the report's company and year in front of the text
-        head = " ".join(v for v in (doc.metadata.get("company_name", ""), doc.metadata.get("report_year", "")) if v)
+        head = " ".join(_company_year(doc))
         return f"{head}\n{doc.text}" if head else doc.text
     raise ConfigError(f"document.variant={variant!r}: allowed values are {', '.join(VARIANTS)}")
+
+
+def _company_year(doc: Document) -> list[str]:
+    return [str(v) for v in (doc.metadata.get("company_name", ""), doc.metadata.get("report_year", "")) if v]
+
+
+def heading(doc: Document) -> str:
+    """The line that names the report a document comes from, for the generator's prompt
+    (``context.header=company_year``): ``Report: Entergy, 2011``; empty without metadata."""
+    parts = _company_year(doc)
+    return f"Report: {', '.join(parts)}" if parts else ""

@@ -15,6 +15,12 @@ break. The selection is lexical and deterministic: the question's words and numb
 
 ``context.tables`` then says how the tables read: as the document has them (``markdown``) or each
 row as one line naming its values by column (``rows``, :func:`t2exp.tables.with_rows`).
+
+``context.header`` says whether each document opens with the report it comes from
+(``company_year``: :func:`t2exp.documents.heading`, e.g. ``Report: Entergy, 2011``) or not
+(``none``). T²-RAGBench questions name the company and the report year; the documents themselves
+mostly do not, so a generator handed several retrieved documents cannot tell which one the
+question is about without the header.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from t2exp.tables import row_parts, with_rows
 
 MODES = ("full", "focused")
+HEADERS = ("none", "company_year")
 _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -39,13 +46,18 @@ class Evidence:
     mode: str = "full"
     sentences: int = 3
     tables: str = "markdown"
+    header: str = "none"
 
-    def of(self, question: str, document: str) -> str:
+    def of(self, question: str, document: str, heading: str = "") -> str:
         text = document if self.mode == "full" else focus(question, document, self.sentences)
-        return with_rows(text) if self.tables == "rows" else text
+        text = with_rows(text) if self.tables == "rows" else text
+        return f"{heading}\n{text}" if heading and self.header != "none" else text
 
-    def all(self, question: str, documents: Sequence[str]) -> list[str]:
-        return [self.of(question, d) for d in documents]
+    def all(self, question: str, documents: Sequence[str], headings: Sequence[str] = ()) -> list[str]:
+        """Each document's evidence; ``headings[i]`` (:func:`t2exp.documents.heading`) opens
+        document ``i`` when ``header`` asks for it."""
+        heads = list(headings) or [""] * len(documents)
+        return [self.of(question, d, h) for d, h in zip(documents, heads, strict=True)]
 
 
 def terms(text: str) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from t2exp import answer_choice, answers
 from t2exp.data import Question, Subset
+from t2exp.documents import heading
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.evaluation.metrics import (
@@ -133,8 +134,7 @@ def run_experiment(c: Components) -> Result:
                 c.stop.check()
                 chunk = todo[start : start + batch]
                 chunk_hits = hits_list[start : start + batch] if hits_list is not None else [None] * len(chunk)
-                contexts = [c.evidence.all(q.question, c.method.contexts(q, h, index, c.k))
-                            for q, h in zip(chunk, chunk_hits, strict=False)]
+                contexts = [_evidence(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
                 gens: Sequence[Generation | None] = [None] * len(chunk)
 
                 def write(i: int, g: Generation | None, chunk=chunk, chunk_hits=chunk_hits, contexts=contexts, bar=bar) -> None:  # noqa: ANN001
@@ -210,6 +210,16 @@ def run_experiment(c: Components) -> Result:
     metrics.update(c.method.stats())
     _write_leaderboard(rows, c.run_dir / "leaderboard.jsonl")
     return Result(metrics=metrics, predictions_path=preds.path, table={s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()})
+
+
+def _evidence(c: Components, q: Question, hits, index) -> list[str]:  # noqa: ANN001
+    """What the generator reads for ``q``: the method's contexts (those of its top hits, in rank
+    order) as ``context`` shapes them, each headed by its report when ``context.header`` asks."""
+    texts = c.method.contexts(q, hits, index, c.k)
+    if c.evidence.header == "none" or index is None or not texts:
+        return c.evidence.all(q.question, texts)
+    sources = [index.docs[cid] for cid, _ in (hits or [])[: len(texts)]]
+    return c.evidence.all(q.question, texts, [heading(d) for d in sources])
 
 
 def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str, Any]:  # noqa: ANN001

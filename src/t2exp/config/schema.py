@@ -126,16 +126,19 @@ class PathsConfig:
 class ContextConfig:
     """What the generator reads of each document it is handed (``t2exp.evidence``): ``full``
     documents, or ``focused`` evidence (every table plus the ``sentences`` prose sentences that
-    best match the question); its tables as ``markdown`` or as labelled ``rows`` (``t2exp.tables``)."""
+    best match the question); its tables as ``markdown`` or as labelled ``rows`` (``t2exp.tables``);
+    with or without a ``header`` line naming the report each comes from."""
 
     mode: str = "focused"
     sentences: int = 3
     tables: str = "markdown"
+    header: str = "none"  # company_year: each document opens with "Report: <company>, <year>"
 
     def __post_init__(self) -> None:
-        from t2exp.evidence import MODES
+        from t2exp.evidence import HEADERS, MODES
         from t2exp.tables import FORMATS
 
+        one_of("context.header", self.header, HEADERS)
         one_of("context.mode", self.mode, MODES)
         at_least("context.sentences", self.sentences, 1)
         one_of("context.tables", self.tables, FORMATS)
