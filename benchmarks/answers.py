@@ -20,9 +20,11 @@ retrieval (``rag_method=`` or ``+rung=``): the ``-e2e`` recipes retrieve, so a r
 ``--recipes 1.5b-code,1.5b-code-e2e`` prints end-to-end NM paired against the oracle's.
 
 Each recipe is a real ``python -m t2exp`` subprocess (its overrides below) in its own working
-directory; converted models come from the checkout's cache and answers from one LLM cache, so a
-re-run only computes recipes or questions it has not seen (seconds per answer are the model's
-when it made the answer). Paired differences against the first recipe use the evaluator's paired
+directory; converted models come from the checkout's cache. Before a recipe runs, its LLM cache
+takes in the answers of every other recipe's (content-keyed: the same model, sampling and prompt),
+so a re-run only computes recipes or questions it has not seen, and an end-to-end run asks the
+model only where its prompt differs from the oracle's (the retriever ranked another document
+first). Seconds per answer are the model's when it made the answer. Paired differences against the first recipe use the evaluator's paired
 bootstrap (:mod:`t2exp.evaluation.compare`). Ends with one ``RATIO answers: ...`` line.
 """
 
@@ -55,11 +57,15 @@ RECIPES: dict[str, list[str]] = {
     "1.5b-code-v1": ["generator=qwen_coder_1_5b_code", "generator.prompt=answer_code_v1"],
     "1.5b-code-full": ["generator=qwen_coder_1_5b_code", "context.mode=full"],
     "1.5b-code-vote5": ["generator=qwen_coder_1_5b_code", *VOTE5],
-    "1.5b-code-e2e": ["generator=qwen_coder_1_5b_code", "rag_method=bm25"],
-    "1.5b-code-e2e-hybrid": ["generator=qwen_coder_1_5b_code", "rag_method=hybrid"],
+    # end to end: the default retriever, the generator reading its top document (context.documents=1)
+    "1.5b-e2e": ["generator=qwen_coder_1_5b", "rag_method=bm25f"],
+    "1.5b-code-e2e": ["generator=qwen_coder_1_5b_code", "rag_method=bm25f"],
+    # ... and reading all three retrieved documents, without and with a report header on each
+    "1.5b-code-e2e-bm25-k3": ["generator=qwen_coder_1_5b_code", "rag_method=bm25", "context.documents=null"],
+    "1.5b-code-e2e-bm25-k3-header": ["generator=qwen_coder_1_5b_code", "rag_method=bm25", "context.documents=null",
+                                     "context.header=company_year"],
+    "1.5b-code-e2e-hybrid-k3": ["generator=qwen_coder_1_5b_code", "rag_method=hybrid", "context.documents=null"],
     "1.5b-code-header": ["generator=qwen_coder_1_5b_code", "context.header=company_year"],
-    "1.5b-code-e2e-header": ["generator=qwen_coder_1_5b_code", "rag_method=bm25", "context.header=company_year"],
-    "1.5b-code-e2e-k1": ["generator=qwen_coder_1_5b_code", "rag_method=bm25", "k=1"],
     "1.5b-fewshot": ["generator=qwen_coder_1_5b", FEWSHOT],
     "1.5b-grounded-vote5": ["generator=qwen_coder_1_5b", *VOTE5],
     "1.5b-fewshot-vote5": ["generator=qwen_coder_1_5b", FEWSHOT, *VOTE5],
@@ -85,6 +91,16 @@ def tune_data(dest: Path, per_subset: int, seed: int) -> None:
         rest = [i for i in df["id"] if i not in report]
         keep = set(random.Random(seed).sample(rest, min(per_subset, len(rest))))
         df.assign(split=["tune" if i in keep else "corpus" for i in df["id"]]).to_parquet(dest / f.name)
+
+
+def share_answers(root: Path, dest: Path) -> None:
+    """Copy into the LLM cache ``dest`` the answers the other recipes' caches under ``root`` hold."""
+    from t2exp.infra.cache import KVCache
+
+    mine = KVCache(dest)
+    for other in sorted(root.glob("*/cache/llm.sqlite")):
+        if other != dest:
+            mine.absorb(KVCache(other))
 
 
 def run(work: Path, overrides: list[str]) -> list[dict]:
@@ -134,6 +150,7 @@ def main() -> None:
         for name in names:
             work = args.work / name
             (work / "cache").mkdir(parents=True, exist_ok=True)
+            share_answers(args.work, work / "cache" / "llm.sqlite")
             t0 = time.perf_counter()
             results[name] = run(work, [*RECIPES[name], *sample, *args.extra, "tracking.experiment=bench-answers"])
             print(f"{name}: {len(results[name])} answers in {time.perf_counter() - t0:.0f}s", flush=True)

@@ -138,7 +138,7 @@ def test_an_option_that_sets_a_run_level_key_wins_over_the_main_config():
     `document.variant: plain` was merged last and silently won); the command line still wins."""
     assert compose_cfg("rag_method=metadata_hybrid").document.variant == "metadata_prefix"
     assert compose_cfg("rag_method=metadata_hybrid", "document.variant=plain").document.variant == "plain"
-    assert compose_cfg().document.variant == "plain"
+    assert compose_cfg("rag_method=hybrid").document.variant == "plain"
     assert compose_cfg("+experiment=table4").k == 5
 
 

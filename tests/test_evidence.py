@@ -6,9 +6,9 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
-from t2exp.errors import ConfigError
 from t2exp.data import Document
 from t2exp.documents import heading, render
+from t2exp.errors import ConfigError
 from t2exp.evidence import Evidence, focus, split, terms
 
 # the shape of a FinQA context: prose, the table glued in with "._" / "_", prose again
@@ -84,3 +84,15 @@ def test_context_header_is_checked():
     with pytest.raises(ConfigError, match=r"context.header='title'.*none, company_year"):
         config.check(compose_cfg("context.header=title"))
     assert compose_cfg().context.header == "none"
+
+
+def test_the_generator_reads_the_top_documents_it_is_told_to():
+    docs, heads = ["first", "second", "third"], ["Report: A, 2019", "Report: B, 2018", "Report: C, 2017"]
+    assert Evidence("full", documents=1).all("q", docs) == ["first"]
+    two = Evidence("full", documents=2, header="company_year").all("q", docs, heads)
+    assert two == ["Report: A, 2019\nfirst", "Report: B, 2018\nsecond"]
+    assert Evidence("full").all("q", docs) == docs  # None: every retrieved document
+    assert Evidence("full", documents=5).all("q", docs[:1]) == ["first"]
+    with pytest.raises(ConfigError, match=r"context.documents=0"):
+        config.check(compose_cfg("context.documents=0"))
+    assert compose_cfg().context.documents == 1 and compose_cfg("protocol=paper").context.documents is None

@@ -130,3 +130,12 @@ def test_a_damaged_page_inside_a_sqlite_cache_is_one_line_not_a_traceback(tmp_pa
         KVCache(path).get_many([f"k{i}" for i in range(2000)])
     msg = str(err.value)
     assert "\n" not in msg and str(path) in msg and "delete it" in msg
+
+
+def test_absorb_copies_only_the_entries_a_cache_lacks(tmp_path):
+    mine, theirs = KVCache(tmp_path / "a.sqlite"), KVCache(tmp_path / "b.sqlite")
+    mine.put_many({"k1": b"mine", "k2": b"two"})
+    theirs.put_many({"k1": b"theirs", "k3": b"three"})
+    assert mine.absorb(theirs) == 1
+    assert mine.get_many(["k1", "k2", "k3"]) == {"k1": b"mine", "k2": b"two", "k3": b"three"}
+    assert mine.absorb(theirs) == 0 and len(theirs) == 2

@@ -93,7 +93,7 @@ def one_line_error(*overrides: str) -> str:
         (["rag_method.alfa=0.3"], ["rag_method.alfa", "not a setting", "HybridConfig"]),
         # `+key=` appends even to a structured node: refused in the pre-flight all the same (issue 17, item 6)
         (["+foo=1"], ["foo is not a setting of Config", "allowed: experiment_name, k"]),
-        (["+rag_method.alpah=0"], ["rag_method.alpah is not a setting of HybridConfig", "alpha"]),
+        (["rag_method=hybrid", "+rag_method.alpah=0"], ["rag_method.alpah is not a setting of HybridConfig", "alpha"]),
         (["generator=none", "+generator.foo=1"], ["generator.foo is not a setting of NoGeneratorConfig"]),
         (["+embedder.foo=2"], ["embedder.foo is not a setting of SentenceTransformerConfig", "batch_size"]),
         (["embedder.query_template=q"], ["embedder.query_template='q'", "{text}"]),

@@ -111,7 +111,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         stop=stop or StopRequest(),
         query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
         evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),
-                          str(cfg.context.header)),
+                          str(cfg.context.header), cfg.context.documents),
     )
 
 

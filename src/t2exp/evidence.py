@@ -16,6 +16,10 @@ break. The selection is lexical and deterministic: the question's words and numb
 ``context.tables`` then says how the tables read: as the document has them (``markdown``) or each
 row as one line naming its values by column (``rows``, :func:`t2exp.tables.with_rows`).
 
+``context.documents`` says how many of the k retrieved documents the generator reads, best first
+(null: all k). Retrieval metrics still look at the k; a small generator handed several documents
+answers from the wrong one more often than the retriever ranks it first (benchmarks/README.md §7).
+
 ``context.header`` says whether each document opens with the report it comes from
 (``company_year``: :func:`t2exp.documents.heading`, e.g. ``Report: Entergy, 2011``) or not
 (``none``). T²-RAGBench questions name the company and the report year; the documents themselves
@@ -47,6 +51,7 @@ class Evidence:
     sentences: int = 3
     tables: str = "markdown"
     header: str = "none"
+    documents: int | None = None
 
     def of(self, question: str, document: str, heading: str = "") -> str:
         text = document if self.mode == "full" else focus(question, document, self.sentences)
@@ -54,10 +59,12 @@ class Evidence:
         return f"{heading}\n{text}" if heading and self.header != "none" else text
 
     def all(self, question: str, documents: Sequence[str], headings: Sequence[str] = ()) -> list[str]:
-        """Each document's evidence; ``headings[i]`` (:func:`t2exp.documents.heading`) opens
-        document ``i`` when ``header`` asks for it."""
+        """The evidence of the first ``self.documents`` of ``documents`` (best first; all when
+        None); ``headings[i]`` (:func:`t2exp.documents.heading`) opens document ``i`` when
+        ``header`` asks for it."""
         heads = list(headings) or [""] * len(documents)
-        return [self.of(question, d, h) for d, h in zip(documents, heads, strict=True)]
+        pairs = list(zip(documents, heads, strict=True))[: self.documents]
+        return [self.of(question, d, h) for d, h in pairs]
 
 
 def terms(text: str) -> list[str]:

@@ -127,12 +127,14 @@ class ContextConfig:
     """What the generator reads of each document it is handed (``t2exp.evidence``): ``full``
     documents, or ``focused`` evidence (every table plus the ``sentences`` prose sentences that
     best match the question); its tables as ``markdown`` or as labelled ``rows`` (``t2exp.tables``);
-    with or without a ``header`` line naming the report each comes from."""
+    with or without a ``header`` line naming the report each comes from; of the k retrieved
+    documents, the best ``documents`` (null: all k)."""
 
     mode: str = "focused"
     sentences: int = 3
     tables: str = "markdown"
     header: str = "none"  # company_year: each document opens with "Report: <company>, <year>"
+    documents: int | None = None  # how many of the k retrieved documents it reads, best first (null: all k)
 
     def __post_init__(self) -> None:
         from t2exp.evidence import HEADERS, MODES
@@ -141,6 +143,7 @@ class ContextConfig:
         one_of("context.header", self.header, HEADERS)
         one_of("context.mode", self.mode, MODES)
         at_least("context.sentences", self.sentences, 1)
+        at_least("context.documents", self.documents, 1, optional=True)
         one_of("context.tables", self.tables, FORMATS)
 
 

@@ -119,6 +119,16 @@ class KVCache:
         with self._guard():
             return int(self._conn().execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
 
+    def absorb(self, other: KVCache) -> int:
+        """Copy in every entry of ``other`` (same table) this cache lacks; keys are content keys,
+        so an entry means the same in both. Returns how many were added."""
+        rows = other._conn().execute(f"SELECT key, value FROM {other.table}").fetchall()
+        before = len(self)
+        conn = self._conn()
+        with self._guard(), conn:
+            conn.executemany(f"INSERT OR IGNORE INTO {self.table} (key, value) VALUES (?, ?)", rows)
+        return len(self) - before
+
 
 class JsonlLog:
     """Append-only JSONL: one ``write`` = one line, flushed and fsynced."""
