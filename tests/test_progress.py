@@ -47,7 +47,7 @@ def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     assert line.split()[-1] == "2"  # n
     pred_path = re.search(r"predictions: (\S+predictions\.jsonl)", err).group(1)
     rows = [json.loads(x) for x in open(pred_path, encoding="utf-8")]
-    # three focused documents: well under three full ones (~1,050 tokens each)
+    # the focused evidence of one document (context.mode=focused, context.documents=1): well under full ones
     assert len(rows) == 2 and all(r["prompt_tokens"] < 2400 for r in rows), [r["prompt_tokens"] for r in rows]
 
 

@@ -122,6 +122,16 @@ def build_index(
     )
 
 
+def lexical_index(subset: Subset, variant: str) -> Index:
+    """The index of a lexical-only method (``alpha=0``): the documents and their texts in the
+    document variant, nothing embedded or stored; its BM25 indexes are built in memory on first
+    use (``Index.lexical``)."""
+    docs = {d.context_id: d for d in subset.corpus}
+    texts = {cid: documents.render(d, variant) for cid, d in docs.items()}
+    return Index(subset=subset, store=None, embedder=None, variant=variant,  # type: ignore[arg-type]
+                 key=f"{subset.name}_{variant}_lexical", cache_hit=False, build_seconds=0.0, docs=docs, texts=texts)
+
+
 def truncation_fraction(embedder: Embedder, texts: list[str]) -> float:
     """Share of documents longer than the embedder's max tokens (they are truncated when embedded)."""
     if not texts or not hasattr(embedder, "count_tokens"):

@@ -5,7 +5,8 @@
 lower-cased whitespace split) and ``lexical=fielded`` a field-aware, passage-level one
 (``t2exp.fielded``), set by ``bm25`` (``rag_method.bm25.*``), fused with the store's dense ranking
 by the same fusion function. Both candidate lists have ``max(k, candidate_depth)`` entries; with
-``alpha=0`` the query is not embedded (the lexical ranking is the result).
+``alpha=0`` (and an in-memory BM25) nothing is embedded, neither the corpus nor the query: the
+lexical ranking is the result.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from t2exp.fusion import fuse
+from t2exp.indexing import lexical_index
 from t2exp.methods import Ranking, RetrievingMethod
 
 LEXICAL = ("bm25s", "rank_bm25", "fielded", "store")
@@ -29,10 +31,20 @@ class Hybrid(RetrievingMethod):
         self.candidate_depth = candidate_depth
         self.bm25 = _plain(bm25 or {})
 
+    @property
+    def lexical_only(self) -> bool:
+        return self.alpha == 0.0 and self.lexical != "store"
+
+    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        if self.lexical_only:  # nothing to embed or store
+            self.query = services.query
+            return lexical_index(subset, services.variant)
+        return super().prepare(subset, services)
+
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
         texts = self.queries(questions)
         depth = max(k, self.candidate_depth)
-        if self.alpha == 0.0 and self.lexical != "store":  # lexical only: no query vectors needed
+        if self.lexical_only:
             return [Ranking(s[:k]) for s in index.lexical(self.lexical, self.bm25).search(texts, depth)]
         qv = index.embedder.embed_queries(texts)
         if self.lexical == "store":
