@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
-from conftest import ROOT
+from conftest import ROOT, compose_cfg
 from fakes.openai_server import FakeOpenAIServer
 from t2exp.data import load_subsets
 from t2exp.embedders.cached import CachedEmbedder
@@ -265,3 +266,27 @@ def test_the_query_template_is_what_dense_and_bm25_see(subset, embedder, tmp_pat
     bm25 = index.lexical("rank_bm25")
     assert got == bm25.search(template.texts(subset.questions), 5)
     assert got != bm25.search([q.question for q in subset.questions], 5)  # the company name moved some rankings
+
+
+def test_a_lexical_only_method_embeds_and_stores_nothing(subset, tmp_path):
+    """The default retriever (bm25f: alpha 0, fielded BM25) and bm25 build no dense index: an
+    embedder that fails when asked proves nothing was embedded, corpus or query."""
+    class Refuses:
+        name, fingerprint = "refuses", "refuses"
+
+        def embed_documents(self, texts):
+            raise AssertionError("a lexical-only method embedded documents")
+
+        embed_queries = embed_documents
+
+    for name in ("bm25f", "bm25"):
+        cfg = compose_cfg(f"rag_method={name}")
+        method = build_method(OmegaConf.to_container(cfg.rag_method, resolve=True))
+        index = method.prepare(subset, services(tmp_path / name, Refuses(), variant=str(cfg.document.variant)))
+        assert index.store is None and index.size() == len({d.context_id for d in subset.corpus})
+        ranked = method.retrieve(subset.questions, index, 3)
+        assert all(len(r) == 3 for r in ranked)
+        assert sum(r[0][0] == q.context_id for r, q in zip(ranked, subset.questions, strict=True)) > len(ranked) / 2
+    hybrid = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid", "alpha": 0.5})
+    with pytest.raises(AssertionError, match="embedded documents"):
+        hybrid.prepare(subset, services(tmp_path / "hybrid", Refuses()))

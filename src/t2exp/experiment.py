@@ -110,11 +110,12 @@ def run_experiment(c: Components) -> Result:
         t0 = time.perf_counter()
         index = c.method.prepare(subset, services)
         timings["index_seconds"] += time.perf_counter() - t0
+        if index is not None:
+            extra[f"{subset.name}/corpus_size"] = float(index.size())
         if index is not None and index.store is not None:
             extra[f"{subset.name}/index_cache_hit"] = float(index.cache_hit)
             extra[f"{subset.name}/index_build_seconds"] = index.build_seconds
             extra[f"{subset.name}/index_inserted"] = float(getattr(index.store, "inserted", 0))
-            extra[f"{subset.name}/corpus_size"] = float(index.size())
             extra[f"{subset.name}/doc_truncated_frac"] = truncation_fraction(index.embedder, list(index.texts.values()))
         extra[f"{subset.name}/questions"] = float(len(subset.questions))
         extra[f"{subset.name}/non_numeric_gold"] = float(sum(q.gold is None for q in subset.questions))
