@@ -79,7 +79,7 @@ PROBES = [
     Probe("alpha out of range", ["rag_method.alpha=1.5"], "rag_method.alpha=1.5 is invalid"),
     Probe("alpha not a number", ["rag_method.alpha=abc"], "rag_method.alpha=abc is invalid; allowed: a number"),
     Probe("unknown top-level key", ["+foo=1"], "foo is not a setting of Config"),
-    Probe("unknown method key", ["+rag_method.alpah=0"], "rag_method.alpah is not a setting of HybridConfig"),
+    Probe("unknown method key", ["rag_method=hybrid", "+rag_method.alpah=0"], "rag_method.alpah is not a setting of HybridConfig"),
     Probe("unknown generator key", ["generator=none", "+generator.foo=1"], "generator.foo is not a setting"),
     Probe("misspelt key", ["rag_method.alfa=0.3"], "rag_method.alfa is not a setting"),
     Probe("HyDE without a generator", ["rag_method=hyde", "generator=none"], "generator='none' is invalid"),
@@ -95,7 +95,8 @@ PROBES = [
     Probe("every question empty", [], "column 'question' is empty in all 3 rows", setup=_empty_questions),
     Probe("corpus splits without the gold contexts", [], "leaves out the gold context", setup=_orphans),
     Probe("damaged page in the embedding cache", [], "not a usable SQLite cache", setup=_damaged_cache, before_run=False),
-    Probe("uncached hub model offline", ["embedder=e5", "dataset=finqa", "dataset.limit=2"], "hf download", before_run=False),
+    Probe("uncached hub model offline", ["embedder=e5", "rag_method=base", "dataset=finqa", "dataset.limit=2"], "hf download",
+          before_run=False),
 ]
 
 

@@ -35,7 +35,8 @@ def test_other_errors_are_not_disguised():
 def test_an_uncached_hub_embedder_offline_ends_in_one_line_and_a_failed_run(tmp_path):
     from conftest import mlflow_runs, run_app
 
-    proc = run_app(["embedder=e5", "generator=none", "dataset=finqa", "dataset.limit=2"], tmp_path / "cache", tmp_path, check=False)
+    args = ["embedder=e5", "rag_method=base", "generator=none", "dataset=finqa", "dataset.limit=2"]  # a dense method embeds
+    proc = run_app(args, tmp_path / "cache", tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     line = proc.stderr.strip().splitlines()[-1]

@@ -198,7 +198,7 @@ def test_context_header_puts_each_retrieved_documents_report_in_the_prompt(share
     report = {r.context_id: f"Report: {r.company_name}, {r.report_year}" for r in data.itertuples()}
     with FakeOpenAIServer(model="m", reply=lambda messages: "Program: 1") as srv:
         run_app(["generator=openai_compat", "generator.model=m", f"generator.base_url={srv.base_url}",
-                 "generator.answer_mode=program", "rag_method=bm25", "k=3", "context.header=company_year",
+                 "generator.answer_mode=program", "rag_method=bm25", "k=3", "context.documents=null", "context.header=company_year",
                  "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path)
         prompts = [r["messages"][-1]["content"] for r in srv.requests]
     client, (run,) = mlflow_runs(tmp_path)
@@ -253,8 +253,10 @@ def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache,
 
     model = f"gate-{uuid.uuid4().hex[:8]}"  # its own LLM-cache entries and cells in the shared cache
     srv = FakeOpenAIServer(model=model, reply=reply).start()
-    # every cell's prompts are its own (k changes the contexts, the seed is part of the LLM-cache key)
-    sweep = ["-m", "k=3,5", "generator.sampling.seed=0,1", "rag_method=base", "dataset.limit=2", "generator=openai_compat",
+    # every cell's prompts are its own (k changes the contexts when the generator reads all k, the
+    # seed is part of the LLM-cache key)
+    sweep = ["-m", "k=3,5", "generator.sampling.seed=0,1", "rag_method=base", "context.documents=null", "dataset.limit=2",
+             "generator=openai_compat",
              f"generator.model={model}",
              f"generator.base_url={srv.base_url}", "generator.max_retries=0"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_STOP_GRACE_SECONDS": "600"}
