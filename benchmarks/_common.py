@@ -24,6 +24,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / "data" / "t2ragbench"
 SHARED_CACHE = ROOT / ".t2exp_cache"
+# the report sample: what `python -m t2exp dataset.limit=200` asks (seed 0), disjoint from every tune set
+REPORT_LIMIT, REPORT_SEED = 200, 0
+
+
+def report_ids() -> set[str]:
+    """The ids of the report sample's questions in the bundled data (the loader's seeded draw)."""
+    from t2exp.data import load_subsets
+
+    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=REPORT_LIMIT, seed=REPORT_SEED)
+    return {q.id for s in subsets for q in s.questions}
 
 
 def compose(overrides: Sequence[str] = ()) -> Any:

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, ROOT, SHARED_CACHE, machine, ratio_line, table  # noqa: E402
+from _common import DEFAULT_DATA, REPORT_LIMIT, REPORT_SEED, ROOT, SHARED_CACHE, machine, ratio_line, report_ids, table  # noqa: E402
 
 FEWSHOT = "generator.prompt=answer_program_fewshot"
 VOTE5 = ["generator.sampling.samples=5", "generator.grounding=prefer"]
@@ -71,7 +71,6 @@ RECIPES: dict[str, list[str]] = {
     "1.5b-fewshot-vote5": ["generator=qwen_coder_1_5b", FEWSHOT, *VOTE5],
     "1.5b-cot": ["generator=qwen_coder_1_5b", "generator.answer_mode=cot", "generator.sampling.max_tokens=320"],
 }
-REPORT_LIMIT, REPORT_SEED = 200, 0
 SHOWN = ("not_retrieved", "no_number", "runaway", "ungrounded", "wrong_lookup", "wrong_operation")  # error categories
 
 
@@ -82,10 +81,7 @@ def tune_data(dest: Path, per_subset: int, seed: int) -> None:
 
     import pandas as pd
 
-    from t2exp.data import load_subsets
-
-    report = {q.id for s in load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA),
-                                          limit=REPORT_LIMIT, seed=REPORT_SEED) for q in s.questions}
+    report = report_ids()
     for f in sorted(DEFAULT_DATA.glob("*.parquet")):
         df = pd.read_parquet(f)
         rest = [i for i in df["id"] if i not in report]

@@ -1,7 +1,7 @@
 """The default retriever's values (``conf/rag_method/bm25f.yaml``): chosen on the bundled questions
 outside the report sample, reported on the report sample, in one run.
 
-    python benchmarks/default_retriever.py                 # ~10 min on 2 cores: 40 trials + 3 report runs
+    python benchmarks/default_retriever.py                 # ~5 min on 2 cores: 40 trials + 3 report runs
     python benchmarks/default_retriever.py --trials 0      # the report table only
 
 1. A copy of the bundled data whose report-sample rows (``dataset.limit=200 seed=0``, what
@@ -28,9 +28,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, compose, machine, ratio_line, table  # noqa: E402
+from _common import DEFAULT_DATA, REPORT_LIMIT, REPORT_SEED, compose, machine, ratio_line, report_ids, table  # noqa: E402
 
-REPORT_LIMIT, REPORT_SEED = 200, 0
 SPACE = {
     "rag_method.bm25.k1": "interval(0.3,3.0)",
     "rag_method.bm25.b": "interval(0.1,1.0)",
@@ -48,10 +47,7 @@ def split_data(dest: Path) -> tuple[int, int]:
     """The bundled data with the report sample in split ``report`` and the rest in ``tune``."""
     import pandas as pd
 
-    from t2exp.data import load_subsets
-
-    report = {q.id for s in load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA),
-                                          limit=REPORT_LIMIT, seed=REPORT_SEED) for q in s.questions}
+    report = report_ids()
     n_tune = 0
     for f in sorted(DEFAULT_DATA.glob("*.parquet")):
         df = pd.read_parquet(f)
@@ -80,9 +76,9 @@ def tune(work: Path, data: Path, trials: int) -> dict:
 
 def shipped() -> dict[str, float]:
     """The values conf/rag_method/bm25f.yaml holds, by the keys of SPACE."""
-    cfg = compose(["rag_method=bm25f"])
     from omegaconf import OmegaConf
 
+    cfg = compose(["rag_method=bm25f"])
     return {key: float(OmegaConf.select(cfg, key)) for key in SPACE}
 
 
