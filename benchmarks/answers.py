@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DEFAULT_DATA, REPORT_LIMIT, REPORT_SEED, ROOT, SHARED_CACHE, machine, ratio_line, report_ids, table  # noqa: E402
 
 FEWSHOT = "generator.prompt=answer_program_fewshot"
+DEMOS = ["generator.prompt=answer_code_demos", "generator.demos=code_tune"]
 VOTE5 = ["generator.sampling.samples=5", "generator.grounding=prefer"]
 RECIPES: dict[str, list[str]] = {
     "0.5b": ["generator=qwen_coder_0_5b"],
@@ -57,6 +58,7 @@ RECIPES: dict[str, list[str]] = {
     "1.5b-code-v1": ["generator=qwen_coder_1_5b_code", "generator.prompt=answer_code_v1"],
     "1.5b-code-full": ["generator=qwen_coder_1_5b_code", "context.mode=full"],
     "1.5b-code-vote5": ["generator=qwen_coder_1_5b_code", *VOTE5],
+    "1.5b-code-demos": ["generator=qwen_coder_1_5b_code", *DEMOS],
     # end to end: the default retriever, the generator reading its top document (context.documents=1)
     "1.5b-e2e": ["generator=qwen_coder_1_5b", "rag_method=bm25f"],
     "1.5b-code-e2e": ["generator=qwen_coder_1_5b_code", "rag_method=bm25f"],
@@ -74,19 +76,25 @@ RECIPES: dict[str, list[str]] = {
 SHOWN = ("not_retrieved", "no_number", "runaway", "ungrounded", "wrong_lookup", "wrong_operation")  # error categories
 
 
-def tune_data(dest: Path, per_subset: int, seed: int) -> None:
+def tune_data(dest: Path, per_subset: int, seed: int, exclude: frozenset[str] = frozenset()) -> None:
     """Copy the bundled data with ``per_subset`` questions of each subset from outside the report
-    sample in split ``tune`` and every other row in split ``corpus``."""
+    sample (and outside ``exclude``) in split ``tune`` and every other row in split ``corpus``."""
     import random
 
     import pandas as pd
 
-    report = report_ids()
+    report = report_ids() | exclude
     for f in sorted(DEFAULT_DATA.glob("*.parquet")):
         df = pd.read_parquet(f)
         rest = [i for i in df["id"] if i not in report]
         keep = set(random.Random(seed).sample(rest, min(per_subset, len(rest))))
         df.assign(split=["tune" if i in keep else "corpus" for i in df["id"]]).to_parquet(dest / f.name)
+
+
+def demo_ids() -> frozenset[str]:
+    """The question ids of every demonstration pool in ``prompts/demos/`` (``benchmarks/demos.py``)."""
+    return frozenset(json.loads(line)["id"] for f in sorted((ROOT / "prompts" / "demos").glob("*.jsonl"))
+                     for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def share_answers(root: Path, dest: Path) -> None:
@@ -118,6 +126,8 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, first = baseline; known: {', '.join(RECIPES)}")
     ap.add_argument("--per-subset", type=int, default=20, help="tune sample: questions per subset")
     ap.add_argument("--seed", type=int, default=1, help="tune sample: seed of the draw")
+    ap.add_argument("--fresh", action="store_true",
+                    help="tune sample: also skip the questions of every pool in prompts/demos/ (they were answered there)")
     ap.add_argument("--limit", type=int, default=REPORT_LIMIT, help="report sample: dataset.limit (seed 0)")
     ap.add_argument("--extra", nargs="*", default=[], help="overrides added to every recipe, e.g. generator.threads=1")
     ap.add_argument("--work", type=Path, default=SHARED_CACHE / "bench-answers", help="working directories and the LLM cache")
@@ -135,9 +145,10 @@ def main() -> None:
         if args.sample == "tune":
             data = Path(tmp) / "data"
             data.mkdir()
-            tune_data(data, args.per_subset, args.seed)
+            tune_data(data, args.per_subset, args.seed, demo_ids() if args.fresh else frozenset())
             sample = [f"dataset.path={data}", "dataset.limit=null", "dataset.question_splits=[tune]"]
-            what = f"tune: {args.per_subset} questions a subset outside the report sample, seed {args.seed}"
+            what = (f"tune: {args.per_subset} questions a subset outside the report sample"
+                    f"{' and the demonstration pools' if args.fresh else ''}, seed {args.seed}")
         else:
             sample = [f"dataset.limit={args.limit}", f"seed={REPORT_SEED}"]
             what = f"report: dataset.limit={args.limit} seed={REPORT_SEED} on the bundled dev data"

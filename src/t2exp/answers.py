@@ -24,13 +24,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from t2exp.errors import ConfigError
 from t2exp.evaluation.numbers import answer_span, bare_float, extract_number, strip_reasoning
 from t2exp.prompts import PromptLibrary
 from t2exp.safe_eval import UnsafeProgram, safe_eval, safe_exec
+
+if TYPE_CHECKING:
+    from t2exp.demos import Demo
 
 MODES = ("direct", "cot", "program", "code", "json")
 # stop sequences used when ``generator.sampling.stop`` is null: one-line answer modes stop at a
@@ -105,15 +109,17 @@ def parse_json_answer(text: str) -> ParsedAnswer:
 
 
 def build_messages(
-    prompts: PromptLibrary, mode: str, question: str, contexts: list[str], template: str | None = None
+    prompts: PromptLibrary, mode: str, question: str, contexts: list[str], template: str | None = None,
+    demos: Sequence[Demo] = (),
 ) -> list[dict[str, str]]:
     """The chat of one question: the system prompt, then ``template`` (default ``answer_<mode>``)
-    with the question and its evidence."""
+    with the question, its evidence and the retrieved ``demos`` (:mod:`t2exp.demos`)."""
     if mode not in MODES:
         raise ConfigError(f"generator.answer_mode={mode!r}: allowed values are {', '.join(MODES)}")
     return [
         {"role": "system", "content": prompts.render("system")},
-        {"role": "user", "content": prompts.render(template or f"answer_{mode}", question=question, contexts=contexts)},
+        {"role": "user", "content": prompts.render(template or f"answer_{mode}", question=question, contexts=contexts,
+                                                             demos=list(demos))},
     ]
 
 

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp import config
 from t2exp.config.components import build
 from t2exp.data import load_subsets, loader_args
+from t2exp.demos import DemoPool
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evidence import Evidence
@@ -45,7 +46,7 @@ from t2exp.summary import results_markdown, results_table, run_footer
 log = logging.getLogger("t2exp")
 
 # keys of a generator config that configure the run, not the backend's constructor
-GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "sampling", "aux_sampling")
+GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
 
 
 # seconds between the first SIGTERM/SIGINT (finish the requests in flight, write their
@@ -103,6 +104,8 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         answer_mode=str(gen_cfg.get("answer_mode", "direct")),
         answer_prompt=gen_cfg.get("prompt"),
         grounding=str(gen_cfg.get("grounding", "off")),
+        demos=DemoPool.load(cfg.paths.prompts, str(gen_cfg.demos)) if generator and gen_cfg.get("demos") else None,
+        demos_k=int(gen_cfg.get("demos_k", 3)),
         k=int(cfg.k),
         variant=str(cfg.document.variant),
         cache_dir=cache_dir,

@@ -17,6 +17,7 @@ from typing import Any
 
 from t2exp import answer_choice, answers
 from t2exp.data import Question, Subset
+from t2exp.demos import Demo, DemoPool
 from t2exp.documents import heading
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -71,6 +72,8 @@ class Components:
     evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
     answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
     grounding: str = "off"  # program checking when choosing the answer (t2exp.answer_choice)
+    demos: DemoPool | None = None  # retrieved demonstrations (t2exp.demos)
+    demos_k: int = 3
 
 
 @dataclass
@@ -162,7 +165,7 @@ def run_experiment(c: Components) -> Result:
                     done[q.id] = row
 
                 if generator is not None:
-                    prompts = [answers.build_messages(c.prompts, c.answer_mode, q.question, ctx, c.answer_prompt)
+                    prompts = [answers.build_messages(c.prompts, c.answer_mode, q.question, ctx, c.answer_prompt, _demos(c, q))
                                for q, ctx in zip(chunk, contexts, strict=True)]
                     arrived: dict[int, Generation] = {}
 
@@ -221,6 +224,13 @@ def _evidence(c: Components, q: Question, hits, index) -> list[str]:  # noqa: AN
         return c.evidence.all(q.question, texts)
     sources = [index.docs[cid] for cid, _ in (hits or [])[: len(texts)]]
     return c.evidence.all(q.question, texts, [heading(d) for d in sources])
+
+
+def _demos(c: Components, q: Question) -> list[Demo]:
+    """The demonstrations shown with ``q`` (none without a pool); never its own document's."""
+    if c.demos is None:
+        return []
+    return c.demos.select(q.question, c.demos_k, q.id, q.context_id, q.metadata.get("company_name", ""))
 
 
 def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str, Any]:  # noqa: ANN001
@@ -312,9 +322,9 @@ def data_fingerprint(subsets: list[Subset]) -> str:
 
 
 def prompts_fingerprint(directory: str | Path) -> str:
-    """Hash of every ``*.j2`` template's name and text in ``directory``."""
+    """Hash of every ``*.j2`` template's and ``demos/*.jsonl`` pool's name and text in ``directory``."""
     d = Path(directory)
-    files = sorted(d.glob("*.j2")) if d.is_dir() else []
+    files = sorted([*d.glob("*.j2"), *d.glob("demos/*.jsonl")]) if d.is_dir() else []
     return content_key([(f.name, f.read_text(encoding="utf-8")) for f in files])[:16]
 
 

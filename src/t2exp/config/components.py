@@ -267,6 +267,10 @@ class GeneratorConfig:
     prompt: str | None = None
     # program checking (t2exp.answer_choice): off | check (record it) | prefer (grounded programs win the vote)
     grounding: str = "check"
+    # retrieved demonstrations (t2exp.demos): a pool in prompts/demos/<name>.jsonl, null = none;
+    # the answer template shows the demos_k pool questions most like the real one
+    demos: str | None = None
+    demos_k: int = 3
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     aux_sampling: SamplingConfig | None = None  # HyDE passages, summaries (default 160 tokens)
     batch_size: int = 1
@@ -277,6 +281,7 @@ class GeneratorConfig:
 
         one_of("generator.answer_mode", self.answer_mode, MODES)
         one_of("generator.grounding", self.grounding, GROUNDING)
+        at_least("generator.demos_k", self.demos_k, 1)
         self.sampling.check("generator.sampling")
         if self.aux_sampling is not None:
             self.aux_sampling.check("generator.aux_sampling")
