@@ -48,6 +48,13 @@ def test_code_is_an_answer_mode_that_stops_at_the_closing_fence():
         ("a = 1\nprint(a)\nb = 2", 2.0),
         ("p = 49 / 136 * 100\nprint(f'Share: {p:.2f}%')", 49 / 136 * 100),  # an f-string showing one value
         ("a = 100\n b = 180.5\nanswer = (b - a) / a", 0.805),  # a stray indent in a program without blocks
+        # counting and totals as one comprehension inside sum/len/min/max
+        ("a = 3901\nb = 2321\nc = 2821\nyears = sum(1 for f in [a, b, c] if f > 3000)", 1.0),
+        ("n = len([v for v in range(2017, 2020) if v > 2017])", 2.0),
+        ("m = max(x / 2 for x in [4, 8])", 4.0),
+        # assigned names that are not identifiers are joined with _ where they are written
+        ("s&p_500_2017 = 208.1\nciti_2017 = 230.9\nr = citi_2017 / s&p_500_2017", 230.9 / 208.1),
+        ("total_long-lived_assets = 50\ntotal purchase = 200\nanswer = total_long-lived_assets / total purchase", 0.25),
     ],
 )
 def test_safe_exec_values(source, value):
@@ -63,6 +70,9 @@ def test_safe_exec_values(source, value):
      "for i in range(3):\n    for j in range(3):\n        x = j",  # nested loops
      "for i in range(0.5, 3):\n    x = i", "for k in {1: 2}:\n    x = k", "for i in [1, 2]:\n    x = i\nelse:\n    x = 0",
      "a = 1\nb = 2\nprint(f'{a} and {b}')",  # which of two shown values is the answer is unknown
+     "n = sum(x * y for x in [1, 2] for y in [3])", "n = sum(sum(y for y in [x]) for x in [1, 2])",  # one for, not nested
+     "n = sum(1 for i in range(101))", "n = [x for x in [1, 2]]",  # bounded; a comprehension only as an argument
+     "a-b = 2\nc = d-e",  # a repaired name must still be assigned before use
      "a = 1\n b = 2\nif a > b:\n    answer = a"],  # with a block, indentation means something
 )
 def test_safe_exec_refuses_everything_but_bounded_arithmetic(source):
@@ -77,6 +87,7 @@ def test_safe_exec_errors_name_the_cause_once():
 
 def test_program_literals_of_a_code_block_are_its_inputs():
     assert program_literals(REPLY) == [1250.0, 1000.0, 100.0]
+    assert program_literals("s&p_500 = 208.1\nr = 2 / s&p_500") == [208.1, 2.0]  # the 500 of a repaired name is no input
 
 
 def test_code_reply_is_run_and_recorded_as_the_program():

@@ -5,7 +5,7 @@ program of assignments (``revenue_2019 = 1250`` ... ``answer = (revenue_2019 - r
 revenue_2018 * 100``), whose expressions may also use the names assigned before them, with
 ``if``/``else``, ``+=`` and one level of ``for`` loop over a written-out list or ``range()``. In both,
 only numeric literals, + - * / // **, unary minus/plus, parentheses and the functions
-abs/round/min/max/sum are allowed: no attributes, calls to anything else, imports, while loops or
+abs/round/min/max/sum/len are allowed: no attributes, calls to anything else, imports, while loops or
 builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is never the
 modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded
 (source length, AST nodes, exponent), so evaluation time is bounded too.
@@ -36,7 +36,8 @@ _BIN = {
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _FUNCS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a)
+    "abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a),
+    "len": lambda a: len(a),
 }
 
 
@@ -96,6 +97,8 @@ def _eval(node: ast.AST, env: dict[str, float] | None = None) -> float:
         for a in node.args:
             if isinstance(a, (ast.Tuple, ast.List)):
                 args.append([_eval(e, env) for e in a.elts])
+            elif isinstance(a, (ast.GeneratorExp, ast.ListComp)) and env is not None:
+                args.append(_comprehension(a, env))
             else:
                 args.append(_eval(a, env))
         if node.func.id == "round" and len(args) == 2:  # round(x, ndigits): ndigits must be an int
@@ -105,6 +108,23 @@ def _eval(node: ast.AST, env: dict[str, float] | None = None) -> float:
             args[1] = int(digits)
         return float(_FUNCS[node.func.id](*args))
     raise UnsafeProgram(f"{type(node).__name__} is not allowed")
+
+
+def _comprehension(node: ast.GeneratorExp | ast.ListComp, env: dict[str, float]) -> list[float]:
+    """The values of ``sum(1 for x in [a, b, c] if x > 3000)`` or ``[x / 2 for x in range(3)]`` as
+    a function's argument: one ``for`` over what a loop may run over (:func:`_items`), its ``if``
+    conditions, no comprehension inside (the steps stay within ``MAX_ITEMS`` evaluations)."""
+    (gen,) = node.generators if len(node.generators) == 1 else (None,)
+    if gen is None or not isinstance(gen.target, ast.Name) or gen.is_async:
+        raise UnsafeProgram("a comprehension takes one for over one name")
+    if any(isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)) for n in ast.walk(node.elt)):
+        raise UnsafeProgram("nested comprehensions are not allowed")
+    out = []
+    for value in _items(gen.iter, env):
+        scope = {**env, gen.target.id: value}
+        if all(_truth(cond, scope) for cond in gen.ifs):
+            out.append(_eval(node.elt, scope))
+    return out
 
 
 _COMPARE: dict[type[ast.cmpop], Callable[[float, float], bool]] = {
@@ -221,12 +241,22 @@ def safe_exec(source: str) -> float:
     strings such as ``"2019"``, ``a if <condition> else b``, and a comparison, which is 1 or 0 as a
     yes/no answer), ``x += <expression>`` (any arithmetic operator), ``if``/``elif``/``else`` on
     comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``), one level of ``for``
-    loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items, and prints (an
+    loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items (also as a
+    comprehension inside ``sum``/``min``/``max``/``len``: ``sum(1 for x in [a, b] if x > 5)``),
+    and prints (an
     expression statement before the end, such as the print of a step, is skipped unevaluated).
     The answer is the variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` (or
     ``print(f"{x:.2f}")`` with one value shown) or bare expression, else the last assignment
-    made. Anything else (imports, while loops, nested loops, attributes, other calls) is refused."""
-    tree = _parse("\n".join(_clean_lines(source)), "exec")
+    made. Assigned names that are not identifiers (``s&p_500 = 1``) are joined with ``_`` when the
+    program does not parse as written (:func:`_repair_names`). Anything else (imports, while
+    loops, nested loops, attributes, other calls, function definitions) is refused."""
+    try:
+        tree = _parse("\n".join(_clean_lines(source)), "exec")
+    except UnsafeProgram:
+        repaired = _repair_names(source)
+        if repaired == source:
+            raise
+        tree = _parse("\n".join(_clean_lines(repaired)), "exec")
     assert isinstance(tree, ast.Module)
     env: dict[str, float] = {}
     try:
@@ -240,6 +270,20 @@ def safe_exec(source: str) -> float:
     if value is None or not math.isfinite(value):
         raise UnsafeProgram("no finite answer")
     return value
+
+
+_BAD_NAME = re.compile(r"^([ \t]*)([A-Za-z_][\w&\- ]*[\w])[ \t]*=(?!=)", re.MULTILINE)
+
+
+def _repair_names(source: str) -> str:
+    """Names a model wrote that are not Python identifiers (``s&p_500_return = 208.1``,
+    ``total_long-lived_assets_2019 = 9653``, ``total_purchase consideration = 265982``): each such
+    assigned name becomes one identifier (runs of ``&``, ``-`` and spaces → ``_``) wherever it is
+    written, so the program runs as its author meant it."""
+    bad = {m.group(2) for m in _BAD_NAME.finditer(source) if not m.group(2).isidentifier()}
+    for name in sorted(bad, key=len, reverse=True):
+        source = source.replace(name, re.sub(r"[&\- ]+", "_", name))
+    return source
 
 
 def _clean_lines(source: str) -> list[str]:
@@ -267,6 +311,9 @@ def program_literals(source: str) -> list[float]:
         try:
             tree = ast.parse("\n".join(_clean_lines(source)), mode="exec")
         except SyntaxError:
-            return []
+            try:
+                tree = ast.parse("\n".join(_clean_lines(_repair_names(source))), mode="exec")
+            except SyntaxError:
+                return []
     return [float(n.value) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
