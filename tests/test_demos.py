@@ -57,10 +57,10 @@ def test_pool_files_are_checked_with_one_line_errors(tmp_path):
         DemoPool.load(tmp_path, "nope")
     (tmp_path / "demos").mkdir()
     (tmp_path / "demos" / "bad.jsonl").write_text(json.dumps({"id": "x", "context_id": "c", "question": "q?"}) + "\n")
-    with pytest.raises(ConfigError, match=r"generator.demos='bad': .*bad.jsonl line 1 lacks answer"):
+    with pytest.raises(ConfigError, match=r"generator.demos='bad': .*bad.jsonl entry 1 lacks answer"):
         DemoPool.load(tmp_path, "bad")
     (tmp_path / "demos" / "broken.jsonl").write_text("{\n")
-    with pytest.raises(ConfigError, match=r"line 1 is not JSON"):
+    with pytest.raises(ConfigError, match=r"generator.demos='broken': .*broken.jsonl: line 1: not valid JSON"):
         DemoPool.load(tmp_path, "broken")
 
 

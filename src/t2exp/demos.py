@@ -20,13 +20,13 @@ the report sample.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2exp.errors import ConfigError
+from t2exp.data import read_jsonl_objects
+from t2exp.errors import ConfigError, DataError
 from t2exp.evidence import terms
 
 KEYS = ("id", "context_id", "question", "answer")
@@ -64,17 +64,15 @@ class DemoPool:
         if not path.is_file():
             found = sorted(p.stem for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
             raise ConfigError(f"generator.demos={name!r}: no file {path}; pools there: {', '.join(found) or 'none'}")
+        try:
+            rows = read_jsonl_objects(path)
+        except DataError as exc:
+            raise ConfigError(f"generator.demos={name!r}: {exc}") from None
         demos = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"generator.demos={name!r}: {path} line {n} is not JSON ({exc.msg})") from None
+        for n, row in enumerate(rows, 1):
             missing = [k for k in KEYS if not isinstance(row.get(k), str) or not row[k]]
             if missing:
-                raise ConfigError(f"generator.demos={name!r}: {path} line {n} lacks {', '.join(missing)}")
+                raise ConfigError(f"generator.demos={name!r}: {path} entry {n} lacks {', '.join(missing)}")
             demos.append(Demo(row["id"], row["context_id"], str(row.get("subset", "")), row["question"], row["answer"]))
         if not demos:
             raise ConfigError(f"generator.demos={name!r}: {path} holds no demonstrations")
