@@ -116,7 +116,10 @@ def run(work: Path, overrides: list[str]) -> list[dict]:
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=6 * 3600)
     if proc.returncode != 0:
         raise SystemExit(f"python -m t2exp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    preds = sorted((work / "cache").glob("runs/*/predictions.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
+    # the cell this run used: every run rewrites its cell's leaderboard.jsonl, also a run that only
+    # resumed (its predictions.jsonl is then untouched, and an older cell's may be newer)
+    cell = max((work / "cache").glob("runs/*/leaderboard.jsonl"), key=lambda p: p.stat().st_mtime).parent
+    preds = cell / "predictions.jsonl"
     return [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
