@@ -125,3 +125,21 @@ def test_a_run_shows_demonstrations_from_other_documents_only(shared_cache, tmp_
         shown = [q for q in by_question if f"Question: {q}\n```python" in text]
         assert len(shown) == 2
         assert not set(shown) & own[asked]
+
+
+@pytest.mark.slow
+def test_demos_with_a_template_that_shows_none_is_a_one_line_error(shared_cache, tmp_path):
+    """``generator.demos`` with the plain code template would silently show nothing: refused, naming the fix."""
+    proc = run_app(["generator=openai_compat", "generator.model=m", "generator.base_url=http://127.0.0.1:9/v1",
+                    "generator.answer_mode=code", "generator.demos=code_tune", "rag_method=oracle", "dataset=finqa",
+                    "dataset.limit=1"], shared_cache, tmp_path, check=False)
+    assert proc.returncode == 2
+    err = [ln for ln in proc.stderr.splitlines() if "generator.demos" in ln]
+    assert err and "'answer_code' shows no demonstrations" in err[-1] and "generator.prompt=answer_code_demos" in err[-1]
+    assert "Traceback" not in proc.stderr
+
+
+def test_template_variables_are_what_it_reads():
+    lib = PromptLibrary(ROOT / "prompts")
+    assert "demos" in lib.variables("answer_code_demos")
+    assert "demos" not in lib.variables("answer_code") and {"question", "contexts"} <= lib.variables("answer_code")

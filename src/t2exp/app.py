@@ -93,18 +93,19 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
     # auxiliary calls (HyDE passages, summaries) have no answer mode: ``stop: null`` is no stop sequence
     aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=160, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
+    prompts = PromptLibrary(cfg.paths.prompts)
     return Components(
         subsets=subsets,
         method=method,
         embedder=embedder,
         store_factory=store_factory,
         generator=generator,
-        prompts=PromptLibrary(cfg.paths.prompts),
+        prompts=prompts,
         sampling=sampling,
         answer_mode=str(gen_cfg.get("answer_mode", "direct")),
         answer_prompt=gen_cfg.get("prompt"),
         grounding=str(gen_cfg.get("grounding", "off")),
-        demos=DemoPool.load(cfg.paths.prompts, str(gen_cfg.demos)) if generator and gen_cfg.get("demos") else None,
+        demos=_demo_pool(cfg, prompts) if generator else None,
         demos_k=int(gen_cfg.get("demos_k", 3)),
         k=int(cfg.k),
         variant=str(cfg.document.variant),
@@ -116,6 +117,18 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),
                           str(cfg.context.header), cfg.context.documents),
     )
+
+
+def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
+    """``generator.demos``' pool, after checking that the answer template shows demonstrations."""
+    name = cfg.generator.get("demos")
+    if not name:
+        return None
+    template = cfg.generator.get("prompt") or f"answer_{cfg.generator.get('answer_mode', 'direct')}"
+    if "demos" not in prompts.variables(template):
+        raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
+                          "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")
+    return DemoPool.load(cfg.paths.prompts, str(name))
 
 
 def objective_name(cfg: DictConfig) -> str:

@@ -6,6 +6,7 @@ from functools import cache
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 
 from t2exp.errors import ConfigError
 
@@ -29,6 +30,12 @@ class PromptLibrary:
             return self.env.get_template(f"{name}.j2")
         except jinja2.TemplateNotFound:
             raise ConfigError(f"prompt {name!r}: no file {self.directory / (name + '.j2')}") from None
+
+    def variables(self, name: str) -> set[str]:
+        """The names template ``name`` reads (``question``, ``contexts``, ``demos``, ...)."""
+        self._template(name)  # a missing template is its ConfigError
+        source = (self.directory / f"{name}.j2").read_text(encoding="utf-8")
+        return set(jinja2.meta.find_undeclared_variables(self.env.parse(source)))
 
     def render(self, name: str, **values: object) -> str:
         tpl = self._template(name)
