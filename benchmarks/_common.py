@@ -36,6 +36,32 @@ def report_ids() -> set[str]:
     return {q.id for s in subsets for q in s.questions}
 
 
+def t2exp(work: Path, args: Sequence[str], timeout: float | None = None) -> tuple[float, str]:
+    """``python -m t2exp <args>`` as a real subprocess in ``work`` (offline, no progress bars, not a
+    child of any MLflow run): its wall seconds and its output (stdout, then stderr). A failure ends
+    the script with t2exp's own error."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "t2exp", *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"python -m t2exp {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - t0, proc.stdout + proc.stderr
+
+
+def latest_predictions(cache: Path) -> list[dict]:
+    """The predictions of the cell the latest run under ``cache`` (its ``paths.cache``) used: every
+    run rewrites its cell's ``leaderboard.jsonl``, also a run that only resumed (whose
+    ``predictions.jsonl`` is then untouched, and another cell's may be newer)."""
+    import json
+
+    cell = max(cache.glob("runs/*/leaderboard.jsonl"), key=lambda p: p.stat().st_mtime).parent
+    text = (cell / "predictions.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def compose(overrides: Sequence[str] = ()) -> Any:
     """The composed t2exp config (``conf/config.yaml`` + ``overrides``), as ``python -m t2exp`` sees it."""
     from hydra import compose as hydra_compose

@@ -32,15 +32,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, REPORT_LIMIT, REPORT_SEED, ROOT, SHARED_CACHE, machine, ratio_line, report_ids, table  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_DATA,
+    REPORT_LIMIT,
+    REPORT_SEED,
+    ROOT,
+    SHARED_CACHE,
+    latest_predictions,
+    machine,
+    ratio_line,
+    report_ids,
+    t2exp,
+    table,
+)
 
 FEWSHOT = "generator.prompt=answer_program_fewshot"
 DEMOS = ["generator.prompt=answer_code_demos", "generator.demos=code_tune"]
@@ -109,18 +119,9 @@ def share_answers(root: Path, dest: Path) -> None:
 
 def run(work: Path, overrides: list[str]) -> list[dict]:
     retrieves = any(o.startswith(("rag_method=", "+rung=")) for o in overrides)
-    cmd = [sys.executable, "-m", "t2exp", *([] if retrieves else ["rag_method=oracle"]), *overrides,
-           f"paths.models={SHARED_CACHE / 'models'}", f"paths.cache={work / 'cache'}"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
-    env.pop("T2EXP_PARENT_RUN_ID", None)
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=6 * 3600)
-    if proc.returncode != 0:
-        raise SystemExit(f"python -m t2exp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    # the cell this run used: every run rewrites its cell's leaderboard.jsonl, also a run that only
-    # resumed (its predictions.jsonl is then untouched, and an older cell's may be newer)
-    cell = max((work / "cache").glob("runs/*/leaderboard.jsonl"), key=lambda p: p.stat().st_mtime).parent
-    preds = cell / "predictions.jsonl"
-    return [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    t2exp(work, [*([] if retrieves else ["rag_method=oracle"]), *overrides,
+                 f"paths.models={SHARED_CACHE / 'models'}", f"paths.cache={work / 'cache'}"], timeout=6 * 3600)
+    return latest_predictions(work / "cache")
 
 
 def main() -> None:

@@ -20,15 +20,23 @@ Ends with one ``RATIO default_retriever: ...`` line.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, REPORT_LIMIT, REPORT_SEED, compose, machine, ratio_line, report_ids, table  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_DATA,
+    REPORT_LIMIT,
+    REPORT_SEED,
+    compose,
+    latest_predictions,
+    machine,
+    ratio_line,
+    report_ids,
+    t2exp,
+    table,
+)
 
 SPACE = {
     "rag_method.bm25.k1": "interval(0.3,3.0)",
@@ -56,14 +64,6 @@ def split_data(dest: Path) -> tuple[int, int]:
     return len(report), n_tune
 
 
-def t2exp(work: Path, args: list[str]) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
-    env.pop("T2EXP_PARENT_RUN_ID", None)
-    proc = subprocess.run([sys.executable, "-m", "t2exp", *args], cwd=work, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"python -m t2exp {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-
-
 def tune(work: Path, data: Path, trials: int) -> dict:
     import yaml
 
@@ -85,8 +85,7 @@ def shipped() -> dict[str, float]:
 def report_run(work: Path, method: str) -> list[dict]:
     t2exp(work, [f"rag_method={method}", "generator=none", f"dataset.limit={REPORT_LIMIT}", f"seed={REPORT_SEED}",
                  "experiment_name=default_retriever"])
-    preds = sorted(work.glob(".t2exp_cache/runs/*/predictions.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
-    return [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return latest_predictions(work / ".t2exp_cache")
 
 
 def main() -> None:

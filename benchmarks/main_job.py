@@ -18,34 +18,20 @@ so the GGUF → transformers conversion (about a minute) is not paid again. Ends
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, SHARED_CACHE, machine, ratio_line, table  # noqa: E402
+from _common import ROOT, SHARED_CACHE, latest_predictions, machine, ratio_line, t2exp, table  # noqa: E402
 
 # the main job as issue 15 measured it: the 0.5B generator in float32 reading whole documents
 BEFORE = ["generator=qwen_coder_0_5b", "generator.dtype=float32", "context.mode=full"]
 
 
 def run(work: Path, overrides: list[str], models: Path | None) -> dict:
-    cmd = [sys.executable, "-m", "t2exp", *overrides]
-    if models is not None:
-        cmd.append(f"paths.models={models}")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
-    env.pop("T2EXP_PARENT_RUN_ID", None)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=7200)
-    seconds = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"python -m t2exp {' '.join(overrides)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    preds = sorted(work.glob(".t2exp_cache/runs/*/predictions.jsonl"), key=lambda p: p.stat().st_mtime)[-1]
-    rows = [json.loads(line) for line in preds.read_text(encoding="utf-8").splitlines() if line.strip()]
+    seconds, log = t2exp(work, [*overrides, *([f"paths.models={models}"] if models is not None else [])], timeout=7200)
+    rows = latest_predictions(work / ".t2exp_cache")
     scored = [r for r in rows if r.get("nm") is not None]
     gen = [r for r in rows if r.get("prompt_tokens")]
     return {
@@ -54,7 +40,7 @@ def run(work: Path, overrides: list[str], models: Path | None) -> dict:
         "nm": 100 * sum(r["nm"] for r in scored) / max(1, len(scored)),
         "nm_strict": 100 * sum(r.get("nm_strict") or 0 for r in scored) / max(1, len(scored)),
         "prompt_tokens": sum(r["prompt_tokens"] for r in gen) / max(1, len(gen)),
-        "log": proc.stdout + proc.stderr,
+        "log": log,
         "ids": [r["id"] for r in rows],
     }
 
