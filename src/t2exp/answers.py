@@ -108,6 +108,11 @@ def parse_json_answer(text: str) -> ParsedAnswer:
     )
 
 
+def answer_template(mode: str, template: str | None = None) -> str:
+    """The answer template a run renders: ``generator.prompt``, else ``answer_<answer_mode>``."""
+    return template or f"answer_{mode}"
+
+
 def build_messages(
     prompts: PromptLibrary, mode: str, question: str, contexts: list[str], template: str | None = None,
     demos: Sequence[Demo] = (),
@@ -118,7 +123,7 @@ def build_messages(
         raise ConfigError(f"generator.answer_mode={mode!r}: allowed values are {', '.join(MODES)}")
     return [
         {"role": "system", "content": prompts.render("system")},
-        {"role": "user", "content": prompts.render(template or f"answer_{mode}", question=question, contexts=contexts,
+        {"role": "user", "content": prompts.render(answer_template(mode, template), question=question, contexts=contexts,
                                                              demos=list(demos))},
     ]
 

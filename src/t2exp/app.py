@@ -124,7 +124,9 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
     name = cfg.generator.get("demos")
     if not name:
         return None
-    template = cfg.generator.get("prompt") or f"answer_{cfg.generator.get('answer_mode', 'direct')}"
+    from t2exp.answers import answer_template
+
+    template = answer_template(str(cfg.generator.get("answer_mode", "direct")), cfg.generator.get("prompt"))
     if "demos" not in prompts.variables(template):
         raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
                           "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")

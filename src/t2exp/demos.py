@@ -50,9 +50,8 @@ def words(question: str) -> set[str]:
 
 
 class DemoPool:
-    def __init__(self, demos: list[Demo], name: str = "") -> None:
+    def __init__(self, demos: list[Demo]) -> None:
         self.demos = demos
-        self.name = name
         self._words = [words(d.question) for d in demos]
         df = Counter(w for ws in self._words for w in ws)
         n = len(demos)
@@ -76,7 +75,7 @@ class DemoPool:
             demos.append(Demo(row["id"], row["context_id"], str(row.get("subset", "")), row["question"], row["answer"]))
         if not demos:
             raise ConfigError(f"generator.demos={name!r}: {path} holds no demonstrations")
-        return cls(demos, name)
+        return cls(demos)
 
     def select(self, question: str, k: int, exclude_id: str = "", exclude_context: str = "", company: str = "") -> list[Demo]:
         """The ``k`` demonstrations most like ``question``, least like first (the best one ends

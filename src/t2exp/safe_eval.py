@@ -250,14 +250,7 @@ def safe_exec(source: str) -> float:
     made. Assigned names that are not identifiers (``s&p_500 = 1``) are joined with ``_`` when the
     program does not parse as written (:func:`_repair_names`). Anything else (imports, while
     loops, nested loops, attributes, other calls, function definitions) is refused."""
-    try:
-        tree = _parse("\n".join(_clean_lines(source)), "exec")
-    except UnsafeProgram:
-        repaired = _repair_names(source)
-        if repaired == source:
-            raise
-        tree = _parse("\n".join(_clean_lines(repaired)), "exec")
-    assert isinstance(tree, ast.Module)
+    tree = _program(source)
     env: dict[str, float] = {}
     try:
         last = _run(tree.body, env, None, tree.body[-1]) if tree.body else None
@@ -273,6 +266,20 @@ def safe_exec(source: str) -> float:
 
 
 _BAD_NAME = re.compile(r"^([ \t]*)([A-Za-z_][\w&\- ]*[\w])[ \t]*=(?!=)", re.MULTILINE)
+
+
+def _program(source: str) -> ast.Module:
+    """A program's statements as :func:`safe_exec` reads them: its cleaned lines parsed within the
+    size bounds, once more with :func:`_repair_names` applied when they do not parse as written."""
+    try:
+        tree = _parse("\n".join(_clean_lines(source)), "exec")
+    except UnsafeProgram:
+        repaired = _repair_names(source)
+        if repaired == source:
+            raise
+        tree = _parse("\n".join(_clean_lines(repaired)), "exec")
+    assert isinstance(tree, ast.Module)
+    return tree
 
 
 def _repair_names(source: str) -> str:
@@ -304,16 +311,14 @@ def _clean_lines(source: str) -> list[str]:
 def program_literals(source: str) -> list[float]:
     """The number literals a program uses, as :func:`safe_eval` and :func:`safe_exec` read them
     (thousands separators, ``$`` and ``%`` dropped; a unary minus is an operator, so literals are
-    non-negative). Empty when the source does not parse."""
+    non-negative). Empty when the source parses neither as one expression nor as a program
+    :func:`safe_exec` reads (:func:`_program`: names repaired, within its size bounds)."""
     try:
         tree: ast.AST = ast.parse(_clean(source), mode="eval")
     except SyntaxError:
         try:
-            tree = ast.parse("\n".join(_clean_lines(source)), mode="exec")
-        except SyntaxError:
-            try:
-                tree = ast.parse("\n".join(_clean_lines(_repair_names(source))), mode="exec")
-            except SyntaxError:
-                return []
+            tree = _program(source)
+        except UnsafeProgram:
+            return []
     return [float(n.value) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
