@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,13 @@ SHARED_CACHE = ROOT / ".t2exp_cache"
 REPORT_LIMIT, REPORT_SEED = 200, 0
 
 
-def report_ids() -> set[str]:
+@cache
+def report_ids() -> frozenset[str]:
     """The ids of the report sample's questions in the bundled data (the loader's seeded draw)."""
     from t2exp.data import load_subsets
 
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=REPORT_LIMIT, seed=REPORT_SEED)
-    return {q.id for s in subsets for q in s.questions}
+    return frozenset(q.id for s in subsets for q in s.questions)
 
 
 def t2exp(work: Path, args: Sequence[str], timeout: float | None = None) -> tuple[float, str]:

@@ -31,7 +31,6 @@ bootstrap (:mod:`t2exp.evaluation.compare`). Ends with one ``RATIO answers: ...`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -89,22 +88,35 @@ SHOWN = ("not_retrieved", "no_number", "runaway", "ungrounded", "wrong_lookup", 
 def tune_data(dest: Path, per_subset: int, seed: int, exclude: frozenset[str] = frozenset()) -> None:
     """Copy the bundled data with ``per_subset`` questions of each subset from outside the report
     sample (and outside ``exclude``) in split ``tune`` and every other row in split ``corpus``."""
+    import pandas as pd
+
+    keep = tune_ids(per_subset, seed, exclude)
+    for f in sorted(DEFAULT_DATA.glob("*.parquet")):
+        df = pd.read_parquet(f)
+        df.assign(split=["tune" if i in keep else "corpus" for i in df["id"]]).to_parquet(dest / f.name)
+
+
+def tune_ids(per_subset: int, seed: int, exclude: frozenset[str] = frozenset()) -> set[str]:
+    """The ids of a tune sample: ``per_subset`` questions of each bundled subset drawn (``seed``)
+    from outside the report sample and ``exclude``."""
     import random
 
     import pandas as pd
 
     report = report_ids() | exclude
+    keep: set[str] = set()
     for f in sorted(DEFAULT_DATA.glob("*.parquet")):
-        df = pd.read_parquet(f)
-        rest = [i for i in df["id"] if i not in report]
-        keep = set(random.Random(seed).sample(rest, min(per_subset, len(rest))))
-        df.assign(split=["tune" if i in keep else "corpus" for i in df["id"]]).to_parquet(dest / f.name)
+        rest = [i for i in pd.read_parquet(f, columns=["id"])["id"] if i not in report]
+        keep.update(random.Random(seed).sample(rest, min(per_subset, len(rest))))
+    return keep
 
 
 def demo_ids() -> frozenset[str]:
     """The question ids of every demonstration pool in ``prompts/demos/`` (``benchmarks/demos.py``)."""
-    return frozenset(json.loads(line)["id"] for f in sorted((ROOT / "prompts" / "demos").glob("*.jsonl"))
-                     for line in f.read_text(encoding="utf-8").splitlines() if line.strip())
+    from t2exp.demos import DemoPool
+
+    prompts = ROOT / "prompts"
+    return frozenset(d.id for f in sorted((prompts / "demos").glob("*.jsonl")) for d in DemoPool.load(prompts, f.stem).demos)
 
 
 def share_answers(root: Path, dest: Path) -> None:
