@@ -100,9 +100,18 @@ def method_config(name: str, extra: Sequence[str] = ()) -> tuple[dict, str, Any]
     return OmegaConf.to_container(cfg.rag_method, resolve=True), str(cfg.document.variant), cfg.get("reranker")
 
 
-def raw_embedder() -> Any:
-    """The default offline embedder (``embedder=minilm``), model loaded."""
-    emb = instantiate(compose(["generator=none"]).embedder)
+def query_builder(overrides: Sequence[str] = ()) -> Any:
+    """The retrieval query (``query.*``) of the config ``overrides`` compose, as a run builds it."""
+    from t2exp.queries import QueryBuilder
+
+    cfg = compose(["generator=none", *overrides])
+    return QueryBuilder(str(cfg.query.template), cfg.query.get("instruction"))
+
+
+def raw_embedder(overrides: Sequence[str] = ()) -> Any:
+    """The default offline embedder (``embedder=minilm``; ``overrides``, e.g. ``protocol=paper``
+    for its plain templates), model loaded."""
+    emb = instantiate(compose(["generator=none", *overrides]).embedder)
     emb.embed_queries(["warm up"])  # load the model outside every timed region
     return emb
 
@@ -114,8 +123,10 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
     return CachedEmbedder(inner, KVCache(Path(cache_dir) / "embeddings.sqlite"))
 
 
-def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None) -> Any:
-    """A ``Services`` object as ``t2exp.experiment.run_experiment`` builds it."""
+def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None,
+             k: int | None = None, query: Any = None) -> Any:
+    """A ``Services`` object as ``t2exp.experiment.run_experiment`` builds it (``k`` the run's k,
+    ``query`` its ``QueryBuilder``; None: the default query)."""
     from t2exp.methods import Services
     from t2exp.prompts import PromptLibrary
     from t2exp.stores.lancedb_store import LanceDBStore
@@ -127,6 +138,8 @@ def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "pl
         prompts=PromptLibrary(ROOT / "prompts"),
         variant=variant,
         lock_dir=Path(cache_dir) / "locks",
+        k=k,
+        **({"query": query} if query is not None else {}),
     )
 
 

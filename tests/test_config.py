@@ -151,7 +151,7 @@ def test_the_paper_experiment_sets_the_authors_protocol_for_every_method(method,
     assert cfg.embedder.query_template == "{text}"  # the instruction is not wrapped twice
     assert cfg.generator.answer_mode == "json"
     if method == "hybrid":
-        assert (cfg.rag_method.fusion, cfg.rag_method.lexical) == ("paper_rank", "rank_bm25")
+        assert (cfg.rag_method.fusion, cfg.rag_method.lexical) == ("paper", "rank_bm25")
     if method == "reranker":
         assert cfg.rag_method.first_stage == "base"
     assert compose_cfg(f"rag_method={method}").query.template == "{question}"  # t2exp's own protocol otherwise

@@ -87,3 +87,21 @@ def test_rank_bm25_okapi_by_hand():
     assert hits == [("a", pytest.approx(math.log(2.5 / 1.5)))]
     (both,) = index.search(["revenue sharply"], 3)
     assert [c for c, _ in both] == ["a", "b"]
+
+
+def test_fuse_paper_is_the_authors_hybrid_by_hand():
+    """The authors' HybridBM25RAG on a case worked by hand: dense top-3 a, b, c (1, 2/3, 1/3);
+    BM25 over the whole corpus d 10, b 5, then e, a, c at 0, whose fallbacks are 0.9 x 0.5 (the
+    smallest positive normalised score) x (1 - pos/5) = 0.27, 0.18, 0.09. Fused (alpha 0.5): a 0.59,
+    b 0.5833, d 0.5, c 0.2117, e 0.135 — without the fallback a (0.5) would fall below b."""
+    from t2exp.fusion import fuse_paper
+
+    dense = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
+    everything = [("d", 10.0), ("b", 5.0), ("e", 0.0), ("a", 0.0), ("c", 0.0)]
+    got = fuse_paper(dense, everything, 5, 0.5)
+    assert [c for c, _ in got] == ["a", "b", "d", "c", "e"]
+    assert [round(s, 4) for _, s in got] == [0.59, 0.5833, 0.5, 0.2117, 0.135]
+    assert [c for c, _ in fuse_paper(dense, everything, 3, 0.5)] == ["a", "b", "d"]
+    # no positive BM25 score: the fallback ceiling is 0.9 x 0.1, dense order decides
+    flat = [("d", 0.0), ("c", 0.0), ("b", 0.0), ("a", 0.0)]
+    assert [c for c, _ in fuse_paper(dense, flat, 4, 0.5)] == ["a", "b", "c", "d"]

@@ -314,6 +314,26 @@ def test_paper_order_resorts_by_dense_similarity_with_bm25_only_hits_last():
     assert none["mrr_at_3_paper_order"] is None and none["recall_at_1_paper_order"] is None  # no dense scores kept
 
 
+def test_paper_order_resorts_the_top_k_the_authors_retriever_returned():
+    """The authors re-sort their top-k list: a better-dense document at rank 4 or 5 (retrieved only
+    so that Recall@5 is defined) never enters it."""
+    from t2exp.evaluation.metrics import question_metrics
+
+    m = question_metrics(["A", "B", "C", "D", "E"], "A", 3, None, None, dense=[0.2, 0.3, 0.1, 0.9, 0.8])
+    assert m["recall_at_1_paper_order"] == 0.0 and m["mrr_at_3_paper_order"] == 0.5  # B, A, C — not D, E, B
+    m = question_metrics(["A", "B", "C", "D", "E"], "D", 3, None, None, dense=[0.2, 0.3, 0.1, 0.9, 0.8])
+    assert m["mrr_at_3_paper_order"] == 0.0 and m["recall_at_5"] == 1.0
+
+
+def test_recall_past_what_the_method_ranked_is_undefined():
+    """A reranker that rescored 3 candidates ranked 3 documents: its Recall@5 is not a 0."""
+    from t2exp.evaluation.metrics import question_metrics
+
+    m = question_metrics(["A", "B", "C"], "Z", 1, None, None, ranked_depth=3)
+    assert (m["recall_at_1"], m["recall_at_3"], m["recall_at_5"]) == (0.0, 0.0, None)
+    assert question_metrics(["A", "B", "C"], "Z", 1, None, None)["recall_at_5"] == 0.0  # a list that is complete
+
+
 def test_paper_order_metrics_are_scored_from_a_runs_predictions():
     from t2exp.data import Question
     from t2exp.evaluation.scoring.compute import score

@@ -66,6 +66,8 @@ def one_line_error(*overrides: str) -> str:
         (["rag_method.fusion=max"], ["rag_method.fusion='max'", "relative_score, rrf"]),
         (["rag_method.lexical=bm26"], ["rag_method.lexical='bm26'", "bm25s, rank_bm25, fielded, store"]),
         (["rag_method.candidate_depth=0"], ["rag_method.candidate_depth=0", ">= 1"]),
+        (["rag_method.fusion=paper", "rag_method.lexical=store"],
+         ["rag_method.lexical='store'", "rank_bm25 or bm25s with rag_method.fusion=paper"]),
         (["rag_method=reranker", "rag_method.candidates=4", "k=5"], ["rag_method.candidates=4", ">= k (5)"]),
         (["rag_method=reranker", "rag_method.candidates=many"], ["rag_method.candidates=many", "an integer"]),
         (["rag_method=reranker", "rag_method.first_stage=bm25"], ["rag_method.first_stage='bm25'", "base, hybrid"]),

@@ -100,7 +100,7 @@ def run_experiment(c: Components) -> Result:
     generator = CachedGenerator(c.generator, KVCache(c.cache_dir / "llm.sqlite")) if c.generator else None
     services = Services(
         embedder=embedder, store_factory=c.store_factory, generator=generator, prompts=c.prompts,
-        variant=c.variant, lock_dir=c.cache_dir / "locks", aux_sampling=c.aux_sampling, query=c.query,
+        variant=c.variant, lock_dir=c.cache_dir / "locks", aux_sampling=c.aux_sampling, query=c.query, k=c.k,
     )
     depth = max(c.k, max(RECALL_KS))
     rows: list[dict[str, Any]] = []
@@ -241,7 +241,7 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
     pred = parsed.value if parsed else None
     text = parsed.text if parsed else None
     dense = _dense_of(hits)
-    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=dense)
+    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=getattr(hits, "depth", None))
     if gen is None:
         for name in (*NM_METRICS, DEGENERATE):
             m[name] = None

@@ -7,12 +7,19 @@ both stores: 1 = pure dense, 0 = pure BM25.
 ``rrf``: reciprocal rank fusion, ``alpha / (rrf_k + rank_dense) + (1 - alpha) / (rrf_k + rank_bm25)``
 (ranks from 1, as in the RRF paper, rrf_k = 60). Weaviate's rankedFusion has the same weights but
 counts ranks from 0 (``weight / (60 + rank0)``), so near-ties can order differently.
-``paper_rank``: the T²-RAGBench authors' fusion: ``alpha * (1 - pos / len(dense)) + (1 - alpha) *
-bm25 / max_bm25``, ``pos`` the 0-based position in the dense list (its rank, not its similarity;
-0 when absent), ``bm25 / max_bm25`` the BM25 score over the best BM25 score of the query (the
-first of the lexical list, i.e. the corpus maximum; 0 when absent). Their lists are the top-k.
-``alpha`` 1 / 0 return the dense / lexical list unchanged (raw scores). Equal fused scores keep
-the dense order (a document's first position in the dense list, then in the lexical list).
+``paper``: the T²-RAGBench authors' hybrid procedure (``HybridBM25RAG`` in their ``encourage``
+library): the dense list is the retriever's top-k, the lexical list is **every document of the
+corpus** in BM25 order with its score (``fuse_paper``); each document scores ``alpha * (1 - pos /
+len(dense)) + (1 - alpha) * sparse``, ``pos`` its 0-based dense position (the term is 0 outside the
+dense list), ``sparse`` its BM25 score over the query's best (for a positive score) or, for a
+document with BM25 score 0, a fallback just below the smallest positive normalised score that
+falls with its BM25 position: ``0.9 * min_positive * (1 - bm25_pos / n_docs)``.
+``paper_rank``: the same formula over two **cut** lists (each retriever's top ``candidate_depth``;
+a document missing from the lexical list gets no BM25 term, and there is no zero-score fallback).
+Not the authors' procedure: a documented variant (the ablation ladder's former l0).
+``alpha`` 1 / 0 return the dense / lexical list unchanged (raw scores) for every fusion but
+``paper``. Equal fused scores keep the dense order (a document's first position in the dense
+list, then in the lexical list).
 
 Fused scores of the two fusions live on different scales (relative score in [0, 1], RRF below
 ``1 / (rrf_k + 1)``, single lists raw); ``unit_scale`` maps any of them onto [0, 1] so that a
@@ -22,7 +29,9 @@ Values are checked by the config schema (``t2exp.config``), not here.
 
 from __future__ import annotations
 
-FUSIONS = ("relative_score", "rrf", "paper_rank")
+FUSIONS = ("relative_score", "rrf", "paper", "paper_rank")
+# fusions that read the whole corpus's BM25 scores, zeros included (an in-memory BM25 index)
+WHOLE_CORPUS = ("paper",)
 
 
 def _minmax(hits: list[tuple[str, float]]) -> dict[str, float]:
@@ -70,6 +79,34 @@ def fuse(
         order.setdefault(cid, i)
     ranked = sorted(combined.items(), key=lambda kv: (-kv[1], order.get(kv[0], 0)))
     return ranked[:k]
+
+
+def fuse_paper(
+    dense: list[tuple[str, float]],
+    everything: list[tuple[str, float]],
+    depth: int,
+    alpha: float = 0.5,
+) -> list[tuple[str, float]]:
+    """The authors' hybrid: ``dense`` is the dense retriever's list (their top-k), ``everything``
+    every document of the corpus in BM25 order (best first) with its BM25 score, zeros included.
+    Returns the top ``depth`` of the fused order; its first k are the authors' top-k. Ties (equal
+    fused scores) keep the dense order, then the BM25 order."""
+    n = len(everything)
+    best = max((s for _, s in everything), default=0.0)
+    normalised = {cid: s / best for cid, s in everything if best > 0 and s > 0}
+    ceiling = 0.9 * min(normalised.values(), default=0.1)
+    position = {cid: p for p, (cid, _) in enumerate(dense)}
+    combined: dict[str, float] = {}
+    for pos, (cid, _) in enumerate(everything):
+        sparse = normalised.get(cid, 0.0) or ceiling * (1.0 - pos / max(n, 1))
+        combined[cid] = (1 - alpha) * sparse
+    for cid, pos in position.items():
+        combined[cid] = combined.get(cid, 0.0) + alpha * (1.0 - pos / len(dense))
+    order: dict[str, int] = {}
+    for i, (cid, _) in enumerate(dense + everything):
+        order.setdefault(cid, i)
+    ranked = sorted(combined.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+    return ranked[:depth]
 
 
 def unit_scale(hits: list[tuple[str, float]], fusion: str, alpha: float, rrf_k: int = 60) -> list[tuple[str, float]]:

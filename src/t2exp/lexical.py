@@ -114,6 +114,11 @@ class BM25sIndex:
             out.append([(self.ids[int(d)], float(s) * self.scale) for d, s in zip(row_d, row_s, strict=True) if s > 0])
         return out
 
+    def rank_all(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """Per query every document with its score, zeros included, in the authors' hybrid's BM25
+        order (``RankBM25Index.rank_all``)."""
+        return [_all_ranked(self.ids, np.asarray(self.retriever.get_scores(self.tokenize(q)), dtype=float)) for q in queries]
+
     def save(self, directory: Path) -> None:
         self.retriever.save(str(directory), show_progress=False)
         (Path(directory) / "t2exp.json").write_text(
@@ -151,6 +156,16 @@ class RankBM25Index:
             top = np.argsort(-scores, kind="stable")[: min(k, len(self.ids))]
             out.append([(self.ids[int(i)], float(scores[i])) for i in top if scores[i] > 0])
         return out
+
+    def rank_all(self, queries: Sequence[str]) -> list[list[tuple[str, float]]]:
+        """Per query every document with its score, zeros included, in BM25 order as the authors'
+        hybrid orders it (``np.argsort(scores)[::-1]``: equal scores in reverse index order of
+        numpy's sort) — the lexical list of ``fusion=paper``."""
+        return [_all_ranked(self.ids, np.asarray(self.retriever.get_scores(self.tokenize(q)), dtype=float)) for q in queries]
+
+
+def _all_ranked(ids: Sequence[str], scores: np.ndarray) -> list[tuple[str, float]]:
+    return [(ids[int(i)], float(scores[i])) for i in np.argsort(scores)[::-1]]
 
 
 LEXICAL_INDEXES: dict[str, type[BM25sIndex] | type[RankBM25Index]] = {"bm25s": BM25sIndex, "rank_bm25": RankBM25Index}

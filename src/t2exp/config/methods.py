@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
-from t2exp.config.checks import at_least, between, one_of
+from t2exp.config.checks import at_least, between, one_of, require
 
 
 @dataclass
@@ -56,12 +56,15 @@ class HybridConfig(RagMethodConfig):
     bm25: LexicalConfig = field(default_factory=LexicalConfig)
 
     def __post_init__(self) -> None:
-        from t2exp.fusion import FUSIONS
-        from t2exp.methods.hybrid import LEXICAL
+        from t2exp.fusion import FUSIONS, WHOLE_CORPUS
+        from t2exp.methods.hybrid import LEXICAL, WHOLE_CORPUS_LEXICAL
 
         between("rag_method.alpha", self.alpha, 0.0, 1.0, " (1 = dense, 0 = BM25)")
         one_of("rag_method.fusion", self.fusion, FUSIONS)
         one_of("rag_method.lexical", self.lexical, LEXICAL)
+        if self.fusion in WHOLE_CORPUS:  # it reads every document's BM25 score
+            require(self.lexical in WHOLE_CORPUS_LEXICAL, "rag_method.lexical", self.lexical,
+                    f"{' or '.join(WHOLE_CORPUS_LEXICAL)} with rag_method.fusion={self.fusion} (it scores every document of the corpus)")
         at_least("rag_method.candidate_depth", self.candidate_depth, 1)
         self.bm25.check("rag_method.bm25")
 

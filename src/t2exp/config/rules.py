@@ -68,7 +68,7 @@ def check_rules(cfg: DictConfig) -> None:
                     f"a generator, not none (reranker={rr.get('name')} grades candidates with it): {options('generator')}")
     candidates = cfg.rag_method.get("candidates")
     if candidates is not None:
-        require(candidates >= k, "rag_method.candidates", candidates, f"null (3k) or an integer >= k ({k})")
+        require(candidates >= k, "rag_method.candidates", candidates, f"null (max(3k, k + 2)) or an integer >= k ({k})")
     if getattr(method, "needs_generator", False):
         require(_built(gen), "generator", None if gen is None else gen.get("name"),
                 f"a generator, not none (rag_method={name} writes text with it): {options('generator')}")

@@ -85,6 +85,7 @@ def question_metrics(
     gold: float | None,
     pred_text: object = None,
     dense: Sequence[float | None] | None = None,
+    ranked_depth: int | None = None,
 ) -> dict[str, float | None]:
     """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable.
 
@@ -94,7 +95,9 @@ def question_metrics(
     so all three cover the same questions. ``degenerate`` is 1 for a degenerate prediction
     (:func:`t2exp.evaluation.numbers.is_degenerate`), 0 otherwise, whatever the gold. ``dense``
     (aligned with ``ranked``: each document's dense similarity, ``None`` for BM25-only hits) adds
-    the authors' re-sorted MRR@k and Recall@1 (:func:`paper_order`); without it they are ``None``.
+    the authors' re-sorted MRR@k and Recall@1 (:func:`paper_order` of the top k, the list their
+    retriever returns); without it they are ``None``. ``ranked_depth``: how many documents the
+    method ranked at most (``methods.Ranking.depth``); a Recall@r past it is ``None``.
     """
     text = pred if pred_text is None else pred_text
     out: dict[str, float | None] = {
@@ -110,10 +113,10 @@ def question_metrics(
     else:
         out[f"mrr_at_{k}"] = reciprocal_rank(ranked, gold_context, k)
         for r in RECALL_KS:
-            out[f"recall_at_{r}"] = recall_at(ranked, gold_context, r)
+            out[f"recall_at_{r}"] = None if ranked_depth is not None and r > ranked_depth else recall_at(ranked, gold_context, r)
     mrr_paper, r1_paper = paper_order_names(k)
     if ranked is not None and dense is not None and len(dense) == len(ranked):
-        resorted = paper_order(ranked, dense)
+        resorted = paper_order(ranked[:k], dense[:k])
         out[mrr_paper], out[r1_paper] = reciprocal_rank(resorted, gold_context, k), recall_at(resorted, gold_context, 1)
     else:
         out[mrr_paper] = out[r1_paper] = None

@@ -3,8 +3,10 @@
 
 A method
 - ``prepare(subset, services)``: returns the ``Index`` it retrieves from (or ``None``);
-- ``retrieve(questions, index, depth)``: per question a ranked list of ``(context_id, score)``,
-  or ``None`` when the method does no retrieval (batched over all questions of a subset);
+- ``retrieve(questions, index, depth)``: per question a ranked list of ``(context_id, score)`` of
+  up to ``depth`` entries (the run's ``max(k, 5)``, so Recall@5 is defined), or ``None`` when the
+  method does no retrieval (batched over all questions of a subset); a procedure that depends on
+  the run's k itself reads ``Services.k`` in ``prepare``;
 - ``contexts(question, hits, index, k)``: the texts handed to the generator.
 """
 
@@ -28,11 +30,15 @@ class Ranking(list):
     """A method's ranked hits ``[(context_id, score), ...]`` (a list, usable as ``Hits``) and, for
     the documents its dense retriever returned, their dense similarities (``dense``). Fused or
     reranked scores never overwrite them; the T²-RAGBench authors' metrics re-sort by them
-    (``*_paper_order`` in t2exp.evaluation.metrics)."""
+    (``*_paper_order`` in t2exp.evaluation.metrics). ``depth``: how many documents the method
+    ranked at most (a reranker's candidates), when that is fewer than asked; a Recall@r past it is
+    undefined, not 0."""
 
-    def __init__(self, hits: Iterable[tuple[str, float]] = (), dense: Iterable[tuple[str, float]] | dict[str, float] = ()) -> None:
+    def __init__(self, hits: Iterable[tuple[str, float]] = (), dense: Iterable[tuple[str, float]] | dict[str, float] = (),
+                 depth: int | None = None) -> None:
         super().__init__(hits)
         self.dense: dict[str, float] = dict(dense)
+        self.depth = depth
 
 
 def dense_rankings(hits_per_question: list[Hits]) -> list[Ranking]:
@@ -53,6 +59,10 @@ class Services:
     lock_dir: Path
     aux_sampling: Any = None  # sampling for auxiliary LLM calls (HyDE, summaries)
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question (query.*)
+    # the run's k: procedures defined by it (the authors' hybrid's dense top-k, the reranker's 3k
+    # candidates) read it here; retrieve's own argument is the depth the metrics read (>= k).
+    # None: the depth asked (a caller outside a run)
+    k: int | None = None
 
     def generate_aux(self, prompts: list[Any], stage: str, unit: str) -> list[Any]:
         """Auxiliary LLM calls (HyDE passages, summaries) with ``aux_sampling``, shown as a stage."""

@@ -7,6 +7,11 @@ lower-cased whitespace split) and ``lexical=fielded`` a field-aware, passage-lev
 by the same fusion function. Both candidate lists have ``max(k, candidate_depth)`` entries; with
 ``alpha=0`` (and an in-memory BM25) nothing is embedded, neither the corpus nor the query: the
 lexical ranking is the result.
+
+``fusion=paper`` is the T²-RAGBench authors' procedure (``t2exp.fusion.fuse_paper``): the dense
+list is the run's top-k (``k``, not ``candidate_depth``), the lexical list every document of the
+corpus with its BM25 score; the fused order is returned to the retrieval depth, so its first k are
+the authors' top-k and R@5 reads the same order further down.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from t2exp.fusion import fuse
+from t2exp.fusion import WHOLE_CORPUS, fuse, fuse_paper
 from t2exp.indexing import lexical_index
 from t2exp.methods import Ranking, RetrievingMethod
 
 LEXICAL = ("bm25s", "rank_bm25", "fielded", "store")
+WHOLE_CORPUS_LEXICAL = ("rank_bm25", "bm25s")  # in-memory indexes that score every document (rank_all)
 
 
 class Hybrid(RetrievingMethod):
@@ -30,12 +36,14 @@ class Hybrid(RetrievingMethod):
         self.lexical = lexical
         self.candidate_depth = candidate_depth
         self.bm25 = _plain(bm25 or {})
+        self.k: int | None = None  # the run's k (Services.k), set by prepare
 
     @property
     def lexical_only(self) -> bool:
         return self.alpha == 0.0 and self.lexical != "store"
 
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
+        self.k = services.k
         if self.lexical_only:  # nothing to embed or store
             self.query = services.query
             return lexical_index(subset, services.variant)
@@ -49,6 +57,10 @@ class Hybrid(RetrievingMethod):
         qv = index.embedder.embed_queries(texts)
         if self.lexical == "store":
             return index.store.hybrid(texts, qv, k, self.alpha, self.fusion)
+        if self.fusion in WHOLE_CORPUS:  # the authors' hybrid: dense top-k, every document's BM25
+            dense = index.store.dense(qv, self.k or k)
+            everything = index.lexical(self.lexical, self.bm25).rank_all(texts)
+            return [Ranking(fuse_paper(d, s, k, self.alpha), dense=d) for d, s in zip(dense, everything, strict=True)]
         dense = index.store.dense(qv, depth)
         lexical = index.lexical(self.lexical, self.bm25).search(texts, depth)
         return [Ranking(fuse(d, s, k, self.alpha, self.fusion), dense=d) for d, s in zip(dense, lexical, strict=True)]

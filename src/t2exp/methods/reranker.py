@@ -1,6 +1,10 @@
 """Reranker: first-stage candidates (from ``base`` or ``hybrid``) rescored by a reranker.
 
-``candidates`` defaults to 3k. Full documents are passed to the reranker unless
+``candidates`` defaults to the T²-RAGBench authors' rule ``max(int(3k), k + 2)`` (their
+``rerank_ratio`` 3), k the run's k (``Services.k``): every candidate is rescored and the reranked
+list is returned to the retrieval depth, so its first k are what a top-k reranker returns and
+R@5 reads the same order further down (undefined beyond the candidates). The reranker scores the
+query string the first stage searched with. Full documents are passed to the reranker unless
 ``reranker.max_chars`` says otherwise; how many were truncated is counted and logged.
 """
 
@@ -14,6 +18,12 @@ from t2exp.methods.base import Base
 from t2exp.methods.hybrid import Hybrid
 
 FIRST_STAGES = ("base", "hybrid")
+RERANK_RATIO = 3  # candidates per retrieved document (the authors' rerank_ratio)
+
+
+def default_candidates(k: int) -> int:
+    """The authors' first-stage size for top-k reranking: ``max(int(k * 3), k + 2)``."""
+    return max(int(k * RERANK_RATIO), k + 2)
 
 
 class Rerank(RetrievingMethod):
@@ -29,25 +39,27 @@ class Rerank(RetrievingMethod):
             self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth, bm25=bm25)
         self.candidates = candidates
         self.reranker = reranker
+        self.k: int | None = None  # the run's k (Services.k), set by prepare
 
     def prepare(self, subset, services):  # noqa: ANN001, ANN201
         if hasattr(self.reranker, "bind"):  # embedding-based rerankers use the run's cached embedder
             self.reranker.bind(services.embedder)
         if hasattr(self.reranker, "bind_generator"):  # an LLM judge uses the run's cached generator
             self.reranker.bind_generator(services.generator, services.prompts)
+        self.k = services.k
         index = super().prepare(subset, services)
         self.first.query = self.query  # the first stage sees the same query string
         return index
 
     def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
-        n = max(self.candidates or 3 * k, k)  # candidates >= k is a config rule (t2exp.config.rules)
+        n = self.candidates or default_candidates(self.k or k)  # candidates >= k is a config rule (t2exp.config.rules)
         first = self.first.retrieve(questions, index, n)
         out = []
         for query, hits in zip(self.queries(questions), first, strict=True):
             ids = [cid for cid, _ in hits]
             scores = self.reranker.score(query, [index.docs[cid].text for cid in ids])
             ranked = sorted(zip(ids, scores, strict=False), key=lambda t: -t[1])
-            out.append(Ranking([(cid, float(s)) for cid, s in ranked][:k], dense=getattr(hits, "dense", {})))
+            out.append(Ranking([(cid, float(s)) for cid, s in ranked][:k], dense=getattr(hits, "dense", {}), depth=len(ids)))
         return out
 
     def stats(self) -> dict[str, float]:
