@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -78,6 +77,8 @@ WRITER = textwrap.dedent(
         log.write({"id": f"q{i}", "generation": "x" * (i % 5000)})
         kv.put_many({f"{sys.argv[3]}-{i}-{j}": b"v" * 100 for j in range(20)})
         i += 1
+        if i == 50:
+            print("50 written", flush=True)
     """
 )
 
@@ -95,7 +96,8 @@ def test_sigkill_mid_write_leaves_readable_caches(tmp_path):
     try:
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
-        time.sleep(1.0)
+        for p in procs:  # each is mid-stream: 50 records written, still writing
+            assert p.stdout.readline().strip() == "50 written"
         for p in procs:
             os.kill(p.pid, signal.SIGKILL)
             p.wait(timeout=30)

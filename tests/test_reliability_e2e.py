@@ -283,9 +283,18 @@ def test_embedding_endpoint_outage_keeps_embeddings_and_resume_embeds_only_the_r
 
 
 # --- 4. SIGTERM mid-generation -----------------------------------------------------------------------
-def slow_reply(messages) -> str:
-    time.sleep(0.4)
-    return short_reply(messages)
+class GatedReply:
+    """Answers the first ``free`` requests at once; every later one waits until ``release`` is set
+    (the test sets it once its signal is sent), so the signal lands with a request in flight."""
+
+    def __init__(self, free: int) -> None:
+        self.free, self.seen, self.release = free, 0, threading.Event()
+
+    def __call__(self, messages) -> str:
+        self.seen += 1
+        if self.seen > self.free:
+            assert self.release.wait(timeout=300), "the test never released the reply"
+        return short_reply(messages)
 
 
 def _wait_for_rows(cache: Path, n: int, proc: subprocess.Popen, timeout: float = 300) -> None:
@@ -303,12 +312,14 @@ def _wait_for_rows(cache: Path, n: int, proc: subprocess.Popen, timeout: float =
 def test_sigterm_mid_generation_is_killed_resumable_and_repeats_no_work(tmp_path, dirs):
     cache, track = dirs
     n_q = 6
-    srv = FakeOpenAIServer(model=MODEL, reply=slow_reply).start()
+    gated = GatedReply(free=2)
+    srv = FakeOpenAIServer(model=MODEL, reply=gated).start()
     try:
         proc = popen_t2exp(gen_args(srv.base_url, n_q), cache, track, tmp_path / "run1")
         try:
             _wait_for_rows(cache, 2, proc)
             proc.send_signal(signal.SIGTERM)
+            gated.release.set()  # the third request, in flight when the signal came, is answered now
             rc = proc.wait(timeout=120)
         finally:
             if proc.poll() is None:
@@ -424,13 +435,19 @@ def test_the_same_cell_run_twice_at_once_asks_each_question_once(tmp_path, dirs)
     from its predictions: no question is answered twice, no prediction written twice."""
     cache, track = dirs
     n_q = 6
-    srv = FakeOpenAIServer(model=MODEL, reply=slow_reply).start()
+    gated = GatedReply(free=0)  # the first process's answers wait until the second waits on the cell
+    srv = FakeOpenAIServer(model=MODEL, reply=gated).start()
     procs: list[subprocess.Popen] = []
     try:
         from t2exp.infra.tracking import ensure_tracking
 
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
         procs += [popen_t2exp(gen_args(srv.base_url, n_q), cache, track, tmp_path / f"p{i}") for i in range(2)]
+        end = time.monotonic() + 300
+        while not any("is being run by another process" in (tmp_path / f"p{i}" / "stderr.txt").read_text() for i in range(2)):
+            assert time.monotonic() < end and all(p.poll() is None for p in procs), "neither process waited for the other"
+            time.sleep(0.05)  # waiting for a condition (a line on stderr), not for time to pass
+        gated.release.set()
         rcs = [p.wait(timeout=600) for p in procs]
     finally:
         for p in procs:
