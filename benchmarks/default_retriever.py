@@ -10,7 +10,7 @@ outside the report sample, reported on the report sample, in one run.
 2. ``--trials`` Optuna trials (TPE, seed 0, no folds) of ladder rung l4_priors over its eight values,
    asked only the ``tune`` questions (``dataset.question_splits=[tune]``), objective avg MRR@3. The
    best values are printed next to the ones ``bm25f.yaml`` holds (rounded to 3 decimals there).
-3. ``rag_method=bm25f``, ``bm25`` (untuned company+year BM25) and ``hybrid`` (the paper's setup)
+3. ``rag_method=bm25f``, ``bm25`` (untuned company+year BM25) and ``hybrid`` (t2exp's relative-score hybrid of bm25s and MiniLM)
    on the report sample, retrieval only: MRR@3, R@1, R@3 with 95 % CIs, and how often the top
    document is the gold one (what the generator reads with ``context.documents=1``).
 
