@@ -444,9 +444,10 @@ def test_the_same_cell_run_twice_at_once_asks_each_question_once(tmp_path, dirs)
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
         procs += [popen_t2exp(gen_args(srv.base_url, n_q), cache, track, tmp_path / f"p{i}") for i in range(2)]
         end = time.monotonic() + 300
-        while not any("is being run by another process" in (tmp_path / f"p{i}" / "stderr.txt").read_text() for i in range(2)):
+        said = [tmp_path / f"p{i}" / name for i in range(2) for name in ("stdout.txt", "stderr.txt")]  # Hydra logs to stdout
+        while not any("is being run by another process" in f.read_text() for f in said):
             assert time.monotonic() < end and all(p.poll() is None for p in procs), "neither process waited for the other"
-            time.sleep(0.05)  # waiting for a condition (a line on stderr), not for time to pass
+            time.sleep(0.05)  # waiting for a condition (a line in a log), not for time to pass
         gated.release.set()
         rcs = [p.wait(timeout=600) for p in procs]
     finally:
