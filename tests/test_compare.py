@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_app
+from conftest import cli, mlflow_runs, run_app
 from t2exp.evaluation.compare import compare, pair_predictions
 from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
@@ -124,7 +123,9 @@ def test_pairing_counts_dropped_questions():
 
 
 def _compare_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "t2exp.compare", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    from t2exp.evaluation.compare import main
+
+    return cli(main, list(args), prog="t2exp.compare")
 
 
 @pytest.mark.slow

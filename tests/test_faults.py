@@ -1,5 +1,7 @@
-"""The fault probes: bad input a user can give, as real `python -m t2exp` processes started from an
-empty directory (outputs go under the working directory, so "nothing written" is checked there).
+"""The fault probes: bad input a user can give, each a `python -m t2exp` command line run through its
+entry point in this process (``conftest.cli``), started from an empty directory (outputs go under
+the working directory, so "nothing written" is checked there; tests/test_reliability_e2e.py runs
+one bad input as a real process, the console entry's exit status and stderr included).
 
 Each probe must end with exit status 2 and one `t2exp: error:` line naming what is wrong, no
 traceback; the ones caught before the run starts must leave the directory empty, the ones met
@@ -12,8 +14,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, cli
 
 pytestmark = pytest.mark.slow
 FINQA = ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet"
@@ -109,7 +109,9 @@ def test_probe(probe: Probe, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "T2EXP_PARENT_RUN_ID"}
     env.update({"HF_HUB_OFFLINE": "1", **probe.env})
     before = {p.name for p in tmp_path.iterdir()}
-    proc = subprocess.run([sys.executable, "-m", "t2exp", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    from t2exp.__main__ import main
+
+    proc = cli(main, args, cwd=tmp_path, env=env, replace_env=True)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr + proc.stdout
     line = proc.stderr.strip().splitlines()[-1]

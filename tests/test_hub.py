@@ -43,3 +43,24 @@ def test_an_uncached_hub_embedder_offline_ends_in_one_line_and_a_failed_run(tmp_
     assert line.startswith("t2exp: error: embedder.model='intfloat/multilingual-e5-large-instruct'") and "hf download" in line
     _, runs = mlflow_runs(tmp_path)
     assert [r.info.status for r in runs] == ["FAILED"] and "hf download" in runs[0].data.tags["t2exp.error"]
+
+
+def test_a_model_is_loaded_once_per_process_and_the_oldest_is_released():
+    from t2exp import hub
+
+    calls: list[str] = []
+
+    def loader(name: str):
+        def load() -> object:
+            calls.append(name)
+            return object()
+        return load
+
+    a = hub.shared(("test", "a"), loader("a"))
+    assert hub.shared(("test", "a"), loader("a")) is a and calls == ["a"]  # a sweep's second cell: no second load
+    for name in "bcd":
+        hub.shared(("test", name), loader(name))
+    assert len(hub._loaded) <= hub.KEEP_LOADED
+    assert ("test", "a") not in hub._loaded  # the least recently used went first
+    hub.shared(("test", "a"), loader("a"))
+    assert calls == ["a", "b", "c", "d", "a"]

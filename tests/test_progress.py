@@ -30,7 +30,9 @@ def test_a_stage_logs_its_count_rate_and_tallies(caplog):
 @pytest.mark.slow
 def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     fresh = tmp_path / "cache"  # its own cache: the corpus is really embedded
-    proc = run_app(["rag_method=base", "dataset=finqa", "dataset.limit=2", "context.mode=focused"], fresh, tmp_path, timeout=900)
+    # a real process: what a user's terminal shows (library noise written to the file descriptors too)
+    proc = run_app(["rag_method=base", "dataset=finqa", "dataset.limit=2", "context.mode=focused"], fresh, tmp_path, timeout=900,
+                   process=True)
     err = proc.stdout + proc.stderr  # Hydra's job log goes to stdout, the summary to stderr
     assert re.search(r"index FinQA \(minilm, lancedb\): 299 documents in [\d.]+s", err), err[-3000:]
     assert re.search(r"generate FinQA: 2 answers in [\d.]+s", err), err[-3000:]

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, app_overrides, mlflow_runs
+from conftest import ROOT, app_overrides, cli, mlflow_runs, seed_tracking
 
 try:
     from tests.fakes.openai_server import FakeOpenAIServer
@@ -59,11 +59,21 @@ def app_cmd(args: list[str], cache: Path, track: Path) -> list[str]:
     return [sys.executable, "-m", "t2exp", *args, *app_overrides(cache, track)]
 
 
-def run_t2exp(args, cache, track, *, env=None, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run(app_cmd(args, cache, track), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env or app_env())
+def run_t2exp(args, cache, track, *, env=None, timeout=600, process=False, seed=True) -> subprocess.CompletedProcess:
+    """``python -m t2exp`` in this process (``conftest.cli``), or a real process (``process=True``,
+    bounded by ``timeout``) where the process is the subject; ``seed``: the MLflow store starts as
+    the session's migrated copy (``conftest.seed_tracking``)."""
+    if seed:
+        seed_tracking(track)
+    if process:
+        return subprocess.run(app_cmd(args, cache, track), capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env or app_env())
+    from t2exp.__main__ import main
+
+    return cli(main, [*args, *app_overrides(cache, track)], env=env or app_env(), replace_env=True)
 
 
 def popen_t2exp(args, cache, track, out_dir: Path, *, env=None) -> subprocess.Popen:
+    seed_tracking(track)
     out_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         app_cmd(args, cache, track), cwd=ROOT, env=env or app_env(),
@@ -140,7 +150,8 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path):
     if args is None:
         args = ["dataset=finqa", f"dataset.path={_bad_parquet(tmp_path)}", "generator=none"]
     cache, track = tmp_path / "cache", tmp_path / "track"
-    proc = run_t2exp(args, cache, track, timeout=300)
+    # one case as a real process: the console entry's exit status and stderr line, not only main()'s
+    proc = run_t2exp(args, cache, track, timeout=300, process=case == "alpha", seed=False)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and proc.stderr.strip() == lines[0], proc.stderr  # ONE line, nothing else
@@ -486,10 +497,11 @@ def test_api_keys_appear_in_no_param_tag_artifact_hydra_file_or_output(tmp_path,
     srv = FakeOpenAIServer(model=MODEL, reply=short_reply).start()
     env = app_env(OPENAI_COMPAT_API_KEY=ENV_SECRET, OPENAI_API_KEY=ENV_SECRET_2)
     try:
-        single = run_t2exp(gen_args(srv.base_url, 2), cache, track, env=env)  # the key from the environment
+        single = run_t2exp(gen_args(srv.base_url, 2), cache, track, env=env, process=True)  # the key from the environment
         # a sweep with the key as an override (another sampling seed: not answered from the LLM cache)
         swept = run_t2exp(
-            ["-m", *gen_args(srv.base_url, 2, f"generator.api_key={CLI_SECRET}", "generator.sampling.seed=1")], cache, track, env=env
+            ["-m", *gen_args(srv.base_url, 2, f"generator.api_key={CLI_SECRET}", "generator.sampling.seed=1")], cache, track, env=env,
+            process=True,  # a secret in argv: what a real process writes is the subject
         )
     finally:
         srv.close()

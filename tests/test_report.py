@@ -6,12 +6,11 @@ import csv
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_app
+from conftest import cli, mlflow_runs, run_app
 from t2exp.evaluation.metrics import reciprocal_rank
 
 pytestmark = pytest.mark.slow
@@ -20,7 +19,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _report(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "t2exp.report", *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    from t2exp.evaluation.report.cli import main
+
+    proc = cli(main, list(args), prog="t2exp.report")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from conftest import cli
 from t2exp.data import Question, load_subsets
 from t2exp.evaluation.scoring.compute import score
 from t2exp.score import main as cli_main
@@ -301,7 +302,9 @@ def test_package_export_is_lazy_and_survives_the_cli_module(gold):
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "t2exp.score", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=300)
+    from t2exp.evaluation.scoring.cli import main
+
+    return cli(main, args, env=ENV, replace_env=True, cwd=cwd, prog="t2exp.score")
 
 
 def test_cli_prints_the_table(bundled_sample, tmp_path):

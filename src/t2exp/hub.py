@@ -6,8 +6,10 @@ goes through :func:`load`, so the message and its fix are the same everywhere.""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TypeVar
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 from t2exp.errors import ConfigError
 
@@ -50,3 +52,27 @@ def load(loader: Callable[[], T], group: str, model: str, revision: str | None =
             f"download it where the hub is reachable (hf download {model}{rev}), point {group}.model at a local "
             f"directory{'' if not offline else ', or unset HF_HUB_OFFLINE'} ({type(exc).__name__})"
         ) from None
+
+
+# models loaded in this process, most recently used last: the cells of a sweep that runs in one
+# process (the basic launcher), and every in-process run of the tests, load a model's weights once
+KEEP_LOADED = 3
+_loaded: OrderedDict[Hashable, Any] = OrderedDict()
+_loaded_lock = threading.Lock()
+
+
+def shared(key: Hashable, loader: Callable[[], T]) -> T:
+    """The model ``loader()`` builds, loaded once per process for ``key`` (everything that decides
+    the loaded object: kind, path or id, revision, dtype, device, ...); the ``KEEP_LOADED`` most
+    recently used stay loaded, older ones are released to the garbage collector."""
+    with _loaded_lock:
+        if key in _loaded:
+            _loaded.move_to_end(key)
+            return _loaded[key]
+    value = loader()
+    with _loaded_lock:
+        _loaded[key] = value
+        _loaded.move_to_end(key)
+        while len(_loaded) > KEEP_LOADED:
+            _loaded.popitem(last=False)
+    return value

@@ -75,12 +75,18 @@ class SentenceTransformerEmbedder:
                 ) from None
             path = str(mod.get_model_path())
         dtype = getattr(torch, self._torch_dtype_name)
-        m = hub.load(
-            lambda: SentenceTransformer(path, device=self.device, revision=self.revision, trust_remote_code=self.trust_remote_code,
-                                        model_kwargs={"dtype": dtype}),
-            "embedder", self.model_id, self.revision,
-        )
-        m.max_seq_length = self.max_tokens
+
+        def load():  # noqa: ANN202
+            m = hub.load(
+                lambda: SentenceTransformer(path, device=self.device, revision=self.revision, trust_remote_code=self.trust_remote_code,
+                                            model_kwargs={"dtype": dtype}),
+                "embedder", self.model_id, self.revision,
+            )
+            m.max_seq_length = self.max_tokens
+            return m
+
+        key = ("embedder", path, self.revision, self.device, self._torch_dtype_name, self.trust_remote_code, self.max_tokens)
+        m = hub.shared(key, load)
         dim = m.get_embedding_dimension()
         if self.dim and dim != self.dim:
             raise ConfigError(f"embedder.dim={self.dim}: model {self.model_id} produces {dim}-d vectors")

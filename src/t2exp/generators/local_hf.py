@@ -141,13 +141,17 @@ class TransformersGenerator:
         if self.threads:
             torch.set_num_threads(self.threads)
         path = self.checkpoint()
-        t0 = time.perf_counter()
-        tok = hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
-        model = hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)
-        model.to(self.device)
-        model.eval()
-        log.info("generator %s: loaded %s (%s, %s) in %.1fs", self.name, path, self.dtype, self.device, time.perf_counter() - t0)
-        return tok, model
+
+        def load():  # noqa: ANN202
+            t0 = time.perf_counter()
+            tok = hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
+            model = hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)
+            model.to(self.device)
+            model.eval()
+            log.info("generator %s: loaded %s (%s, %s) in %.1fs", self.name, path, self.dtype, self.device, time.perf_counter() - t0)
+            return tok, model
+
+        return hub.shared(("generator", path, self.dtype, self.device), load)
 
     def generate(
         self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
