@@ -125,7 +125,7 @@ def predictions(cache: Path) -> list[list[dict]]:
 def test_vllm_server_sweep_of_two_cells_starts_health_checks_and_stops_one_server(tmp_path, vllm_python, model_dir):
     cache, track = tmp_path / "cache", tmp_path / "track"
     proc = run_app(["-m", "rag_method=oracle,pretrained_only", *server_args(vllm_python, model_dir)], cache, track,
-                   timeout=TIMEOUT, check=False)
+                   timeout=TIMEOUT, check=False, process=True)  # the server's start and stop in a real process
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     _, runs = mlflow_runs(track)
@@ -153,7 +153,7 @@ def test_vllm_server_that_fails_to_start_is_one_line_naming_its_log(tmp_path, vl
     cache, track = tmp_path / "cache", tmp_path / "track"
     missing = tmp_path / "no-such-model"
     args = [a.replace(f"generator.model={model_dir}", f"generator.model={missing}") for a in server_args(vllm_python, model_dir)]
-    proc = run_app(["rag_method=oracle", *args], cache, track, timeout=TIMEOUT, check=False)
+    proc = run_app(["rag_method=oracle", *args], cache, track, timeout=TIMEOUT, check=False, process=True)
     assert proc.returncode == 2, proc.stderr[-4000:]
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp:")]
     assert len(errors) == 1, proc.stderr[-4000:]

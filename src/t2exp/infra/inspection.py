@@ -109,4 +109,8 @@ def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapp
         client.end_span(tid, sp.span_id, outputs=scores)
         client.end_trace(tid, outputs={"prediction": r.get("prediction"), **scores})
         n += 1
+    if n:  # traces are exported in the background: every one is in the store before the run ends, not at process exit
+        import mlflow
+
+        mlflow.flush_trace_async_logging()
     return n
