@@ -103,6 +103,7 @@ def cli(main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path =
     import io
     import logging
     import signal
+    from unittest import mock
 
     from hydra.core.global_hydra import GlobalHydra
 
@@ -117,10 +118,13 @@ def cli(main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path =
     os.environ.pop("T2EXP_PARENT_RUN_ID", None)
     sys.argv = [prog, *argv]
     code: int = 0
+    # Hydra re-raises instead of printing its one-line error when it believes a debugger is
+    # attached, and it takes any trace function (coverage's tracer) for one.
+    not_debugging = mock.patch("hydra._internal.utils.is_under_debugger", return_value=False)
     try:
         os.chdir(cwd)
         GlobalHydra.instance().clear()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), not_debugging:
             try:
                 ret = main()
                 code = ret if isinstance(ret, int) else 0
