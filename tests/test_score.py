@@ -15,6 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import cli
+from t2exp.config.schema import Config
 from t2exp.data import Question, load_subsets
 from t2exp.evaluation.scoring.compute import score
 from t2exp.score import main as cli_main
@@ -25,7 +26,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 ENV.pop("T2EXP_PARENT_RUN_ID", None)
 # what dataset=bundled means for a run (conf/dataset/bundled.yaml, conf/config.yaml)
 LIMIT = int(OmegaConf.load(ROOT / "conf" / "dataset" / "bundled.yaml").limit)
-SEED = int(OmegaConf.load(ROOT / "conf" / "config.yaml").seed)
+SEED = Config.seed  # the run-level default (the schema owns it)
 
 
 @pytest.fixture(scope="module")

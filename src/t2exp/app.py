@@ -16,7 +16,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
-from t2exp.config.components import build
+from t2exp.config.components import GeneratorConfig, build
 from t2exp.data import load_subsets, loader_args
 from t2exp.demos import DemoPool
 from t2exp.errors import ConfigError, T2ExpError
@@ -102,11 +102,11 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
         generator=generator,
         prompts=prompts,
         sampling=sampling,
-        answer_mode=str(gen_cfg.get("answer_mode", "direct")),
+        answer_mode=str(gen_cfg.get("answer_mode", GeneratorConfig.answer_mode)),
         answer_prompt=gen_cfg.get("prompt"),
-        grounding=str(gen_cfg.get("grounding", "off")),
+        grounding=str(gen_cfg.get("grounding", GeneratorConfig.grounding)),
         demos=_demo_pool(cfg, prompts) if generator else None,
-        demos_k=int(gen_cfg.get("demos_k", 3)),
+        demos_k=int(gen_cfg.get("demos_k", GeneratorConfig.demos_k)),
         k=int(cfg.k),
         variant=str(cfg.document.variant),
         cache_dir=cache_dir,

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from t2exp.config.schema import DatasetConfig
 from t2exp.errors import DataError
 from t2exp.evaluation.numbers import parse_gold
 from t2exp.folds import select_fold
@@ -357,7 +358,8 @@ def load_subsets(
 
 def loader_args(cfg: Any) -> dict[str, Any]:
     """The :func:`load_subsets` arguments of an app config: the app, its pre-flight check and
-    ``t2exp.score`` load the same questions from it."""
+    ``t2exp.score`` load the same questions from it (a run recorded before a key existed gets the
+    schema's default)."""
     ds = cfg.dataset
     return dict(
         subsets=list(ds.subsets),
@@ -368,15 +370,12 @@ def loader_args(cfg: Any) -> dict[str, Any]:
         limit=ds.get("limit"),
         seed=int(cfg.seed),
         hub_revision=ds.get("hub_revision"),
-        skip_empty_questions=bool(ds.get("skip_empty_questions", True)),
+        skip_empty_questions=bool(ds.get("skip_empty_questions", DatasetConfig.skip_empty_questions)),
         corpus_size=ds.get("corpus_size"),
         corpus_seed=ds.get("corpus_seed"),
         folds=ds.get("folds"),
         fold=ds.get("fold"),
-        fold_role=str(ds.get("fold_role", "eval")),
-        fold_seed=int(ds.get("fold_seed", 0)),
+        fold_role=str(ds.get("fold_role", DatasetConfig.fold_role)),
+        fold_seed=int(ds.get("fold_seed", DatasetConfig.fold_seed)),
     )
 
-
-def corpus_fingerprint(subsets: Sequence[Subset]) -> str:
-    return hashlib.sha256(json.dumps({s.name: s.content_hash for s in subsets}, sort_keys=True).encode()).hexdigest()[:16]

@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from t2exp.config.schema import ContextConfig
 from t2exp.tables import row_parts, with_rows
 
 MODES = ("full", "focused")
@@ -47,11 +48,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 class Evidence:
     """The rule for one run: ``Evidence("focused", 3).of(question, document)``."""
 
-    mode: str = "full"
-    sentences: int = 3
-    tables: str = "markdown"
-    header: str = "none"
-    documents: int | None = None
+    mode: str = ContextConfig.mode  # defaults: the schema's (one owner)
+    sentences: int = ContextConfig.sentences
+    tables: str = ContextConfig.tables
+    header: str = ContextConfig.header
+    documents: int | None = ContextConfig.documents
 
     def of(self, question: str, document: str, heading: str = "") -> str:
         text = document if self.mode == "full" else focus(question, document, self.sentences)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp import answer_choice, answers
+from t2exp.config.components import GeneratorConfig
 from t2exp.data import Question, Subset
 from t2exp.demos import Demo, DemoPool
 from t2exp.documents import heading
@@ -71,9 +72,9 @@ class Components:
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
     evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
     answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
-    grounding: str = "off"  # program checking when choosing the answer (t2exp.answer_choice)
+    grounding: str = GeneratorConfig.grounding  # program checking when choosing the answer (t2exp.answer_choice)
     demos: DemoPool | None = None  # retrieved demonstrations (t2exp.demos)
-    demos_k: int = 3
+    demos_k: int = GeneratorConfig.demos_k
 
 
 @dataclass

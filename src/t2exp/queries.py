@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from t2exp.config.schema import QueryConfig
 from t2exp.data import Question
 from t2exp.errors import DataError
 
@@ -23,8 +24,8 @@ class _Fields(dict):
 
 @dataclass(frozen=True)
 class QueryBuilder:
-    template: str = "{question}"
-    instruction: str | None = None
+    template: str = QueryConfig.template  # defaults: the schema's (one owner)
+    instruction: str | None = QueryConfig.instruction
 
     def __call__(self, q: Question) -> str:
         fields = _Fields({k: "" if v is None else str(v) for k, v in q.metadata.items()})

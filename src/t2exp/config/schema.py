@@ -43,17 +43,17 @@ class DatasetConfig:
     subsets: list[str] = MISSING
     source: str = "auto"  # auto | local | hub
     path: str | None = None
-    question_splits: list[str] | None = None
-    corpus_splits: list[str] | None = None  # the corpus: contexts of these splits' rows (null = every loaded split)
-    limit: int | None = None
+    question_splits: list[str] | None = None  # e.g. [test]; the questions asked
+    corpus_splits: list[str] | None = None  # the corpus: contexts of these splits' rows (null = every loaded split, logged)
+    limit: int | None = None  # N questions of each subset, sampled with the seed (the corpus stays complete)
     hub_revision: str | None = None
     skip_empty_questions: bool = True
-    corpus_size: int | None = None
-    corpus_seed: int | None = None
+    corpus_size: int | None = None  # a seeded nested subsample of N documents (and their questions)
+    corpus_seed: int | None = None  # null = the run's seed
     # k-fold splits of each subset's questions (t2exp.folds); the corpus is never split
     folds: int | None = None  # null = every question; N >= 2 = N seeded folds
-    fold: int | None = None  # the held-out fold, 0 .. folds-1
-    fold_role: str = "eval"  # eval: the questions of `fold`; tune: those of every other fold
+    fold: int | None = None  # the held-out fold, 0 .. folds-1 (required with folds)
+    fold_role: str = "eval"  # eval: the questions of `fold`; tune: those of every other fold (the corpus stays whole)
     fold_seed: int = 0
 
     def __post_init__(self) -> None:
@@ -102,8 +102,8 @@ class QueryConfig:
     """The retrieval query (``t2exp.queries``): ``template`` over the question and its metadata,
     ``instruction`` (optional) wrapping it with ``{query}``."""
 
-    template: str = "{question}"
-    instruction: str | None = None
+    template: str = "{question}"  # e.g. "{company_name} : {question}" (the T²-RAGBench authors' FinQA queries)
+    instruction: str | None = None  # e.g. "Instruct: ...\nQuery: {query}"; null = none
 
     def __post_init__(self) -> None:
         require("{" in self.template and "}" in self.template, "query.template", self.template,
@@ -115,11 +115,11 @@ class QueryConfig:
 
 @dataclass
 class PathsConfig:
-    work: str = MISSING  # outputs go under it: the directory the command is started from
-    cache: str = MISSING
-    models: str = MISSING
-    prompts: str = MISSING
-    data: str = MISSING
+    work: str = "${t2exp_cwd:}"  # outputs go under it: the directory the command is started from
+    cache: str = "${paths.work}/.t2exp_cache"  # embeddings, indices, LLM calls, per-cell predictions
+    models: str = "${paths.cache}/models"  # converted offline model checkpoints
+    prompts: str = "${t2exp_resource:prompts}"  # the packaged prompts/
+    data: str = "${t2exp_resource:data}"  # the bundled data/t2ragbench/
 
 
 @dataclass
@@ -134,7 +134,9 @@ class ContextConfig:
     sentences: int = 3
     tables: str = "markdown"
     header: str = "none"  # company_year: each document opens with "Report: <company>, <year>"
-    documents: int | None = None  # how many of the k retrieved documents it reads, best first (null: all k)
+    # how many of the k retrieved documents it reads, best first (null: all k); retrieval metrics
+    # still use k, so a k sweep changes NM only with documents=null
+    documents: int | None = 1
 
     def __post_init__(self) -> None:
         from t2exp.evidence import HEADERS, MODES
@@ -156,11 +158,15 @@ class ProtocolConfig:
     name: str = "t2exp"
 
 
+# the default MLflow store, under the working directory (t2exp.evaluation.compare.default_tracking_uri)
+DEFAULT_STORE = "mlruns/mlflow.db"
+
+
 @dataclass
 class TrackingConfig:
-    uri: str = MISSING
-    artifact_location: str | None = None
-    experiment: str = "t2exp"
+    uri: str = f"sqlite:///${{paths.work}}/{DEFAULT_STORE}"  # or http://HOST:5000 for a shared server
+    artifact_location: str | None = "${paths.work}/mlruns/artifacts"
+    experiment: str = "${experiment_name}"
     traces: bool | None = None  # one MLflow trace per question; null = on for runs of <= trace_limit questions
     trace_limit: int = 500
 
@@ -174,13 +180,13 @@ class Config:
     of its option (``defaults: [/schema/<group>/<option>@_here_, _self_]`` in its YAML)."""
 
     experiment_name: str = "t2exp"
-    k: int = 3
+    k: int = 3  # documents retrieved: MRR@k uses it; the generator reads the top context.documents of them
     seed: int = 0
-    resume: bool = False
+    resume: bool = False  # true: skip a cell whose config hash already has a FINISHED MLflow run
     # the metric a run returns to a Hydra sweeper (hydra/sweeper=optuna maximises it), e.g.
     # avg/mrr_at_3 or FinQA/recall_at_3; null = avg/nm with a generator, avg/mrr_at_<k> without
     objective: str | None = None
-    document: DocumentConfig = MISSING
+    document: DocumentConfig = field(default_factory=DocumentConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)

@@ -25,7 +25,7 @@ class SentenceTransformerEmbedder:
         package: str | None = None,
         revision: str | None = None,
         dim: int = 0,
-        max_tokens: int = 256,
+        max_tokens: int = 512,
         query_template: str = "{text}",
         document_template: str = "{text}",
         batch_size: int = 32,

@@ -42,10 +42,12 @@ class CompareError(T2ExpError):
 
 
 def default_tracking_uri() -> str:
-    """``mlruns/mlflow.db`` under the current directory, where ``python -m t2exp`` writes by default."""
+    """The store ``python -m t2exp`` writes by default (``tracking.uri``'s schema default), under
+    the current directory."""
+    from t2exp.config.schema import DEFAULT_STORE
     from t2exp.infra.paths import work_dir
 
-    return f"sqlite:///{work_dir() / 'mlruns' / 'mlflow.db'}"
+    return f"sqlite:///{work_dir() / DEFAULT_STORE}"
 
 
 def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:

@@ -70,7 +70,7 @@ class TransformersGenerator:
         dtype: str = "auto",
         threads: int = 0,
         batch_size: int = 1,
-        max_context_tokens: int = 8192,
+        max_context_tokens: int = 16384,
         reuse_prefix: bool = True,
         prompt_lookup: int = 0,
         install: str = "pip install -e .",

@@ -25,8 +25,9 @@ from t2exp.evaluation.metrics import (
 from t2exp.evaluation.report.runs import RunInfo
 
 AVG = "avg"
+# the paper's methods in its table order, then t2exp's (every conf/rag_method option; a test checks)
 METHOD_ORDER = ("pretrained_only", "oracle", "base", "hybrid", "bm25", "reranker", "hyde", "summarization", "sumcontext",
-                "metadata_hybrid")
+                "metadata_hybrid", "bm25f")
 SEED_KEYS = ("dataset.corpus_seed", "seed")
 
 

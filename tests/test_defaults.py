@@ -1,0 +1,169 @@
+"""One owner for every default: the schema dataclass. An option YAML states only what differs from
+what it inherits (its schema, or the option it extends); a constructor that a ``_target_`` names
+has no default that differs from its schema's; the run-level helpers take theirs from the schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import MISSING, OmegaConf
+
+from conftest import compose_cfg
+from t2exp.config import SCHEMAS
+from t2exp.config.components import target_class
+from t2exp.config.schema import Config, DatasetConfig
+from t2exp.infra.paths import CONF_DIR
+
+GROUPS = ("dataset", "embedder", "store", "reranker", "generator", "rag_method")
+# groups whose options take their schema from the root config's field, not from their defaults list
+ROOT_FIELD_SCHEMAS = {"dataset": DatasetConfig}
+
+
+def _raw(conf: Path, group: str, name: str) -> dict:
+    return yaml.safe_load((conf / group / f"{name}.yaml").read_text()) or {}
+
+
+def _inherited(conf: Path, group: str, name: str) -> dict:
+    """What an option would be without its own keys: its defaults list (schemas, other options of
+    the group) merged in order."""
+    out: dict = _schema_values(ROOT_FIELD_SCHEMAS[group]) if group in ROOT_FIELD_SCHEMAS else {}
+    for entry in _raw(conf, group, name).get("defaults", []):
+        if not isinstance(entry, str) or entry == "_self_":
+            continue  # a nested group (rag_method=reranker's reranker) is checked as its own option
+        if entry.startswith("/schema/"):
+            _, _, g, n = entry.split("@")[0].split("/")
+            out = _merge(out, _schema_values(SCHEMAS[(g, n)]))
+        else:
+            parent = _inherited(conf, group, entry)
+            out = _merge(out, _merge(parent, {k: v for k, v in _raw(conf, group, entry).items() if k != "defaults"}))
+    return out
+
+
+def _schema_values(schema: type) -> dict:
+    return OmegaConf.to_container(OmegaConf.structured(schema), resolve=False)
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _restated(own: dict, inherited: dict, path: str = "") -> list[str]:
+    found = []
+    for key, value in own.items():
+        if key == "defaults":
+            continue
+        if isinstance(value, dict) and isinstance(inherited.get(key), dict):
+            found += _restated(value, inherited[key], f"{path}{key}.")
+        elif key in inherited and not isinstance(value, dict) and inherited[key] == value:
+            found.append(f"{path}{key}={value!r}")
+    return found
+
+
+def restated_defaults(conf: Path) -> list[str]:
+    """Every key an option YAML (or the root config.yaml) sets to the value it already inherits, as
+    ``group/option: key=value``."""
+    root = {k: v for k, v in (yaml.safe_load((conf / "config.yaml").read_text()) or {}).items() if k != "hydra"}
+    return [f"config: {item}" for item in _restated(root, _schema_values(Config))] + [
+        f"{group}/{f.stem}: {item}"
+        for group in GROUPS for f in sorted((conf / group).glob("*.yaml"))
+        for item in _restated(_raw(conf, group, f.stem), _inherited(conf, group, f.stem))]
+
+
+def test_no_option_yaml_restates_what_it_inherits():
+    assert restated_defaults(CONF_DIR) == []
+
+
+def test_a_restated_default_is_caught(tmp_path):
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    with (conf / "embedder" / "minilm.yaml").open("a") as f:
+        f.write("batch_size: 32\n")  # SentenceTransformerConfig's own default
+    with (conf / "generator" / "qwen_coder_0_5b.yaml").open("a") as f:
+        f.write("sampling:\n  max_tokens: 96\n")  # what it inherits from qwen_coder_1_5b
+    with (conf / "dataset" / "finqa.yaml").open("a") as f:
+        f.write("fold_role: eval\n")  # DatasetConfig's
+    with (conf / "config.yaml").open("a") as f:
+        f.write("context:\n  documents: 1\n")  # ContextConfig's
+    assert restated_defaults(conf) == ["config: context.documents=1", "dataset/finqa: fold_role='eval'",
+                                       "embedder/minilm: batch_size=32", "generator/qwen_coder_0_5b: sampling.max_tokens=96"]
+
+
+def _options() -> list[tuple[str, str]]:
+    return [(group, f.stem) for group in GROUPS if group != "dataset" for f in sorted((CONF_DIR / group).glob("*.yaml"))]
+
+
+def _composed(group: str, name: str):
+    overrides = ["rag_method=reranker", f"reranker={name}"] if group == "reranker" else [f"{group}={name}"]
+    return compose_cfg(*overrides)[group]
+
+
+def constructor_drift(target, schema: type) -> list[str]:
+    """Parameters of ``target`` whose default differs from the schema field of the same name."""
+    defaults = {}
+    for f in dataclasses.fields(schema):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    drift = []
+    for p in inspect.signature(target).parameters.values():
+        if p.default is inspect.Parameter.empty or p.name not in defaults or defaults[p.name] == MISSING:
+            continue
+        if dataclasses.is_dataclass(defaults[p.name]):
+            continue  # sampling: a nested schema, turned into a Sampling by the app
+        if p.default != defaults[p.name]:
+            drift.append(f"{p.name}: constructor {p.default!r}, schema {defaults[p.name]!r}")
+    return drift
+
+
+@pytest.mark.parametrize(("group", "name"), _options(), ids=lambda v: v)
+def test_constructor_defaults_equal_the_schemas(group, name):
+    node = _composed(group, name)
+    schema = OmegaConf.get_type(node)
+    if "_target_" not in node or schema is None or not dataclasses.is_dataclass(schema):
+        pytest.skip(f"{group}={name}: no _target_ with a schema (retrieval only)")
+    assert constructor_drift(target_class(node._target_), schema) == []
+
+
+def test_a_constructor_default_that_drifts_is_caught():
+    from t2exp.config.components import TransformersGeneratorConfig
+
+    def make(name, max_context_tokens: int = 8192, threads: int = 0): ...
+
+    assert constructor_drift(make, TransformersGeneratorConfig) == ["max_context_tokens: constructor 8192, schema 16384"]
+
+
+def test_run_level_helpers_take_their_defaults_from_the_schema():
+    """The objects the app builds from ``context``, ``query`` and ``generator`` settings default to
+    the schema's values (a test, an API user or a benchmark that builds them bare gets what the
+    command line gets)."""
+    from t2exp.config.components import GeneratorConfig
+    from t2exp.config.schema import ContextConfig, QueryConfig
+    from t2exp.evidence import Evidence
+    from t2exp.experiment import Components
+    from t2exp.queries import QueryBuilder
+
+    cfg = compose_cfg()
+    assert dataclasses.asdict(Evidence()) == dataclasses.asdict(ContextConfig()) == OmegaConf.to_container(cfg.context)
+    assert Evidence().documents == 1  # the default run's generator reads the best document    assert Evidence().mode == "focused"
+    assert dataclasses.asdict(QueryBuilder()) == dataclasses.asdict(QueryConfig())
+    fields = {f.name: f.default for f in dataclasses.fields(Components)}
+    assert fields["grounding"] == GeneratorConfig.grounding == "check"
+    assert fields["demos_k"] == GeneratorConfig.demos_k
+
+
+def test_the_report_orders_every_shipped_method():
+    """The report's method order names every rag_method option (bm25f, the default, was missing)."""
+    from t2exp.evaluation.report.tables import METHOD_ORDER
+
+    shipped = {f.stem for f in (CONF_DIR / "rag_method").glob("*.yaml")}
+    assert shipped - set(METHOD_ORDER) == set()
+    assert len(set(METHOD_ORDER)) == len(METHOD_ORDER)
