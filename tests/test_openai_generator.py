@@ -381,7 +381,8 @@ def test_vllm_server_that_crashed_leaves_no_child_behind(tmp_path, no_server_lef
 
 def test_vllm_server_never_ready_times_out_and_is_killed(tmp_path, no_server_left):
     gen = _server_gen(tmp_path, "--never-ready", startup_timeout=1.0)
-    with pytest.raises(RemoteError, match=r"not ready after 1s \(HTTP 503\).*startup_timeout") as err:
+    # (HTTP 503) once the stand-in listens; a connection error when a loaded machine starts it later than 1 s
+    with pytest.raises(RemoteError, match=r"not ready after 1s \((HTTP 503|URLError)\).*startup_timeout") as err:
         gen.generate([ask("a")], GREEDY)
     assert "\n" not in str(err.value)
     assert _gone(_pid_from_log(next((tmp_path / "logs").glob("*.log"))))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from t2exp.data import Document
+from typing import TYPE_CHECKING
+
 from t2exp.errors import ConfigError
+
+if TYPE_CHECKING:  # the schema's check imports VARIANTS: `import t2exp` must not load pandas
+    from t2exp.data import Document
 
 VARIANTS = ("plain", "metadata_prefix", "company_year")
 

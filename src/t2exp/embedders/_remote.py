@@ -6,75 +6,29 @@ as an HTTP status. Everything else lives here once:
 
 - the API key is resolved in the constructor (argument, else the provider's env vars) and a
   missing key is a one-line :class:`ConfigError` before any request;
-- client libraries are imported lazily (``import t2exp`` never needs them); a missing one is a
-  :class:`ConfigError` that says ``pip install 't2exp[api]'``;
-- the client libraries' own retries are switched off, so the retry count is ours and bounded
-  (tenacity runs the loop):
-  408/429/5xx and transport errors are retried ``max_retries`` times with exponential backoff
-  (``backoff_base * 2**attempt`` seconds, capped at ``backoff_max``); other statuses fail at once;
-  either way the user sees one :class:`RemoteError` line (provider, status, base_url, hint);
+- client libraries are imported lazily (``import t2exp`` never needs them);
+- requests run under :func:`t2exp.infra.remote.with_retries` (the one retry loop of every remote
+  call): the user sees one :class:`RemoteError` line (provider, status, base_url, hint);
 - texts are sent in batches of ``batch_size`` (checked against the provider's per-request
   limit), vectors come back float32 and unit length, in input order.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
-import os
-import random
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
-from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.infra.cache import content_key
+from t2exp.infra.remote import Failure, backoff_delay, one_line, resolve_api_key, with_retries
 
 log = logging.getLogger(__name__)
-
-RETRYABLE_STATUSES = frozenset({408, 429})  # plus every 5xx
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A remote call that did not succeed, as far as retrying and reporting care."""
-
-    status: int | str  # HTTP status, or "connection" / "timeout" when no response came back
-    message: str
-    retry_after: float | None = None
-
-    @property
-    def retryable(self) -> bool:
-        if isinstance(self.status, str):
-            return True
-        return self.status in RETRYABLE_STATUSES or self.status >= 500
-
-
-def import_client(module: str, provider: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ConfigError(
-            f"embedder provider={provider!r} needs the {module.split('.')[0]} client library: pip install 't2exp[api]'"
-        ) from None
-
-
-def resolve_api_key(name: str, api_key: str | None, envs: Sequence[str]) -> str:
-    if api_key:
-        return api_key
-    for env in envs:
-        value = os.environ.get(env)
-        if value:
-            return value
-    raise ConfigError(f"embedder={name} needs an API key: set {' or '.join(envs)} (or embedder.api_key)")
-
 
 def batched(items: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
@@ -90,108 +44,6 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
 def estimate_tokens(text: str) -> int:
     """Cheap token estimate (~4 characters per token for English BPE vocabularies); not exact."""
     return max(1, math.ceil(len(text) / 4)) if text else 0
-
-
-def transport_errors() -> tuple[type[BaseException], ...]:
-    """httpx / httpx2 transport errors (connect, read, timeouts) from whichever is installed."""
-    found: list[type[BaseException]] = []
-    for mod_name in ("httpx", "httpx2"):
-        try:
-            mod = importlib.import_module(mod_name)
-        except ImportError:
-            continue
-        cls = getattr(mod, "TransportError", None)
-        if isinstance(cls, type):
-            found.append(cls)
-    return tuple(found)
-
-
-def transport_failure(exc: BaseException) -> Failure | None:
-    errors = transport_errors()
-    if errors and isinstance(exc, errors):
-        kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
-        return Failure(kind, f"{type(exc).__name__}: {exc}")
-    return None
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """The ``Retry-After`` header in seconds when it is a number (HTTP dates are ignored)."""
-    try:
-        value = headers.get("retry-after") if headers is not None else None
-        return max(0.0, float(value)) if value is not None else None
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
-def one_line(text: object, limit: int = 200) -> str:
-    s = re.sub(r"\s+", " ", str(text)).strip()
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-class _RemoteFailure(Exception):
-    """A classified remote failure inside the retry loop (carries the ``Failure``)."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-def with_retries(
-    call: Callable[[], Any],
-    classify: Callable[[BaseException], Failure | None],
-    max_retries: int,
-    delay: Callable[[int, float | None], float],
-    sleep: Callable[[float], None],
-    error_line: Callable[[Failure, int], str],
-    label: str,
-) -> Any:
-    """Run ``call`` under tenacity: retryable failures are retried ``max_retries`` times with the
-    ``delay(attempt, retry_after)`` backoff, then one ``RemoteError`` line is raised.
-
-    ``classify`` reads an exception as a Failure (None: not a remote failure, re-raised as is).
-    """
-    import tenacity
-
-    def attempt() -> Any:
-        try:
-            return call()
-        except Exception as exc:  # noqa: BLE001 - classified here, re-raised when not remote
-            failure = classify(exc) or transport_failure(exc)
-            if failure is None:
-                raise
-            raise _RemoteFailure(failure) from exc
-
-    def failure_of(state: tenacity.RetryCallState) -> Failure:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        assert isinstance(exc, _RemoteFailure)
-        return exc.failure
-
-    def log_retry(state: tenacity.RetryCallState) -> None:
-        f = failure_of(state)
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, f.status, one_line(f.message, 120),
-                    state.attempt_number, max_retries, wait)
-
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(max_retries + 1),
-        retry=tenacity.retry_if_exception(lambda e: isinstance(e, _RemoteFailure) and e.failure.retryable),
-        wait=lambda state: delay(state.attempt_number - 1, failure_of(state).retry_after),
-        sleep=lambda seconds: sleep(seconds) if seconds > 0 else None,
-        before_sleep=log_retry,
-        reraise=True,
-    )
-    try:
-        return retrying(attempt)
-    except _RemoteFailure as exc:
-        raise RemoteError(error_line(exc.failure, retrying.statistics.get("attempt_number", 1))) from exc.__cause__
-
-
-def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:
-    """Exponential backoff with jitter, at least ``Retry-After`` (both capped at ``cap``)."""
-    wait = min(cap, base * (2.0**attempt))
-    if retry_after is not None:
-        wait = max(wait, min(retry_after, cap))
-    return wait * (1.0 + 0.25 * random.random()) if wait > 0 else 0.0
 
 
 class RemoteEmbedder:
@@ -315,11 +167,11 @@ class RemoteEmbedder:
             return call()
 
         return with_retries(
-            count_and_call, self._failure, self.max_retries, self._delay, self._sleep, self._error_line,
-            f"{self.provider} embeddings",
+            count_and_call, self._failure, self.max_retries, self._delay, self._error_line,
+            f"{self.provider} embeddings", sleep=self._sleep,
         )
 
-    def _error_line(self, failure: Failure, attempts: int) -> str:
+    def _error_line(self, failure: Failure, attempts: int | None) -> str:
         status = failure.status
         what = f"HTTP {status} from" if isinstance(status, int) else f"{status} error reaching"
         return (

@@ -11,7 +11,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from t2exp.embedders._remote import Failure, RemoteEmbedder, import_client, one_line, retry_after_seconds
+from t2exp.embedders._remote import RemoteEmbedder
+from t2exp.infra.remote import Failure, import_client, one_line, retry_after_seconds
 
 INPUT_TYPES = ("search_query", "search_document", "classification", "clustering")
 TRUNCATE = (None, "NONE", "START", "END")

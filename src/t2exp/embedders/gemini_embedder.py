@@ -15,7 +15,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from t2exp.embedders._remote import Failure, RemoteEmbedder, import_client, one_line, retry_after_seconds
+from t2exp.embedders._remote import RemoteEmbedder
+from t2exp.infra.remote import Failure, import_client, one_line, retry_after_seconds
 
 TASK_TYPES = (
     "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION", "CLUSTERING",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from t2exp.embedders._remote import Failure, RemoteEmbedder, import_client, one_line, retry_after_seconds
+from t2exp.embedders._remote import RemoteEmbedder
+from t2exp.infra.remote import Failure, import_client, one_line, retry_after_seconds
 
 
 class OpenAIEmbedder(RemoteEmbedder):

@@ -14,12 +14,14 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
-from t2exp.errors import ConfigError, RemoteError
+from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
+from t2exp.infra.remote import Failure, backoff_delay, one_line, retry_after_seconds, with_retries
 from t2exp.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)
@@ -34,17 +36,8 @@ def reasoning_generation(gen: Generation, reasoning_tokens: int | None = None) -
     return gen
 
 
-class _Abandoned(Exception):
-    """A retry given up because another request of the batch failed for good."""
-
-
 class _Malformed(Exception):
     """The server answered 2xx but the body is not a chat completion."""
-
-
-def _one_line(text: object, limit: int = 200) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 class OpenAICompatGenerator:
@@ -168,43 +161,40 @@ class OpenAICompatGenerator:
             reasoning_generation(gen, counted if isinstance(counted, int) and counted > 0 else None)
         return gen
 
-    def _classify(self, exc: BaseException) -> tuple[bool, str, str]:
-        """``(retryable, status, hint)`` for an exception raised by one attempt."""
+    def _classify(self, exc: BaseException) -> Failure:
+        """What one attempt's exception means: retryable or not, the status the user sees
+        (``message``) and what to do about it (``hint``)."""
         import openai
 
         if isinstance(exc, openai.APITimeoutError):
-            return True, "timeout", f"no answer within timeout={self.timeout:g}s; raise generator.timeout or check the server is up"
+            return Failure("timeout", "timeout", retry=True,
+                           hint=f"no answer within timeout={self.timeout:g}s; raise generator.timeout or check the server is up")
         if isinstance(exc, openai.APIConnectionError):
-            return True, "connection error", "cannot connect; is the server running at generator.base_url?"
+            return Failure("connection", "connection error", retry=True,
+                           hint="cannot connect; is the server running at generator.base_url?")
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
-            detail = _one_line(getattr(exc, "message", "") or exc, 160)
+            detail = one_line(getattr(exc, "message", "") or exc, 160)
             status = f"HTTP {code} ({detail})" if detail else f"HTTP {code}"
-            if code == 429:
-                return True, status, "rate limited; lower generator.max_concurrency or raise generator.max_retries"
-            if code >= 500:
-                return True, status, "server error; check the server's log"
-            if code in (401, 403):
-                return False, status, f"check the API key ({self.api_key_env} or generator.api_key)"
-            if code == 404:
-                return False, status, f"is generator.model={self.model!r} served at this base_url?"
-            if code == 408:
-                return True, status, "request timed out on the server"
-            return False, status, "request rejected; prompt longer than the context, or a sampling parameter the server refuses?"
+            retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+            hints = {429: "rate limited; lower generator.max_concurrency or raise generator.max_retries",
+                     401: f"check the API key ({self.api_key_env} or generator.api_key)",
+                     403: f"check the API key ({self.api_key_env} or generator.api_key)",
+                     404: f"is generator.model={self.model!r} served at this base_url?",
+                     408: "request timed out on the server"}
+            hint = hints.get(code, "server error; check the server's log" if code >= 500 else
+                             "request rejected; prompt longer than the context, or a sampling parameter the server refuses?")
+            return Failure(code, status, retry_after, hint=hint)  # retryable by status: 408, 429, 5xx
         if isinstance(exc, (_Malformed, json.JSONDecodeError, openai.APIResponseValidationError)):
-            return True, f"malformed response ({_one_line(exc, 120)})", "is generator.base_url an OpenAI-compatible /v1 endpoint?"
-        return False, f"{type(exc).__name__}: {_one_line(exc, 160)}", "unexpected client error"
+            return Failure("malformed", f"malformed response ({one_line(exc, 120)})", retry=True,
+                           hint="is generator.base_url an OpenAI-compatible /v1 endpoint?")
+        return Failure("client", f"{type(exc).__name__}: {one_line(exc, 160)}", retry=False, hint="unexpected client error")
 
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
-        delay = min(self.backoff_max, self.backoff_base * (2**attempt))
-        response = getattr(exc, "response", None)
-        retry_after = getattr(response, "headers", {}).get("retry-after") if response is not None else None
-        try:
-            if retry_after is not None:
-                delay = max(delay, min(self.backoff_max, float(retry_after)))
-        except ValueError:
-            pass
-        return delay
+    def _error_line(self, failure: Failure, attempts: int | None) -> str:
+        if attempts is None:  # another request of the batch failed for good first
+            return f"generator={self.name}: {self.endpoint} failed: {failure.message}; {failure.hint}"
+        tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        return f"generator={self.name}: {self.endpoint} failed {tries}: {failure.message}; {failure.hint}"
 
     def _texts(self, resp: Any) -> list[str]:
         """Every choice's answer text (the drawn samples of a request with ``n`` > 1)."""
@@ -240,53 +230,23 @@ class OpenAICompatGenerator:
 
     def _generate_one(self, messages: Messages, sampling: Sampling, stop: threading.Event,
                       should_stop: ShouldStop | None = None) -> Generation:
-        """One request under tenacity: retryable failures (``_classify``) are retried up to
-        ``max_retries`` times with ``_backoff``; a backoff is cut short, and no retry made, once
-        another request of the batch has failed for good (``stop``)."""
-        import tenacity
-
+        """One request under the shared retry loop (:func:`t2exp.infra.remote.with_retries`):
+        retryable failures are retried up to ``max_retries`` times; a backoff is cut short, and no
+        retry made, once another request of the batch has failed for good (``stop``)."""
         if should_stop is not None and should_stop():
             raise Cancelled()  # the run is stopping: this prompt is not sent
+
+        def retried(call: Callable[[], Any]) -> Any:
+            return with_retries(call, self._classify, self.max_retries,
+                                lambda attempt, retry_after: backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max),
+                                self._error_line, f"generator={self.name}", abort=stop)
+
         kwargs = self._request(messages, sampling)
-
-        def retryable(exc: BaseException) -> bool:
-            return self._classify(exc)[0] and not stop.is_set()
-
-        def nap(seconds: float) -> None:
-            if stop.wait(seconds):  # another request already failed for good: stop retrying
-                raise _Abandoned()
-
-        last: list[BaseException] = []
-
-        def log_retry(state: tenacity.RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            last[:] = [exc] if exc is not None else []
-            wait = state.next_action.sleep if state.next_action is not None else 0.0
-            log.warning("generator=%s: %s (attempt %d/%d); retrying in %.1fs", self.name, self._classify(exc)[1] if exc else "?",
-                        state.attempt_number, self.max_retries + 1, wait)
-
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_retries + 1),
-            retry=tenacity.retry_if_exception(retryable),
-            wait=lambda state: self._backoff(state.attempt_number - 1, state.outcome.exception()),  # type: ignore[union-attr,arg-type]
-            sleep=nap,
-            before_sleep=log_retry,
-            reraise=True,
-        )
-        try:
-            gen = retrying(self._attempt, kwargs)
-            if sampling.samples > 1:  # self-consistency: one more request drawing samples - 1 choices
-                more = {**kwargs, "n": sampling.samples - 1, "temperature": sampling.sample_temperature, "seed": sampling.seed + 1}
-                gen.extra["samples"] = retrying(self._attempt_samples, more)
-            return gen
-        except _Abandoned:
-            _, status, hint = self._classify(last[0]) if last else (False, "stopped", "another request of the batch failed")
-            raise RemoteError(f"generator={self.name}: {self.endpoint} failed: {status}; {hint}") from (last[0] if last else None)
-        except Exception as exc:  # noqa: BLE001 - classified, re-raised as one RemoteError line
-            _, status, hint = self._classify(exc)
-            attempts = retrying.statistics.get("attempt_number", 1)
-            tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
-            raise RemoteError(f"generator={self.name}: {self.endpoint} failed {tries}: {status}; {hint}") from exc
+        gen = retried(lambda: self._attempt(kwargs))
+        if sampling.samples > 1:  # self-consistency: one more request drawing samples - 1 choices
+            more = {**kwargs, "n": sampling.samples - 1, "temperature": sampling.sample_temperature, "seed": sampling.seed + 1}
+            gen.extra["samples"] = retried(lambda: self._attempt_samples(more))
+        return gen
 
     # --- protocol ---------------------------------------------------------------------------------
     def generate(

@@ -10,15 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from t2exp.embedders._remote import (
-    Failure,
-    backoff_delay,
-    import_client,
-    one_line,
-    resolve_api_key,
-    with_retries,
-)
 from t2exp.embedders.cohere_embedder import cohere_failure
+from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, resolve_api_key, with_retries
 from t2exp.rerankers import TruncationCounter
 
 
@@ -39,16 +32,16 @@ class CohereReranker:
         self.trunc = TruncationCounter(max_chars)
         self.requests_sent = 0
         self._sleep = time.sleep
-        key = resolve_api_key(name, api_key, self.key_envs)
-        cohere = import_client("cohere", provider)
-        self._api_error = import_client("cohere.core.api_error", provider).ApiError
+        key = resolve_api_key(name, api_key, self.key_envs, group="reranker")
+        cohere = import_client("cohere", provider, group="reranker")
+        self._api_error = import_client("cohere.core.api_error", provider, group="reranker").ApiError
         self._client: Any = cohere.ClientV2(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
                                             log_warning_experimental_features=False)
 
     def _failure(self, exc: BaseException) -> Failure | None:
         return cohere_failure(exc, self._api_error)
 
-    def _error_line(self, failure: Failure, attempts: int) -> str:
+    def _error_line(self, failure: Failure, attempts: int | None) -> str:
         return (f"reranker={self.name} (cohere {self.model_id}): {failure.status} from {self.base_url} after "
                 f"{attempts} attempt(s): {one_line(failure.message)}; hint: check CO_API_KEY, reranker.model and reranker.base_url")
 
@@ -66,7 +59,7 @@ class CohereReranker:
 
         resp = with_retries(call, self._failure, self.max_retries,
                             lambda a, ra: backoff_delay(a, ra, self.backoff_base, self.backoff_max),
-                            self._sleep, self._error_line, "cohere rerank")
+                            self._error_line, "cohere rerank", sleep=self._sleep)
         scores = [float("-inf")] * len(docs)
         for r in resp.results:
             scores[r.index] = float(r.relevance_score)
