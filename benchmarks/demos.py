@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, SHARED_CACHE, ratio_line, report_ids  # noqa: E402
-from answers import tune_ids  # noqa: E402
-from t2exp.data import read_jsonl_objects  # noqa: E402
+from _common import ROOT, SHARED_CACHE, ratio_line, report_ids
+from answers import tune_ids
+from t2exp.data import read_jsonl_objects
 
 
 def solved(recipe: str, report: frozenset[str], asked: set[str]) -> dict[str, dict]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import SHARED_CACHE, compose, instantiate, machine, ratio_line, table  # noqa: E402
+from _common import SHARED_CACHE, compose, instantiate, machine, ratio_line, table
 
 
 def main() -> None:

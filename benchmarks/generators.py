@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 BACKENDS = ("transformers", "vllm", "vllm_server")
 SERVER = "vllm.entrypoints.openai.api_server"
@@ -54,7 +54,7 @@ def overrides(backend: str, args, cache: Path) -> list[str]:
     return gen
 
 
-def load(backend: str, inner) -> None:  # noqa: ANN001
+def load(backend: str, inner) -> None:
     """The model load / engine start, outside every timed run."""
     if backend == "transformers":
         inner._model  # noqa: B018
@@ -64,7 +64,7 @@ def load(backend: str, inner) -> None:  # noqa: ANN001
         inner.start()
 
 
-def release(backend: str, inner) -> None:  # noqa: ANN001
+def release(backend: str, inner) -> None:
     if backend == "vllm":
         from t2exp.generators.vllm_backend import shutdown_engine
 

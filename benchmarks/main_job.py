@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, SHARED_CACHE, latest_predictions, machine, ratio_line, t2exp, table  # noqa: E402
+from _common import ROOT, SHARED_CACHE, latest_predictions, machine, ratio_line, t2exp, table
 
 # the main job as issue 15 measured it: the 0.5B generator in float32 reading whole documents
 BEFORE = ["generator=qwen_coder_0_5b", "generator.dtype=float32", "context.mode=full"]

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_DATA, SHARED_CACHE, compose, instantiate, machine, ratio_line, table  # noqa: E402
+from _common import DEFAULT_DATA, SHARED_CACHE, compose, instantiate, machine, ratio_line, table
 
 
 def oracle_prompts(mode: str, n: int) -> list[list[dict[str, str]]]:

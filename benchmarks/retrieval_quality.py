@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 RECALLS = (1, 3, 5)
 PAPER_HYBRID = "hybrid (protocol=paper: fusion=paper, rank_bm25)"
@@ -173,7 +173,7 @@ def ours(subset, emb, cache_dir: Path, k: int, depth: int, reranker: bool = True
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])  # noqa: E501
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(C.DEFAULT_DATA), help="directory of <Subset>_<split>.parquet|jsonl files, or one file")
     ap.add_argument("--subset", action="append", help="subset name(s) to load (default: every subset found in --data)")
     ap.add_argument("--k", type=int, default=3)

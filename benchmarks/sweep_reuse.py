@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 # name -> (rag_method option, extra keys of the cell)
 CELLS: dict[str, tuple[str, dict]] = {

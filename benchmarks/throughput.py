@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common as C
 
 
 def build_all(subsets, emb, store_uri: Path, cache_dir: Path) -> tuple[float, dict]:

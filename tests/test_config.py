@@ -31,7 +31,7 @@ def keys(monkeypatch):
     monkeypatch.setattr(vllm_backend, "vllm_available", lambda: False)
 
 
-def _typed(cfg):  # noqa: ANN001, ANN202
+def _typed(cfg):
     typed = config.check(cfg)
     assert type(typed).__name__ == "Config"
     return typed

@@ -22,7 +22,7 @@ class Grader:
     def __init__(self) -> None:
         self.prompts: list[str] = []
 
-    def generate(self, prompts, sampling, **_):  # noqa: ANN001, ANN003, ANN201
+    def generate(self, prompts, sampling, **_):
         out = []
         for p in prompts:
             text = p[0]["content"]

@@ -118,10 +118,10 @@ class _CohereRerankFake:
         fake = self
 
         class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):  # noqa: ANN002
+            def log_message(self, *a):
                 pass
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 fake.requests.append({"path": self.path, "auth": self.headers.get("authorization"), "body": body})
                 ok = self.path == "/v2/rerank" and set(body) <= {"model", "query", "documents", "top_n", "max_tokens_per_doc"}

@@ -192,7 +192,7 @@ def test_question_value_reads_logged_or_recomputes():
 
 
 # --- the other NM readings (issue 14.3): nm_bare, nm_strict, degenerate predictions -------------
-def _nms(pred, gold, text=None):  # noqa: ANN001, ANN202
+def _nms(pred, gold, text=None):
     m = question_metrics(None, "c", 3, pred, gold, pred_text=text)
     return m["nm"], m["nm_bare"], m["nm_strict"]
 

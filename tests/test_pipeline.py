@@ -245,7 +245,7 @@ def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache,
     first_cells = 2 * 4  # two cells x (2 FinQA + 2 TAT-DQA questions)
     arrived, gate, count = threading.Event(), threading.Event(), itertools.count(1)
 
-    def reply(messages) -> str:  # noqa: ANN001
+    def reply(messages) -> str:
         if next(count) > first_cells:
             arrived.set()
             assert gate.wait(300), "the test never released the held requests"

@@ -47,7 +47,7 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     p = tmp_path / "leaderboard.jsonl"
     atomic_write_text(p, "old\n")
 
-    def boom(src, dst):  # noqa: ARG001
+    def boom(src, dst):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cache_mod.os, "replace", boom)

@@ -38,7 +38,7 @@ def cfg_for(*overrides: str):
         return compose("config", overrides=list(overrides))
 
 
-def validate(cfg) -> None:  # noqa: ANN001
+def validate(cfg) -> None:
     config.check(cfg)
 
 

@@ -77,7 +77,7 @@ def popen_t2exp(args, cache, track, out_dir: Path, *, env=None) -> subprocess.Po
     out_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         app_cmd(args, cache, track), cwd=ROOT, env=env or app_env(),
-        stdout=open(out_dir / "stdout.txt", "w"), stderr=open(out_dir / "stderr.txt", "w"),  # noqa: SIM115
+        stdout=open(out_dir / "stdout.txt", "w"), stderr=open(out_dir / "stderr.txt", "w"),
     )
 
 
@@ -582,7 +582,7 @@ def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp
     n_q, in_flight, gate = 6, threading.Barrier(3), threading.Event()
     count = iter(range(1, 100))
 
-    def held(messages) -> str:  # noqa: ANN001
+    def held(messages) -> str:
         if next(count) <= 2:
             in_flight.wait(120)  # both requests are in flight together, and the test knows it
             assert gate.wait(300), "the test never released the held requests"

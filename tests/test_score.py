@@ -173,13 +173,13 @@ class _Method:
     name = "known-ranks"
     needs_index = False
 
-    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+    def prepare(self, subset, services):
         return None
 
     def stats(self) -> dict[str, float]:
         return {}
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         out = []
         for q in questions:
             i = int(re.sub(r"\D", "", q.id) or 0)
@@ -189,7 +189,7 @@ class _Method:
             out.append(hits)
         return out
 
-    def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
+    def contexts(self, question, hits, index, k):
         return []
 
 
@@ -203,7 +203,7 @@ class _Generator:
     def __init__(self, questions: list[Question]) -> None:
         self.by_text = {q.question: (i, q.gold) for i, q in enumerate(questions)}
 
-    def generate(self, prompts, sampling, on_result=None, should_stop=None):  # noqa: ANN001, ANN201
+    def generate(self, prompts, sampling, on_result=None, should_stop=None):
         from t2exp.generators import Generation
 
         out = []
@@ -294,7 +294,7 @@ def test_package_export_is_lazy_and_survives_the_cli_module(gold):
     code = "import sys, t2exp; print('t2exp.evaluation' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout
     assert out.split() == ["False", "False"]
-    import t2exp.score  # noqa: F401 - binds the module on the package
+    import t2exp.score  # binds the module on the package
 
     assert t2exp.score(hand_made(gold), gold=gold).counts.scored == 5
     from t2exp import score as exported

@@ -73,7 +73,7 @@ def test_distances() -> None:
 
 
 # --- through the real client ---------------------------------------------------------------------
-def _client(wire):  # noqa: ANN001, ANN202
+def _client(wire):
     import weaviate
 
     return weaviate.connect_to_local(host=wire.host, port=wire.http_port, grpc_port=wire.grpc_port)

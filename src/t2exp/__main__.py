@@ -90,7 +90,7 @@ def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
         parser = parser or OverridesParser.create()
         try:
             (o,) = parser.parse_overrides([arg])
-        except Exception:  # noqa: BLE001 - not an override Hydra accepts: Hydra reports it
+        except Exception:  # not an override Hydra accepts: Hydra reports it
             out.append(arg)
             continue
         if o.is_sweep_override():  # Hydra would write every value to multirun.yaml and each cell's .hydra/
@@ -189,7 +189,7 @@ def preflight(argv: list[str]) -> int:
             for i, job in enumerate(jobs):
                 try:
                     cfgs.append(compose("config", overrides=job))
-                except Exception as exc:  # noqa: BLE001 - Hydra's composition error
+                except Exception as exc:  # Hydra's composition error
                     if len(jobs) == 1:
                         raise
                     # a sweep would run the cells before this one first: stop now
@@ -199,7 +199,7 @@ def preflight(argv: list[str]) -> int:
         return 0
     except T2ExpError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a composition error
+    except Exception as exc:  # a composition error
         schema_error = _schema_error(exc)
         if schema_error is not None:  # a value the typed schema refuses: one line
             raise schema_error from None

@@ -174,7 +174,7 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
     state: dict[str, Any] = {"closing": False, "timer": None}
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
-    def handler(signum, frame):  # noqa: ANN001, ARG001
+    def handler(signum, frame):
         name = signal.Signals(signum).name
         if state["closing"]:  # closing the MLflow run: finish that first
             log.warning("%s received while closing the run; exiting when done", name)

@@ -149,7 +149,7 @@ def _read_file(f: Path) -> pd.DataFrame:
         df = pd.read_parquet(f) if f.suffix == ".parquet" else _read_jsonl(f)
     except DataError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
+    except Exception as exc:  # any reader failure becomes one clear line
         first = (str(exc).splitlines() or [""])[0][:200]
         raise DataError(f"{f}: cannot read ({type(exc).__name__}: {first})") from None
     if len(_FRAMES) >= _FRAMES_MAX:
@@ -283,7 +283,7 @@ def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame
         raise DataError("dataset.source=hub needs the `datasets` package: pip install 't2exp[hub]'") from None
     try:
         dd = datasets.load_dataset(HUB_DATASET, subset, revision=revision)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise DataError(
             f"dataset.source=hub: cannot load {HUB_DATASET}/{subset} ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:160]}); set dataset.path=DIR with local <Subset>_<split>.parquet files"

@@ -142,7 +142,7 @@ def run_experiment(c: Components) -> Result:
                 contexts = [_evidence(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
                 gens: Sequence[Generation | None] = [None] * len(chunk)
 
-                def write(i: int, g: Generation | None, chunk=chunk, chunk_hits=chunk_hits, contexts=contexts, bar=bar) -> None:  # noqa: ANN001
+                def write(i: int, g: Generation | None, chunk=chunk, chunk_hits=chunk_hits, contexts=contexts, bar=bar) -> None:
                     """The prediction of question ``i`` of the chunk, once (in question order normally;
                     as answers arrive when the run is stopping or a request failed)."""
                     nonlocal n_generated
@@ -170,7 +170,7 @@ def run_experiment(c: Components) -> Result:
                                for q, ctx in zip(chunk, contexts, strict=True)]
                     arrived: dict[int, Generation] = {}
 
-                    def on_answer(i: int, g: Generation, arrived=arrived, write=write) -> None:  # noqa: ANN001
+                    def on_answer(i: int, g: Generation, arrived=arrived, write=write) -> None:
                         arrived[i] = g
                         if c.stop.is_set():  # a stopping run writes each answer the moment it exists
                             write(i, g)
@@ -217,7 +217,7 @@ def run_experiment(c: Components) -> Result:
     return Result(metrics=metrics, predictions_path=preds.path, table={s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()})
 
 
-def _evidence(c: Components, q: Question, hits, index) -> list[str]:  # noqa: ANN001
+def _evidence(c: Components, q: Question, hits, index) -> list[str]:
     """What the generator reads for ``q``: the method's contexts (those of its top hits, in rank
     order) as ``context`` shapes them, each headed by its report when ``context.header`` asks."""
     texts = c.method.contexts(q, hits, index, c.k)
@@ -234,7 +234,7 @@ def _demos(c: Components, q: Question) -> list[Demo]:
     return c.demos.select(q.question, c.demos_k, q.id, q.context_id, q.metadata.get("company_name", ""))
 
 
-def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str, Any]:  # noqa: ANN001
+def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str, Any]:
     ranked = None if hits is None else [cid for cid, _ in hits]
     parsed = None
     if gen is not None:
@@ -275,7 +275,7 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
     }
 
 
-def _dense_of(hits) -> list[float | None] | None:  # noqa: ANN001
+def _dense_of(hits) -> list[float | None] | None:
     dense = getattr(hits, "dense", None)
     if not dense:
         return None

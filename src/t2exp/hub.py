@@ -41,7 +41,7 @@ def load(loader: Callable[[], T], group: str, model: str, revision: str | None =
     revision and what to do."""
     try:
         return loader()
-    except Exception as exc:  # noqa: BLE001 - classified below; anything else propagates unchanged
+    except Exception as exc:  # classified below; anything else propagates unchanged
         if not _missing_model(exc):
             raise
         rev = f" --revision {revision}" if revision else ""

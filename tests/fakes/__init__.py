@@ -86,7 +86,7 @@ class FakeHTTPServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = _serve
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
                 pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -164,7 +164,7 @@ class FakeOpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            def log_message(self, format: str, *args: Any) -> None:  # stdlib signature
                 return
 
             def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
@@ -181,7 +181,7 @@ class FakeOpenAIServer:
             def _error(self, status: int, message: str) -> None:
                 self._send(status, {"error": {"message": message, "type": "fake_error", "code": status}})
 
-            def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            def do_GET(self) -> None:  # stdlib naming
                 if self.path.rstrip("/") != "/v1/models":
                     return self._error(404, f"no route {self.path}")
                 with server.lock:
@@ -194,7 +194,7 @@ class FakeOpenAIServer:
                     entry["root"] = server.root
                 self._send(200, {"object": "list", "data": [entry]})
 
-            def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+            def do_POST(self) -> None:  # stdlib naming
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if self.path.rstrip("/") != "/v1/chat/completions":

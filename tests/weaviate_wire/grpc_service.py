@@ -82,7 +82,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
 
     # -- import ---------------------------------------------------------------------------------
 
-    def BatchObjects(self, request: batch_pb2.BatchObjectsRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def BatchObjects(self, request: batch_pb2.BatchObjectsRequest, context: grpc.ServicerContext) -> Any:
         return self._call("BatchObjects", context, lambda: self._batch(request))
 
     def _batch(self, request: batch_pb2.BatchObjectsRequest) -> batch_pb2.BatchObjectsReply:
@@ -106,7 +106,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
                 errors.append(batch_pb2.BatchObjectsReply.BatchError(index=i, error=str(exc)))
         return batch_pb2.BatchObjectsReply(took=time.perf_counter() - start, errors=errors)
 
-    def Aggregate(self, request: aggregate_pb2.AggregateRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Aggregate(self, request: aggregate_pb2.AggregateRequest, context: grpc.ServicerContext) -> Any:
         def run() -> aggregate_pb2.AggregateReply:
             for f in ("group_by", "filters", "hybrid", "near_vector", "near_object", "near_text"):
                 if request.HasField(f):
@@ -120,7 +120,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
 
     # -- search ---------------------------------------------------------------------------------
 
-    def Search(self, request: search_get_pb2.SearchRequest, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Search(self, request: search_get_pb2.SearchRequest, context: grpc.ServicerContext) -> Any:
         return self._call("Search", context, lambda: self._search(request))
 
     def _search(self, request: search_get_pb2.SearchRequest) -> search_get_pb2.SearchReply:

@@ -21,7 +21,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as httpx expects; every answer has a Content-Length
     server: _RestServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's signature
         return None  # quiet: the tests read Database.requests instead
 
     def _send(self, status: int, body: Any = None) -> None:

@@ -61,7 +61,7 @@ class SentenceTransformerEmbedder:
         return "float16" if self.device.startswith("cuda") else "float32"
 
     @cached_property
-    def model(self):  # noqa: ANN201 - sentence_transformers.SentenceTransformer
+    def model(self):  # sentence_transformers.SentenceTransformer
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -76,7 +76,7 @@ class SentenceTransformerEmbedder:
             path = str(mod.get_model_path())
         dtype = getattr(torch, self._torch_dtype_name)
 
-        def load():  # noqa: ANN202
+        def load():
             m = hub.load(
                 lambda: SentenceTransformer(path, device=self.device, revision=self.revision, trust_remote_code=self.trust_remote_code,
                                             model_kwargs={"dtype": dtype}),

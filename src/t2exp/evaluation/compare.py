@@ -55,7 +55,7 @@ def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = client.download_artifacts(run_id, "predictions.jsonl", tmp)
-        except Exception as exc:  # noqa: BLE001 - MLflow raises several types for a missing run/artifact
+        except Exception as exc:  # MLflow raises several types for a missing run/artifact
             raise CompareError(
                 f"run {run_id}: cannot download predictions.jsonl ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
             ) from None

@@ -52,7 +52,7 @@ class CachedGenerator:
         for start in range(0, len(todo), max(1, self.inner.batch_size)):
             chunk = todo[start : start + max(1, self.inner.batch_size)]
 
-            def keep(i: int, g: Generation, chunk=chunk) -> None:  # noqa: ANN001
+            def keep(i: int, g: Generation, chunk=chunk) -> None:
                 self.cache.put(chunk[i][0], self._encode(g))
                 deliver(chunk[i][0], g)
 

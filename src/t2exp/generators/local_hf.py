@@ -134,7 +134,7 @@ class TransformersGenerator:
         return str(hf_dir)
 
     @cached_property
-    def _model(self):  # noqa: ANN202
+    def _model(self):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -142,7 +142,7 @@ class TransformersGenerator:
             torch.set_num_threads(self.threads)
         path = self.checkpoint()
 
-        def load():  # noqa: ANN202
+        def load():
             t0 = time.perf_counter()
             tok = hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
             model = hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)
@@ -184,7 +184,7 @@ class TransformersGenerator:
                 on_result(i, out[-1])
         return out
 
-    def _prefilled(self, model, ids):  # noqa: ANN001, ANN202
+    def _prefilled(self, model, ids):
         """A KV cache holding ``ids[:, :-1]``: the stored cache of the previous prompt cropped to the
         tokens the two share (the system prompt, a few-shot preamble), plus the rest prefilled."""
         import torch
@@ -213,7 +213,7 @@ class TransformersGenerator:
         self._last = (tokens, cache)
         return copy.deepcopy(cache)
 
-    def _decode(self, tok, model, ids, sampling: Sampling) -> tuple[list[str], int, str]:  # noqa: ANN001
+    def _decode(self, tok, model, ids, sampling: Sampling) -> tuple[list[str], int, str]:
         """The main answer (greedy at temperature 0) and ``sampling.samples - 1`` drawn ones, all
         continuing one prefill of the prompt."""
         import torch

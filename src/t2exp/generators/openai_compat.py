@@ -113,7 +113,7 @@ class OpenAICompatGenerator:
                 if m.id == self.model:
                     root = (m.model_extra or {}).get("root")
                     return str(root) if root else None
-        except Exception as exc:  # noqa: BLE001 - an unreachable server is reported by the first request
+        except Exception as exc:  # an unreachable server is reported by the first request
             log.debug("GET %s/models failed (%s); the fingerprint names the model id only", self.base_url, exc)
         return None
 

@@ -41,7 +41,7 @@ def _shutdown(llm: Any) -> None:
         return
     try:
         stop()
-    except Exception as exc:  # noqa: BLE001 - best effort at exit
+    except Exception as exc:  # best effort at exit
         log.warning("vLLM engine shutdown failed: %s", exc)
 
 
@@ -160,7 +160,7 @@ class VLLMGenerator:
             return 0
         try:
             return len(llm.get_tokenizer().encode(text, add_special_tokens=False))
-        except Exception:  # noqa: BLE001 - an estimate is fine when the tokenizer is unusual
+        except Exception:  # an estimate is fine when the tokenizer is unusual
             return len(text.split())
 
     def generate(

@@ -98,5 +98,5 @@ class MLflowSweepCallback(Callback):
             client = MlflowClient(tracking_uri=self.uri)
             if client.get_run(self.parent_id).info.status == "RUNNING":
                 client.set_terminated(self.parent_id, status="FAILED")
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+        except Exception:  # best effort at interpreter exit
             pass

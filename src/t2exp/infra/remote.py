@@ -140,7 +140,7 @@ def with_retries(
     def attempt() -> Any:
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 - classified here, re-raised when not remote
+        except Exception as exc:  # classified here, re-raised when not remote
             failure = classify(exc) or transport_failure(exc)
             if failure is None:
                 raise

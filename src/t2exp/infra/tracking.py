@@ -100,7 +100,7 @@ def install_log_redaction() -> None:
         record = previous(*args, **kwargs)
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format string: leave it to the handler to report
+        except Exception:  # a bad format string: leave it to the handler to report
             return record
         clean = redact_text(message)
         if clean != message:
@@ -141,7 +141,7 @@ def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) ->
             art = Path(artifact_location).resolve().as_uri()
         try:
             exp_id = client.create_experiment(experiment, artifact_location=art)
-        except Exception:  # noqa: BLE001 - created concurrently by another process
+        except Exception:  # created concurrently by another process
             exp = client.get_experiment_by_name(experiment)
             if exp is None:
                 raise
@@ -220,7 +220,7 @@ class Tracker:
             self.closed = True
 
 
-def finished_run_for(uri: str, experiment: str, artifact_location: str | None, key: str):  # noqa: ANN201
+def finished_run_for(uri: str, experiment: str, artifact_location: str | None, key: str):
     """The newest FINISHED run with ``t2exp.cell_key == key``, or None."""
     from mlflow.tracking import MlflowClient
 

@@ -53,7 +53,7 @@ class RecordingLauncher:
         for overrides, ret in zip(job_overrides, returns, strict=True):
             try:
                 value = None if ret.return_value is None else float(ret.return_value)
-            except Exception:  # noqa: BLE001 - a failed job: Hydra's JobReturn re-raises its error
+            except Exception:  # a failed job: Hydra's JobReturn re-raises its error
                 value = None
             self.trials.append(Trial(list(overrides), value))
         return returns

@@ -70,7 +70,7 @@ class Services:
 
         assert self.generator is not None, "a method that generates declares needs_generator"
         with progress.stage(stage, len(prompts), unit) as bar:
-            def arrived(i: int, g: Any) -> None:  # noqa: ARG001
+            def arrived(i: int, g: Any) -> None:
                 bar.advance()
                 if getattr(g, "cached", False):
                     bar.tally("from the LLM cache")

@@ -6,6 +6,6 @@ from t2exp.methods import RetrievingMethod, dense_rankings
 
 
 class Base(RetrievingMethod):
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         qv = index.embedder.embed_queries(self.queries(questions))
         return dense_rankings(index.store.dense(qv, k))

@@ -42,14 +42,14 @@ class Hybrid(RetrievingMethod):
     def lexical_only(self) -> bool:
         return self.alpha == 0.0 and self.lexical != "store"
 
-    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+    def prepare(self, subset, services):
         self.k = services.k
         if self.lexical_only:  # nothing to embed or store
             self.query = services.query
             return lexical_index(subset, services.variant)
         return super().prepare(subset, services)
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         texts = self.queries(questions)
         depth = max(k, self.candidate_depth)
         if self.lexical_only:

@@ -20,18 +20,18 @@ class HyDE(RetrievingMethod):
         self.services: Services | None = None
         self.passages: dict[str, str] = {}
 
-    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+    def prepare(self, subset, services):
         self.services = services
         return super().prepare(subset, services)
 
-    def hypothetical(self, questions) -> list[str]:  # noqa: ANN001
+    def hypothetical(self, questions) -> list[str]:
         s = self.services
         assert s is not None and s.generator is not None, "prepare() sets the services, with a generator"
         prompts = [[{"role": "user", "content": s.prompts.render(self.prompt, question=q.question)}] for q in questions]
         gens = s.generate_aux(prompts, f"hyde passages ({questions[0].subset})" if questions else "hyde passages", "passage")
         return [g.text.strip() for g in gens]
 
-    def query_vectors(self, questions, index) -> np.ndarray:  # noqa: ANN001
+    def query_vectors(self, questions, index) -> np.ndarray:
         passages = self.hypothetical(questions)
         self.passages.update({q.id: p for q, p in zip(questions, passages, strict=False)})
         pv = index.embedder.embed_queries([p or q.question for p, q in zip(passages, questions, strict=False)])
@@ -41,5 +41,5 @@ class HyDE(RetrievingMethod):
             pv = pv / np.maximum(np.linalg.norm(pv, axis=1, keepdims=True), 1e-12)
         return pv
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         return dense_rankings(index.store.dense(self.query_vectors(questions, index), k))

@@ -48,7 +48,7 @@ def mentions_company(question_words: set[str], tokens: list[str], symbol: str = 
 
 class MetadataHybrid(Hybrid):
     def __init__(self, name: str = "metadata_hybrid", company_boost: float = 0.3, year_boost: float = 0.1, year_window: int = 2,
-                 company_match: str = "prior", **hybrid) -> None:  # noqa: ANN003
+                 company_match: str = "prior", **hybrid) -> None:
         super().__init__(name, **hybrid)
         self.company_boost = company_boost
         self.year_boost = year_boost
@@ -59,12 +59,12 @@ class MetadataHybrid(Hybrid):
         self.dropped_gold = 0
 
     @staticmethod
-    def names_company(question: str, cid: str, index) -> bool:  # noqa: ANN001
+    def names_company(question: str, cid: str, index) -> bool:
         meta = index.docs[cid].metadata
         words = set(_WORD.findall(question.lower().replace("-", " ")))
         return mentions_company(words, company_tokens(meta.get("company_name", "")), meta.get("company_symbol", ""))
 
-    def boost(self, question: str, cid: str, index) -> float:  # noqa: ANN001
+    def boost(self, question: str, cid: str, index) -> float:
         meta = index.docs[cid].metadata
         b = 0.0
         if self.company_boost and self.company_match == "prior" and self.names_company(question, cid, index):
@@ -76,7 +76,7 @@ class MetadataHybrid(Hybrid):
                 b += self.year_boost
         return b
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         depth = max(k, self.candidate_depth)
         fused = super().retrieve(questions, index, depth)
         out = []
@@ -90,12 +90,12 @@ class MetadataHybrid(Hybrid):
             out.append(Ranking(self.boosted_ranking(q.question, hits, index, k), dense=getattr(hits, "dense", {})))
         return out
 
-    def company_filter(self, question: str, hits: list[tuple[str, float]], index) -> list[tuple[str, float]]:  # noqa: ANN001
+    def company_filter(self, question: str, hits: list[tuple[str, float]], index) -> list[tuple[str, float]]:
         """The candidates of the company the question names; all of them when it names none of theirs."""
         named = [(c, s) for c, s in hits if self.names_company(question, c, index)]
         return named or list(hits)
 
-    def boosted_ranking(self, question: str, hits: list[tuple[str, float]], index, k: int) -> list[tuple[str, float]]:  # noqa: ANN001
+    def boosted_ranking(self, question: str, hits: list[tuple[str, float]], index, k: int) -> list[tuple[str, float]]:
         """Fused candidates on [0, 1] plus their boosts, best first (ties keep the fused order)."""
         scaled = unit_scale(hits, self.fusion, self.alpha)
         boosts = [self.boost(question, cid, index) for cid, _ in scaled]

@@ -10,13 +10,13 @@ class PretrainedOnly:
     def __init__(self, name: str = "pretrained_only") -> None:
         self.name = name
 
-    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+    def prepare(self, subset, services):
         return None
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         return None
 
-    def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
+    def contexts(self, question, hits, index, k):
         return []
 
     def stats(self) -> dict[str, float]:

@@ -29,7 +29,7 @@ def default_candidates(k: int) -> int:
 class Rerank(RetrievingMethod):
     needs_reranker = True
 
-    def __init__(self, reranker, name: str = "reranker", first_stage: str = "hybrid", candidates: int | None = None,  # noqa: ANN001
+    def __init__(self, reranker, name: str = "reranker", first_stage: str = "hybrid", candidates: int | None = None,
                  alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50,
                  bm25: Mapping[str, Any] | None = None) -> None:
         super().__init__(name)
@@ -41,7 +41,7 @@ class Rerank(RetrievingMethod):
         self.reranker = reranker
         self.k: int | None = None  # the run's k (Services.k), set by prepare
 
-    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+    def prepare(self, subset, services):
         if hasattr(self.reranker, "bind"):  # embedding-based rerankers use the run's cached embedder
             self.reranker.bind(services.embedder)
         if hasattr(self.reranker, "bind_generator"):  # an LLM judge uses the run's cached generator
@@ -51,7 +51,7 @@ class Rerank(RetrievingMethod):
         self.first.query = self.query  # the first stage sees the same query string
         return index
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         n = self.candidates or default_candidates(self.k or k)  # candidates >= k is a config rule (t2exp.config.rules)
         first = self.first.retrieve(questions, index, n)
         out = []

@@ -13,7 +13,7 @@ from t2exp.indexing import build_index
 from t2exp.methods import RetrievingMethod, dense_rankings
 
 
-def summarize_corpus(subset, services) -> dict[str, str]:  # noqa: ANN001
+def summarize_corpus(subset, services) -> dict[str, str]:
     docs = sorted(subset.corpus, key=lambda d: d.context_id)
     prompts = [
         [{"role": "user", "content": services.prompts.render("summarize", document=documents.render(d, services.variant))}]
@@ -27,7 +27,7 @@ class _SummaryIndexed(RetrievingMethod):
     needs_generator = True
     generate_from = "summary"
 
-    def prepare(self, subset, services):  # noqa: ANN001, ANN201
+    def prepare(self, subset, services):
         self.query = services.query
         summaries = summarize_corpus(subset, services)
         return build_index(
@@ -35,10 +35,10 @@ class _SummaryIndexed(RetrievingMethod):
             texts=summaries, key_suffix="+summary-" + services.generator.fingerprint[:8],
         )
 
-    def retrieve(self, questions, index, k):  # noqa: ANN001, ANN201
+    def retrieve(self, questions, index, k):
         return dense_rankings(index.store.dense(index.embedder.embed_queries(self.queries(questions)), k))
 
-    def contexts(self, question, hits, index, k):  # noqa: ANN001, ANN201
+    def contexts(self, question, hits, index, k):
         ids = [cid for cid, _ in (hits or [])[:k]]
         if self.generate_from == "summary":
             return [index.texts[cid] for cid in ids]

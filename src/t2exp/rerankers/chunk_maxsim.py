@@ -31,7 +31,7 @@ class ChunkMaxSimReranker:
         self.trunc = TruncationCounter(max_chars)
         self.embedder = None  # bound by the experiment (the run's embedder, cached)
 
-    def bind(self, embedder) -> None:  # noqa: ANN001
+    def bind(self, embedder) -> None:
         self.embedder = embedder
 
     def score(self, query: str, documents: list[str]) -> list[float]:

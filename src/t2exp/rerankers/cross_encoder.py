@@ -21,7 +21,7 @@ class CrossEncoderReranker:
         self.trunc = TruncationCounter(max_chars)
 
     @cached_property
-    def model(self):  # noqa: ANN201
+    def model(self):
         from sentence_transformers import CrossEncoder
 
         return hub.load(lambda: CrossEncoder(self.model_id, max_length=self.max_length, device=self.device, revision=self.revision),

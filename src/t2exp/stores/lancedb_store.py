@@ -84,7 +84,7 @@ class LanceDBStore:
         if exists:
             try:
                 self.db.drop_table(self.table_name)
-            except Exception:  # noqa: BLE001 - a damaged table may not even drop: remove its directory
+            except Exception:  # a damaged table may not even drop: remove its directory
                 shutil.rmtree(Path(self.uri) / f"{self.table_name}.lance", ignore_errors=True)
         self.table = None
         shutil.rmtree(self._mirror_dir(), ignore_errors=True)
@@ -100,7 +100,7 @@ class LanceDBStore:
             if rows >= 0 and n != rows:
                 return f"has {n} rows, not the {rows} it was built with"
             self.table.search().select(["id"]).limit(max(n, 1)).to_arrow()  # every fragment opened (ids only: cheap)
-        except Exception as exc:  # noqa: BLE001 - lance raises several kinds for missing/damaged files
+        except Exception as exc:  # lance raises several kinds for missing/damaged files
             return f"cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})"
         return None
 

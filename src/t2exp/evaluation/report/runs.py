@@ -100,7 +100,7 @@ def resolve_target(client: Any, target: str) -> Target:
     if _RUN_ID.match(target):
         try:
             parent = client.get_run(target)
-        except Exception:  # noqa: BLE001 - not a run id after all: try it as an experiment name
+        except Exception:  # not a run id after all: try it as an experiment name
             parent = None
         if parent is not None:
             exp_id = parent.info.experiment_id

@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print(_render(result, args.format), flush=True)
         except BrokenPipeError:  # `| head`: stop quietly
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit
+            sys.stdout = open(os.devnull, "w")  # stays open until exit
         if args.mlflow:
             uri = args.tracking_uri or str(cfg.tracking.uri)
             experiment = args.experiment or str(cfg.tracking.experiment)
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run_id = log_to_mlflow(result, uri=uri, experiment=experiment, artifact_location=art, run_name=args.run_name)
             except T2ExpError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+            except Exception as exc:  # one line, not a traceback
                 raise T2ExpError(f"--mlflow: cannot log to {uri} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
             print(f"t2exp.score: logged MLflow run {run_id} (experiment {experiment!r}) to {uri}", file=sys.stderr)
     except T2ExpError as exc:

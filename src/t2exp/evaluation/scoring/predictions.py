@@ -124,7 +124,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         raise
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text; is it really {kind}?") from None
-    except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear line
+    except Exception as exc:  # any reader failure becomes one clear line
         raise DataError(f"{path}: cannot read as {kind} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
 
 
