@@ -256,6 +256,9 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     assert set(counts) == {"FinQA/degenerate_predictions", "TAT-DQA/degenerate_predictions", "degenerate_predictions"}
     assert counts["degenerate_predictions"] == counts["FinQA/degenerate_predictions"] + counts["TAT-DQA/degenerate_predictions"] > 0
 
+    import t2exp.experiment as experiment
+
+    assert not hasattr(experiment, "aggregate")  # one scorer: a run aggregates through score_rows, as t2exp.score
     rescored = score(result.predictions_path, dataset="bundled")
     assert rescored.counts.scored == 2 * LIMIT and rescored.counts.missing == rescored.counts.unknown_ids == 0
     assert {k: rescored.metrics[k] for k in wanted} == wanted  # exactly, CIs included
@@ -459,3 +462,13 @@ def test_nan_inf_and_booleans_are_unparsable_predictions_never_retrieval_only(go
     odd = score([{"id": ids[0], "prediction": True}, {"id": ids[1], "prediction": float("inf")}, {"id": ids[2], "prediction": False}],
                 gold=gold[:3], n_boot=0)
     assert odd.counts.unparsable == 3 and odd.metrics["avg/nm"] == 0.0
+
+
+def test_a_ranking_shorter_than_a_recall_cut_leaves_that_recall_undefined(gold):
+    """A run's ``ranked_depth`` (a method that ranked fewer documents than R@5 reads): R@5 is not
+    a miss there, so its question is left out of R@5, not counted wrong."""
+    rows = [{"id": q.id, "prediction": q.gold, "retrieved": ["x1", "x2", q.context_id] if i == 0 else ["x1", "x2", "x3"],
+             **({"ranked_depth": 3} if i < 2 else {})} for i, q in enumerate(gold[:4])]
+    r = score(rows, gold=gold[:4], n_boot=0)
+    assert r.table["FinQA"]["recall_at_3"].n == 4 and r.table["FinQA"]["recall_at_3"].mean == 25.0
+    assert r.table["FinQA"]["recall_at_5"].n == 2  # the two rows ranked to depth 3 are not scored at R@5

@@ -22,18 +22,10 @@ from t2exp.demos import Demo, DemoPool
 from t2exp.documents import heading
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
-from t2exp.evaluation.metrics import (
-    CI_SEED,
-    DEGENERATE,
-    N_BOOT,
-    NM_METRICS,
-    RECALL_KS,
-    aggregate,
-    degenerate_counts,
-    flatten_table,
-    metric_names,
-    question_metrics,
-)
+from t2exp.evaluation.metrics import CI_SEED, DEGENERATE, N_BOOT, NM_METRICS, RECALL_KS, metric_names, question_metrics
+from t2exp.evaluation.scoring.compute import score_rows
+from t2exp.evaluation.scoring.gold import gold_from
+from t2exp.evaluation.scoring.predictions import parse_rows
 from t2exp.evidence import Evidence
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
@@ -193,17 +185,8 @@ def run_experiment(c: Components) -> Result:
         if close is not None:
             close()
 
-    # --- score ---------------------------------------------------------------------------------
-    names = metric_names(c.k)
-    if generator is None:
-        names = [n for n in names if n not in NM_METRICS]
-    table = aggregate(rows, names, ci=True, n_boot=N_BOOT, seed=CI_SEED)
-    metrics: dict[str, float] = flatten_table(table)
-    if generator is not None:
-        degenerate = degenerate_counts(rows)
-        for subset in c.subsets:
-            metrics[f"{subset.name}/degenerate_predictions"] = float(degenerate.get(subset.name, 0))
-        metrics["degenerate_predictions"] = float(sum(degenerate.values()))
+    # --- score: the predictions, through the scorer t2exp.score uses ---------------------------
+    metrics, table = _score(rows, c)
     metrics.update(timings)
     metrics.update(extra)
     if generator is not None:
@@ -214,7 +197,24 @@ def run_experiment(c: Components) -> Result:
         metrics["embeddings_computed"] = float(embedder.computed)
     metrics.update(c.method.stats())
     _write_leaderboard(rows, c.run_dir / "leaderboard.jsonl")
-    return Result(metrics=metrics, predictions_path=preds.path, table={s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()})
+    return Result(metrics=metrics, predictions_path=preds.path, table=table)
+
+
+def _score(rows: list[dict[str, Any]], c: Components) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """A run's metrics: its prediction rows scored against its questions by
+    :func:`t2exp.evaluation.scoring.compute.score_rows` (what ``t2exp.score`` runs on the written
+    file), keeping the run's metrics (each subset's and the question-weighted ``avg``, with CIs)
+    and its degenerate-prediction counts; a scorer's bookkeeping (coverage, row counts) is for
+    submissions and is left out: a run answers every question it loads."""
+    subs, columns = parse_rows(rows, "run")
+    scored = score_rows(subs, columns, gold_from(c.subsets), k=c.k, n_boot=N_BOOT, seed=CI_SEED)
+    names = set(metric_names(c.k))
+    table = {s: {n: v.__dict__ for n, v in m.items() if n in names} for s, m in scored.table.items()}
+    answered = "nm" in scored.metric_names  # a run with a generator
+    metrics = {key: v for key, v in scored.metrics.items()
+               if key.partition("/")[2].removesuffix("_ci_low").removesuffix("_ci_high") in names
+               or (answered and key.endswith("degenerate_predictions"))}
+    return metrics, table
 
 
 def _evidence(c: Components, q: Question, hits, index) -> list[str]:
@@ -242,7 +242,8 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
     pred = parsed.value if parsed else None
     text = parsed.text if parsed else None
     dense = _dense_of(hits)
-    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=getattr(hits, "depth", None))
+    depth = getattr(hits, "depth", None)
+    m = question_metrics(ranked, q.context_id, c.k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=depth)
     if gen is None:
         for name in (*NM_METRICS, DEGENERATE):
             m[name] = None
@@ -257,6 +258,8 @@ def _prediction_row(q: Question, hits, contexts, gen, c: Components) -> dict[str
         # the dense similarity of each retrieved document the method's dense retriever returned
         # (None: BM25-only); what the authors' metrics re-sort by (methods.Ranking)
         "retrieved_dense": dense,
+        # how many documents the method ranked, where that is fewer than R@5 reads: R@r past it is undefined
+        **({"ranked_depth": depth} if depth is not None and depth < max(RECALL_KS) else {}),
         "n_contexts": len(contexts),
         "generation": None if gen is None else gen.text,
         "program": parsed.program if parsed else None,

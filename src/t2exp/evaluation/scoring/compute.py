@@ -177,7 +177,8 @@ def score_rows(
         elif retrieval == "rank1":
             ranked = [s.context_id] if s is not None and s.context_id is not None else []
         m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text,
-                             dense=[] if s is None else s.dense)  # a missing question is a miss in every order
+                             dense=[] if s is None else s.dense,  # a missing question is a miss in every order
+                             ranked_depth=None if s is None else s.depth)
         row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
         if s is not None and with_nm:
             row[DEGENERATE] = m[DEGENERATE]
@@ -295,7 +296,7 @@ def score(
     records) if given, else ``config`` (an already composed app config), else the ``dataset``
     option composed with ``dataset_path``/``question_splits``/``limit``/``overrides`` applied.
     ``k`` is MRR@k's cut-off; ``n_boot`` bootstrap resamples (0 = no CIs) drawn with ``seed``
-    (the app uses 1000 and seed 0).
+    (a run uses ``N_BOOT`` and ``CI_SEED``: 1000 and seed 0).
     """
     rows, source = read_predictions(predictions)
     subs, columns = parse_rows(rows, source)  # bad input fails before any gold is loaded

@@ -36,6 +36,9 @@ class Submitted:
     # a run's retrieved_dense (dense similarity per retrieved id, None for BM25-only): the
     # authors' re-sorted metrics (metrics.paper_order) are scored when present
     dense: list[float | None] | None = None
+    # a run's ranked_depth (methods.Ranking.depth): how many documents the method ranked at
+    # most; a Recall@r past it is undefined (None), not a miss
+    depth: int | None = None
 
 
 def _missing(v: Any) -> bool:
@@ -73,6 +76,10 @@ def _dense(v: Any) -> list[float | None] | None:
         return [None if x is None else float(x) for x in v]
     except (TypeError, ValueError):
         return None
+
+
+def _depth(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def _ranked(v: Any, where: str) -> list[str] | None:
@@ -181,6 +188,7 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
                 context_id=_text(r.get("context_id")),
                 text=r.get("answer_text") if "answer_text" in r else raw,
                 dense=_dense(r.get("retrieved_dense")),
+                depth=_depth(r.get("ranked_depth")),
             )
         )
     return out, columns
