@@ -21,7 +21,7 @@ from typing import Any
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
-from t2exp.infra.remote import Failure, backoff_delay, one_line, retry_after_seconds, with_retries
+from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, retry_after_seconds, with_retries
 from t2exp.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,7 @@ class OpenAICompatGenerator:
                     "or point generator.base_url at a local server"
                 )
             key = "EMPTY"  # local servers (vLLM without --api-key) accept any key
-        try:
-            from openai import OpenAI
-        except ImportError:
-            raise ConfigError(f"generator={name} needs the openai package; install t2exp[api]") from None
+        OpenAI = import_client("openai", provider or "openai-compatible", group="generator").OpenAI
         self._client = OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=self.timeout)
 
     @property

@@ -161,11 +161,11 @@ def with_retries(
         elif seconds > 0:
             sleep(seconds)
 
-    last: list[Failure] = []
+    last: list[BaseException | None] = []  # the failure a wait follows (a wait always follows one)
 
     def log_retry(state: tenacity.RetryCallState) -> None:
         f = failure_of(state)
-        last[:] = [f]
+        last[:] = [state.outcome.exception() if state.outcome is not None else None]
         pause = state.next_action.sleep if state.next_action is not None else 0.0
         log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, f.status, one_line(f.message, 120),
                     state.attempt_number, max_retries, pause)
@@ -180,13 +180,12 @@ def with_retries(
     )
     try:
         return retrying(attempt)
-    except _Abandoned:
-        failure = last[0] if last else Failure("stopped", "another request of the batch failed", retry=False)
-        raise RemoteError(error_line(failure, None)) from None
-    except _RemoteFailure as exc:
-        if abort is not None and abort.is_set():
-            raise RemoteError(error_line(exc.failure, None)) from exc.__cause__
-        raise RemoteError(error_line(exc.failure, retrying.statistics.get("attempt_number", 1))) from exc.__cause__
+    except (_Abandoned, _RemoteFailure) as exc:
+        failed = last[0] if isinstance(exc, _Abandoned) else exc
+        assert isinstance(failed, _RemoteFailure)
+        abandoned = abort is not None and abort.is_set()
+        attempts = None if abandoned else retrying.statistics.get("attempt_number", 1)
+        raise RemoteError(error_line(failed.failure, attempts)) from failed.__cause__
 
 
 def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:
