@@ -206,7 +206,19 @@ class Tracker:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_inputs(self, subsets: Any) -> None:
-        self.client.log_inputs(self.run_id, datasets=dataset_entities(subsets))
+        """MLflow reads which datasets exist, then inserts the missing ones: two cells of a sweep
+        logging the same subset at once can both insert it, and the second insert breaks the
+        unique (experiment, name, digest) constraint. The dataset exists then; logging again
+        links it (the same answer as create_experiment's race in ``ensure_tracking``)."""
+        from mlflow.exceptions import MlflowException
+
+        datasets = dataset_entities(subsets)
+        try:
+            self.client.log_inputs(self.run_id, datasets=datasets)
+        except MlflowException as exc:
+            if "UNIQUE constraint failed" not in str(exc) and "IntegrityError" not in str(exc):
+                raise
+            self.client.log_inputs(self.run_id, datasets=datasets)
 
     def log_table(self, data: Mapping[str, list[Any]], artifact_file: str) -> None:
         self.client.log_table(self.run_id, data=dict(data), artifact_file=artifact_file)
