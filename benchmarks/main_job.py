@@ -7,7 +7,7 @@ it), in one run.
 
     python benchmarks/main_job.py                 # the default 12 questions (dataset.limit=6)
     python benchmarks/main_job.py --limit 20 --seed 1 --keep-models   # other questions; reuse the converted model
-    python benchmarks/main_job.py --quick         # 1 question a subset, for the test suite
+    python benchmarks/main_job.py --quick         # 1 FinQA question, 32 new tokens: the test suite
 
 Every run is a real ``python -m t2exp`` subprocess in its own empty directory (outputs, caches and
 MLflow store under it); ``--keep-models`` points ``paths.models`` at the checkout's converted model
@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="questions per subset (default: the main job's dataset.limit)")
     ap.add_argument("--seed", type=int, default=None, help="the question sample's seed (default: the main job's)")
     ap.add_argument("--keep-models", action="store_true", help="reuse the checkout's converted generator (no conversion)")
-    ap.add_argument("--quick", action="store_true", help="1 question per subset, models reused")
+    ap.add_argument("--quick", action="store_true", help="1 FinQA question, answers of at most 32 tokens, models reused")
     ap.add_argument(
         "--no-before",
         dest="before",
@@ -66,8 +66,9 @@ def main() -> None:
     )
     args = ap.parse_args()
     extra = []
-    if args.quick:
+    if args.quick:  # that the script works, not its figures: the least generation that runs every config
         args.limit, args.keep_models = 1, True
+        extra += ["dataset.subsets=[FinQA]", "generator.sampling.max_tokens=32"]
     if args.limit is not None:
         extra.append(f"dataset.limit={args.limit}")
     if args.seed is not None:
