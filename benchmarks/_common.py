@@ -1,6 +1,6 @@
 """Helpers shared by the benchmark scripts (not a library: the scripts import it from their folder).
 
-Everything here builds t2exp's own components the way ``t2exp.app`` does (Hydra config from the
+Everything here builds t2exp's own components the way ``t2exp.pipeline.cell`` does (Hydra config from the
 project's ``conf/``), so a benchmark measures the code a run uses, with the defaults a run uses.
 """
 
@@ -32,7 +32,7 @@ REPORT_LIMIT, REPORT_SEED = 200, 0
 @cache
 def report_ids() -> frozenset[str]:
     """The ids of the report sample's questions in the bundled data (the loader's seeded draw)."""
-    from t2exp.data import load_subsets
+    from t2exp.data.loader import load_subsets
 
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=REPORT_LIMIT, seed=REPORT_SEED)
     return frozenset(q.id for s in subsets for q in s.questions)
@@ -82,7 +82,7 @@ def instantiate(node: Any) -> Any:
     from hydra.utils import instantiate as hydra_instantiate
     from omegaconf import OmegaConf
 
-    from t2exp.app import GENERATOR_RUN_KEYS
+    from t2exp.pipeline.cell import GENERATOR_RUN_KEYS
 
     if node is None:
         return None
@@ -102,7 +102,7 @@ def method_config(name: str, extra: Sequence[str] = ()) -> tuple[dict, str, Any]
 
 def query_builder(overrides: Sequence[str] = ()) -> Any:
     """The retrieval query (``query.*``) of the config ``overrides`` compose, as a run builds it."""
-    from t2exp.queries import QueryBuilder
+    from t2exp.methods.queries import QueryBuilder
 
     cfg = compose(["generator=none", *overrides])
     return QueryBuilder(str(cfg.query.template), cfg.query.get("instruction"))
@@ -125,10 +125,10 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
 
 def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None,
              k: int | None = None, query: Any = None) -> Any:
-    """A ``Services`` object as ``t2exp.experiment.run_experiment`` builds it (``k`` the run's k,
+    """A ``Services`` object as ``t2exp.pipeline.experiment.run_experiment`` builds it (``k`` the run's k,
     ``query`` its ``QueryBuilder``; None: the default query)."""
+    from t2exp.answering.prompts import PromptLibrary
     from t2exp.methods import Services
-    from t2exp.prompts import PromptLibrary
     from t2exp.stores.lancedb_store import LanceDBStore
 
     return Services(

@@ -8,7 +8,7 @@ questions, in one run.
 Two question sets that never share a question:
 
 - ``report``: what ``python -m t2exp rag_method=oracle dataset.limit=200`` asks, the seeded sample
-  (seed 0) of 200 questions of each bundled subset the loader draws (``t2exp.sampling.sample_questions``).
+  (seed 0) of 200 questions of each bundled subset the loader draws (``t2exp.data.sampling.sample_questions``).
   The README's numbers come from here.
 - ``tune``: ``--per-subset`` questions of each subset drawn (seed ``--seed``) from the bundled
   questions *outside* the report sample: a copy of the bundled data whose other rows are split
@@ -113,7 +113,7 @@ def tune_ids(per_subset: int, seed: int, exclude: frozenset[str] = frozenset()) 
 
 def demo_ids() -> frozenset[str]:
     """The question ids of every demonstration pool in ``prompts/demos/`` (``benchmarks/demos.py``)."""
-    from t2exp.demos import DemoPool
+    from t2exp.answering.demos import DemoPool
 
     prompts = ROOT / "prompts"
     return frozenset(d.id for f in sorted((prompts / "demos").glob("*.jsonl")) for d in DemoPool.load(prompts, f.stem).demos)

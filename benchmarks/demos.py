@@ -1,4 +1,4 @@
-"""Build a demonstration pool (``prompts/demos/<name>.jsonl``, :mod:`t2exp.demos`) from answers
+"""Build a demonstration pool (``prompts/demos/<name>.jsonl``, :mod:`t2exp.answering.demos`) from answers
 that scored: every code answer of the given ``answers.py`` recipes, on questions outside the
 report sample, whose Number Match is 1 and whose program only uses numbers of its evidence.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, SHARED_CACHE, ratio_line, report_ids
 from answers import tune_ids
-from t2exp.data import read_jsonl_objects
+from t2exp.data.loader import read_jsonl_objects
 
 
 def solved(recipe: str, report: frozenset[str], asked: set[str]) -> dict[str, dict]:

@@ -74,8 +74,8 @@ def release(backend: str, inner) -> None:
 
 
 def measure(backend: str, args, tmp: Path) -> dict:
-    from t2exp.app import build_components
-    from t2exp.experiment import run_experiment
+    from t2exp.pipeline.cell import build_components
+    from t2exp.pipeline.experiment import run_experiment
 
     cache = tmp / backend
     base = build_components(C.compose(overrides(backend, args, cache)))

@@ -24,11 +24,11 @@ from _common import DEFAULT_DATA, SHARED_CACHE, compose, instantiate, machine, r
 
 
 def oracle_prompts(mode: str, n: int) -> list[list[dict[str, str]]]:
-    from t2exp.answers import build_messages
-    from t2exp.data import load_subsets
-    from t2exp.evidence import Evidence
+    from t2exp.answering.answers import build_messages
+    from t2exp.answering.evidence import Evidence
+    from t2exp.answering.prompts import PromptLibrary
+    from t2exp.data.loader import load_subsets
     from t2exp.infra.paths import PROMPTS_DIR
-    from t2exp.prompts import PromptLibrary
 
     prompts = PromptLibrary(str(PROMPTS_DIR))
     evidence = Evidence("focused", 3)
@@ -52,7 +52,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.generator, args.questions, args.max_tokens = args.generator or "qwen_coder_0_5b", 2, 24
-    from t2exp.answers import MODE_STOPS
+    from t2exp.answering.answers import MODE_STOPS
     from t2exp.generators import Sampling
 
     overrides = [f"paths.models={SHARED_CACHE / 'models'}", "generator.reuse_prefix=false"]

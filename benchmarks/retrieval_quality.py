@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     C.quiet_logs()
 
-    from t2exp.data import SUBSETS, discover_files, load_subsets
+    from t2exp.data.loader import SUBSETS, discover_files, load_subsets
 
     if args.quick:
         args.corpus_size = args.corpus_size or 30

@@ -100,7 +100,7 @@ def lat(fn, items) -> list[float]:
 def one_size(n: int, args: argparse.Namespace) -> dict:
     """Build and query one corpus size (runs in a child process)."""
     C.quiet_logs()
-    from t2exp.lexical import BM25sIndex
+    from t2exp.index.lexical import BM25sIndex
     from t2exp.stores.lancedb_store import LanceDBStore
 
     rss0 = C.rss_mb()

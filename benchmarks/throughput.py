@@ -31,7 +31,7 @@ import _common as C
 
 
 def build_all(subsets, emb, store_uri: Path, cache_dir: Path) -> tuple[float, dict]:
-    from t2exp.indexing import build_index
+    from t2exp.index.build import build_index
     from t2exp.stores.lancedb_store import LanceDBStore
 
     t0 = time.perf_counter()
@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is None:
         args.generate = 1
 
-    from t2exp.data import load_subsets
+    from t2exp.data.loader import load_subsets
     from t2exp.embedders.cached import CachedEmbedder
-    from t2exp.fusion import fuse
     from t2exp.infra.cache import KVCache
     from t2exp.methods.base import Base
+    from t2exp.methods.fusion import fuse
     from t2exp.methods.hybrid import Hybrid
 
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=C.DEFAULT_DATA, limit=args.questions,
@@ -214,8 +214,8 @@ def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
     """``run_experiment`` on the components ``python -m t2exp`` would build (``app.build_components``):
     default config (hybrid, offline generator), ``dataset.limit`` questions per subset, the cache
     directory of part 1 (embeddings and indexes warm, LLM cache empty at first)."""
-    from t2exp.app import build_components
-    from t2exp.experiment import run_experiment
+    from t2exp.pipeline.cell import build_components
+    from t2exp.pipeline.experiment import run_experiment
 
     cfg = C.compose([f"k={args.k}", f"dataset.limit={args.generate}", f"paths.cache={cache}",
                      f"paths.models={C.SHARED_CACHE / 'models'}"]

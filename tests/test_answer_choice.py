@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from t2exp.answer_choice import choose, evidence_numbers, is_grounded
+from t2exp.answering.answer_choice import choose, evidence_numbers, is_grounded
+from t2exp.answering.safe_eval import program_literals
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
-from t2exp.safe_eval import program_literals
 
 EVIDENCE = ["| | 2019 | 2018 |\n| net sales | $1,250.5 | 1,000 |\n| margin | (12.3)% | 11.0% |",
             "Cash used was $310.2 million in 2020."]
@@ -87,7 +87,7 @@ def test_a_runaway_candidate_does_not_vote_while_another_has_a_value():
     ("The total is 5 million.", 5e6, None),                             # prose: the number in the text
 ])
 def test_program_mode_reads_a_bare_expression_reply(text, value, program):
-    from t2exp.answers import parse_answer
+    from t2exp.answering.answers import parse_answer
 
     a = parse_answer("program", text)
     assert a.value == pytest.approx(value) and a.program == program

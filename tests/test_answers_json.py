@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from t2exp.answers import ANSWER_SCHEMA, MODES, parse_answer
+from t2exp.answering.answers import ANSWER_SCHEMA, MODES, parse_answer
 
 try:
     from tests.fakes.openai_server import FakeOpenAIServer

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from t2exp.answer_choice import choose
-from t2exp.answers import MODE_STOPS, MODES, parse_answer
-from t2exp.safe_eval import UnsafeProgram, program_literals, safe_exec
+from t2exp.answering.answer_choice import choose
+from t2exp.answering.answers import MODE_STOPS, MODES, parse_answer
+from t2exp.answering.safe_eval import UnsafeProgram, program_literals, safe_exec
 
 REPLY = """```python
 # from the table (in millions)

@@ -10,11 +10,11 @@ from hydra.utils import instantiate
 
 from conftest import ROOT, compose_cfg
 from t2exp import config
-from t2exp.app import build_components
 from t2exp.config.components import target_class
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR
 from t2exp.methods import build_method
+from t2exp.pipeline.cell import build_components
 
 KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "CO_API_KEY", "WEAVIATE_API_KEY")
 FAKE_SCRIPT = ROOT / "tests" / "fakes" / "openai_server.py"
@@ -102,7 +102,7 @@ def test_every_generator_builds_and_answers(option, keys, tmp_path):
         if option == "none":
             assert "_target_" not in cfg.generator and type(typed.generator).__name__ == "NoGeneratorConfig"
             return
-        from t2exp.app import GENERATOR_RUN_KEYS
+        from t2exp.pipeline.cell import GENERATOR_RUN_KEYS
 
         gen_cfg = {k: v for k, v in cfg.generator.items() if k not in GENERATOR_RUN_KEYS}
         gen = instantiate(gen_cfg)
@@ -158,9 +158,9 @@ def test_the_paper_experiment_sets_the_authors_protocol_for_every_method(method,
 
 
 def test_paper_hyde_asks_for_a_plain_passage_of_the_bare_question(keys):
-    from t2exp.data import Question
+    from t2exp.answering.prompts import PromptLibrary
+    from t2exp.data.loader import Question
     from t2exp.infra.paths import PROMPTS_DIR
-    from t2exp.prompts import PromptLibrary
 
     cfg = compose_cfg("+experiment=paper", "rag_method=hyde")
     assert cfg.rag_method.prompt == "hyde_paper" and compose_cfg("rag_method=hyde").rag_method.prompt == "hyde"

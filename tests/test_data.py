@@ -3,9 +3,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from t2exp.data import load_subsets
+from t2exp.data.loader import load_subsets
+from t2exp.data.sampling import sample_questions
 from t2exp.errors import DataError
-from t2exp.sampling import sample_questions
 
 BUNDLE = Path(__file__).resolve().parents[1] / "data" / "t2ragbench"
 

@@ -1,4 +1,4 @@
-"""Retrieved demonstrations (t2exp.demos): which pool questions are shown, and never the question's own."""
+"""Retrieved demonstrations (t2exp.answering.demos): which pool questions are shown, and never the question's own."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, mlflow_runs, run_app
-from t2exp.answers import build_messages
-from t2exp.demos import Demo, DemoPool
+from t2exp.answering.answers import build_messages
+from t2exp.answering.demos import Demo, DemoPool
+from t2exp.answering.prompts import PromptLibrary
 from t2exp.errors import ConfigError
-from t2exp.prompts import PromptLibrary
 
 
 def _pool(*rows: tuple[str, str, str]) -> DemoPool:
@@ -65,7 +65,7 @@ def test_pool_files_are_checked_with_one_line_errors(tmp_path):
 
 
 def test_the_shipped_pool_loads_and_holds_no_report_sample_question():
-    from t2exp.data import load_subsets
+    from t2exp.data.loader import load_subsets
 
     pool = DemoPool.load(ROOT / "prompts", "code_tune")
     report = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(ROOT / "data" / "t2ragbench"), limit=200, seed=0)
@@ -86,7 +86,7 @@ def test_the_demo_template_shows_each_demonstration_before_the_excerpts():
 
 
 def test_a_changed_pool_is_a_new_cell(tmp_path):
-    from t2exp.experiment import prompts_fingerprint
+    from t2exp.pipeline.experiment import prompts_fingerprint
 
     (tmp_path / "demos").mkdir()
     (tmp_path / "demos" / "p.jsonl").write_text('{"id": "a"}\n')

@@ -6,10 +6,10 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
-from t2exp.data import Document
-from t2exp.documents import heading, render
+from t2exp.answering.evidence import Evidence, focus, split, terms
+from t2exp.data.loader import Document
 from t2exp.errors import ConfigError
-from t2exp.evidence import Evidence, focus, split, terms
+from t2exp.index.documents import heading, render
 
 # the shape of a FinQA context: prose, the table glued in with "._" / "_", prose again
 FINQA_LIKE = (

@@ -1,4 +1,4 @@
-"""Field-aware, passage-level BM25 (t2exp.fielded) and the question's company mention as a filter
+"""Field-aware, passage-level BM25 (t2exp.index.fielded) and the question's company mention as a filter
 (metadata_hybrid company_match=filter), with answers known by hand on small corpora."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from t2exp.data import Document, Question
-from t2exp.fielded import FieldedBM25
+from t2exp.data.loader import Document, Question
+from t2exp.index.fielded import FieldedBM25
 from t2exp.methods import Ranking
 from t2exp.methods.hybrid import Hybrid
 from t2exp.methods.metadata_hybrid import MetadataHybrid

@@ -1,4 +1,4 @@
-"""k-fold splits of the questions (t2exp.folds, dataset.folds/fold/fold_role/fold_seed): disjoint,
+"""k-fold splits of the questions (t2exp.data.folds, dataset.folds/fold/fold_role/fold_seed): disjoint,
 covering, balanced, seeded, stable under row order; the corpus is never split."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
-from t2exp.data import load_subsets
+from t2exp.data.folds import assign_folds, describe, select_fold
+from t2exp.data.loader import load_subsets
 from t2exp.errors import ConfigError
-from t2exp.folds import assign_folds, describe, select_fold
 
 BUNDLE = Path(__file__).resolve().parents[1] / "data" / "t2ragbench"
 

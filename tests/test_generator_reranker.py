@@ -9,10 +9,10 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
+from t2exp.answering.prompts import PromptLibrary
 from t2exp.errors import ConfigError
 from t2exp.generators import Generation
 from t2exp.infra.paths import resource_dir
-from t2exp.prompts import PromptLibrary
 from t2exp.rerankers.generator_pointwise import GeneratorReranker, parse_grade
 
 

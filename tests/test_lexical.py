@@ -1,4 +1,4 @@
-"""Tokenisers and BM25 indexes (t2exp.lexical) with known answers; the LanceDB store's batched
+"""Tokenisers and BM25 indexes (t2exp.index.lexical) with known answers; the LanceDB store's batched
 BM25 equals its FTS index, and the build leaves one compacted fragment."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from t2exp.lexical import BM25sIndex, alnum_tokenize, numeric_tokenize, paper_tokenize
+from t2exp.index.lexical import BM25sIndex, alnum_tokenize, numeric_tokenize, paper_tokenize
 from t2exp.stores.lancedb_store import LanceDBStore
 
 

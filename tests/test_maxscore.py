@@ -8,8 +8,8 @@ import bm25s
 import numpy as np
 import pytest
 
-from t2exp.lexical import BM25sIndex
-from t2exp.maxscore import ImpactIndex
+from t2exp.index.lexical import BM25sIndex
+from t2exp.index.maxscore import ImpactIndex
 
 
 def _zipf_corpus(n_docs: int, vocab: int, seed: int) -> list[list[str]]:

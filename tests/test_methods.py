@@ -15,7 +15,9 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_cfg
 from fakes.openai_server import FakeOpenAIServer
-from t2exp.data import load_subsets
+from t2exp.answering.prompts import PromptLibrary
+from t2exp.data.loader import load_subsets
+from t2exp.data.sampling import subsample_corpus
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.embedders.sentence_transformers import SentenceTransformerEmbedder
 from t2exp.generators import Sampling
@@ -24,9 +26,7 @@ from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.infra.cache import KVCache
 from t2exp.methods import Services, build_method
 from t2exp.methods.metadata_hybrid import company_tokens, mentions_company
-from t2exp.prompts import PromptLibrary
 from t2exp.rerankers.chunk_maxsim import ChunkMaxSimReranker, split_passages
-from t2exp.sampling import subsample_corpus
 from t2exp.stores.lancedb_store import LanceDBStore
 
 pytestmark = pytest.mark.slow
@@ -256,7 +256,7 @@ def test_company_matching():
 def test_the_query_template_is_what_dense_and_bm25_see(subset, embedder, tmp_path):
     """With query.template="{company_name} : {question}" a pure-BM25 hybrid (alpha 0, rank_bm25)
     returns exactly BM25's ranking of the templated strings, not of the bare questions."""
-    from t2exp.queries import QueryBuilder
+    from t2exp.methods.queries import QueryBuilder
 
     template = QueryBuilder("{company_name} : {question}")
     method = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid", "alpha": 0.0, "lexical": "rank_bm25"})
@@ -317,7 +317,7 @@ def tatdqa_small():
 
 
 def _paper(method_name: str, tmp: Path, embedder, **rest):
-    from t2exp.queries import QueryBuilder
+    from t2exp.methods.queries import QueryBuilder
 
     cfg = compose_cfg("+experiment=paper", f"rag_method={method_name}", "generator=none")
     query = QueryBuilder(str(cfg.query.template), cfg.query.instruction)

@@ -158,7 +158,7 @@ def test_date_golds_are_non_numeric(gold):
 
 
 def test_bundled_tat_dqa_has_eight_date_golds_left_out_of_nm():
-    from t2exp.data import load_subsets
+    from t2exp.data.loader import load_subsets
     from t2exp.infra.paths import DATA_DIR
 
     (sub,) = load_subsets(subsets=["TAT-DQA"], path=DATA_DIR, source="local")
@@ -176,7 +176,7 @@ def test_bundled_tat_dqa_has_eight_date_golds_left_out_of_nm():
     ],
 )
 def test_reasoning_is_stripped_as_the_generators_strip_it(text, value):
-    from t2exp.answers import parse_answer
+    from t2exp.answering.answers import parse_answer
     from t2exp.generators.openai_compat import split_reasoning
 
     assert extract_number(text) == value == extract_number(split_reasoning(text)[0])
@@ -298,7 +298,7 @@ def test_degenerate_counts_per_subset():
     ],
 )
 def test_answer_text_is_what_nm_bare_reads(mode, generation, text):
-    from t2exp.answers import parse_answer
+    from t2exp.answering.answers import parse_answer
 
     assert parse_answer(mode, generation).text == text
 
@@ -335,7 +335,7 @@ def test_recall_past_what_the_method_ranked_is_undefined():
 
 
 def test_paper_order_metrics_are_scored_from_a_runs_predictions():
-    from t2exp.data import Question
+    from t2exp.data.loader import Question
     from t2exp.evaluation.scoring.compute import score
 
     gold = [Question(id=f"q{i}", subset="FinQA", split="dev", context_id="A", question="?", gold=1.0, gold_raw="1") for i in range(2)]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from t2exp.answering.reasoning import split_reasoning
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Sampling, vllm_backend, vllm_server
 from t2exp.generators.cached import CachedGenerator
@@ -17,7 +18,6 @@ from t2exp.generators.factory import make_generator
 from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.generators.vllm_server import VLLMServerGenerator
 from t2exp.infra.cache import KVCache
-from t2exp.reasoning import split_reasoning
 
 try:
     from tests.fakes.openai_server import FakeOpenAIServer

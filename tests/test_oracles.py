@@ -22,7 +22,7 @@ from t2exp.evaluation.metrics import (
     reciprocal_rank,
 )
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
-from t2exp.fusion import fuse
+from t2exp.methods.fusion import fuse
 
 
 def synthetic_run(seed: int, n_questions: int = 40, pool: int = 15, depth: int = 8):

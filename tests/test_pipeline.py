@@ -58,7 +58,7 @@ def test_retrieval_sweep_reuses_index_and_logs_everything(tmp_path):
     assert by_method["hybrid"].data.metrics["FinQA/mrr_at_3"] == pytest.approx(mrr, abs=1e-4)
     # re-scoring the run's own artifact with t2exp.score reproduces every logged metric exactly
     from t2exp import score
-    from t2exp.infra.tracking import DISPLAY_DECIMALS
+    from t2exp.tracking.mlflow_run import DISPLAY_DECIMALS
 
     logged = by_method["hybrid"].data.metrics
     result = score(client.download_artifacts(by_method["hybrid"].info.run_id, "predictions.jsonl"), dataset="bundled", limit=40)
@@ -212,7 +212,7 @@ def test_context_header_puts_each_retrieved_documents_report_in_the_prompt(share
 
 def test_cell_key_changes_with_prompt_text(tmp_path):
     """An edited prompt template must start a new cell (no resume from stale predictions)."""
-    from t2exp.experiment import cell_key
+    from t2exp.pipeline.experiment import cell_key
 
     d = tmp_path / "prompts"
     d.mkdir()

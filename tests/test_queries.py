@@ -6,9 +6,9 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
-from t2exp.data import Question
+from t2exp.data.loader import Question
 from t2exp.errors import ConfigError, DataError
-from t2exp.queries import QueryBuilder
+from t2exp.methods.queries import QueryBuilder
 
 Q = Question(id="q1", subset="FinQA", split="dev", context_id="c1", question="What was the 2019 revenue?", gold=1.0,
              gold_raw="1.0", metadata={"company_name": "ACME Corp", "report_year": "2019"})

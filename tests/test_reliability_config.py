@@ -14,14 +14,15 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from t2exp import app, config
+from t2exp import config
 from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
-from t2exp.experiment import cell_key
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR, register_resolvers
-from t2exp.infra.stop import Interrupted, StopRequest
-from t2exp.infra.tracking import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
+from t2exp.pipeline import cell
+from t2exp.pipeline.experiment import cell_key
+from t2exp.pipeline.stop import Interrupted, StopRequest
+from t2exp.tracking.mlflow_run import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
 
 register_resolvers()
 KEY_ENVS = ("OPENAI_API_KEY", "OPENAI_COMPAT_API_KEY", "CO_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "VLLM_API_KEY", "WEAVIATE_API_KEY")
@@ -289,10 +290,10 @@ def test_cell_key_ignores_the_value_of_a_set_key():
 # --- SIGTERM / SIGINT handling -------------------------------------------------------------------------
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_first_signal_asks_to_stop_second_stops_now(monkeypatch):
-    monkeypatch.setenv(app.STOP_GRACE_ENV, "30")
+    monkeypatch.setenv(cell.STOP_GRACE_ENV, "30")
     stop = StopRequest()
     before = signal.getsignal(signal.SIGTERM)
-    restore = app._install_signal_handlers(stop)
+    restore = cell._install_signal_handlers(stop)
     try:
         # a signal a process sends itself is handled before os.kill returns to Python code
         signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
@@ -310,8 +311,8 @@ def test_first_signal_asks_to_stop_second_stops_now(monkeypatch):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
-    monkeypatch.setenv(app.STOP_GRACE_ENV, "0.3")
-    restore = app._install_signal_handlers(StopRequest())
+    monkeypatch.setenv(cell.STOP_GRACE_ENV, "0.3")
+    restore = cell._install_signal_handlers(StopRequest())
     t0 = time.monotonic()
     try:
         with pytest.raises(Interrupted):
@@ -325,7 +326,7 @@ def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
 
 def test_handlers_are_not_installed_off_the_main_thread():
     out = []
-    t = threading.Thread(target=lambda: out.append(app._install_signal_handlers(StopRequest())))
+    t = threading.Thread(target=lambda: out.append(cell._install_signal_handlers(StopRequest())))
     t.start()
     t.join()
     out[0]()  # a no-op restore

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import pytest
 
-from t2exp.data import load_subsets, rows_to_subset
+from t2exp.data.loader import load_subsets, rows_to_subset
 from t2exp.errors import DataError
 from t2exp.evaluation.metrics import aggregate, question_metrics
 
@@ -131,7 +131,7 @@ def test_non_numeric_gold_is_counted_logged_and_left_out_of_nm(tmp_path, caplog)
     df.loc[1, "program_answer"] = "yes"
     df.loc[3, "program_answer"] = None
     df.to_parquet(tmp_path / "FinQA_test.parquet")
-    with caplog.at_level(logging.WARNING, logger="t2exp.data"):
+    with caplog.at_level(logging.WARNING, logger="t2exp.data.loader"):
         (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
     assert sub.stats["non_numeric_gold"] == 2
     assert "2 questions have a non-numeric gold answer; excluded from NM" in caplog.text
@@ -160,12 +160,12 @@ def test_rows_to_subset_reports_the_source_it_was_given():
 
 
 def test_files_are_read_once_per_process(tmp_path, monkeypatch):
-    from t2exp import data
+    from t2exp.data import loader
 
     frame(3).to_parquet(tmp_path / "FinQA_test.parquet")
     calls = []
     real = pd.read_parquet
-    monkeypatch.setattr(data.pd, "read_parquet", lambda f, *a, **k: calls.append(f) or real(f, *a, **k))
+    monkeypatch.setattr(loader.pd, "read_parquet", lambda f, *a, **k: calls.append(f) or real(f, *a, **k))
     load_subsets(subsets=["FinQA"], path=tmp_path)
     load_subsets(subsets=["FinQA"], path=tmp_path, limit=1)
     assert len(calls) == 1
@@ -178,7 +178,7 @@ def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path
     """Issue 17, item 8: the hint named dataset.question_splits, which was not the cause."""
     import pandas as pd
 
-    from t2exp.data import load_subsets
+    from t2exp.data.loader import load_subsets
     from t2exp.errors import DataError
 
     pd.DataFrame({"id": ["a", "b"], "context_id": ["c", "d"], "question": ["", " "], "program_answer": ["1", "2"],

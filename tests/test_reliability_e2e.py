@@ -410,7 +410,7 @@ def test_two_processes_needing_one_index_build_it_once(tmp_path):
     procs: list[subprocess.Popen] = []
     try:
         # both cells share one MLflow store; create it first (concurrent schema creation is racy)
-        from t2exp.infra.tracking import ensure_tracking
+        from t2exp.tracking.mlflow_run import ensure_tracking
 
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
         procs.append(popen_t2exp(embed_args(data_dir, fake.base_url, "base"), cache, track, tmp_path / "base"))
@@ -450,7 +450,7 @@ def test_the_same_cell_run_twice_at_once_asks_each_question_once(tmp_path, dirs)
     srv = FakeOpenAIServer(model=MODEL, reply=gated).start()
     procs: list[subprocess.Popen] = []
     try:
-        from t2exp.infra.tracking import ensure_tracking
+        from t2exp.tracking.mlflow_run import ensure_tracking
 
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
         procs += [popen_t2exp(gen_args(srv.base_url, n_q), cache, track, tmp_path / f"p{i}") for i in range(2)]

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from conftest import cli
 from t2exp.config.schema import Config
-from t2exp.data import Question, load_subsets
+from t2exp.data.loader import Question, load_subsets
 from t2exp.evaluation.scoring.compute import score
 from t2exp.score import main as cli_main
 
@@ -223,9 +223,9 @@ class _Generator:
 
 
 def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
-    from t2exp.experiment import Components, run_experiment
+    from t2exp.answering.prompts import PromptLibrary
     from t2exp.generators import Sampling
-    from t2exp.prompts import PromptLibrary
+    from t2exp.pipeline.experiment import Components, run_experiment
 
     # the app loads dataset=bundled like this (app.build_components)
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
@@ -256,7 +256,7 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     assert set(counts) == {"FinQA/degenerate_predictions", "TAT-DQA/degenerate_predictions", "degenerate_predictions"}
     assert counts["degenerate_predictions"] == counts["FinQA/degenerate_predictions"] + counts["TAT-DQA/degenerate_predictions"] > 0
 
-    import t2exp.experiment as experiment
+    import t2exp.pipeline.experiment as experiment
 
     assert not hasattr(experiment, "aggregate")  # one scorer: a run aggregates through score_rows, as t2exp.score
     rescored = score(result.predictions_path, dataset="bundled")

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
+from t2exp.answering.evidence import Evidence
+from t2exp.answering.table_text import cells, render_rows, with_rows
 from t2exp.errors import ConfigError
-from t2exp.evidence import Evidence
-from t2exp.tables import cells, render_rows, with_rows
 
 FINQA_TABLE = (
     "cash flows ( in millions ) 2010 2009 ._|    | ( in millions ) | 2010 | 2009 |\n"

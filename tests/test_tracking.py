@@ -1,9 +1,9 @@
-"""The MLflow run a cell logs to (t2exp.infra.tracking.Tracker), on a real SQLite store."""
+"""The MLflow run a cell logs to (t2exp.tracking.mlflow_run.Tracker), on a real SQLite store."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from t2exp.infra.tracking import Tracker
+from t2exp.tracking.mlflow_run import Tracker
 
 
 def _subset(name: str) -> SimpleNamespace:

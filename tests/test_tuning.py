@@ -1,4 +1,4 @@
-"""hydra/sweeper=optuna (t2exp.infra.tuning): trials on the tuning folds, the best trial once more
+"""hydra/sweeper=optuna (t2exp.pipeline.tuning): trials on the tuning folds, the best trial once more
 on the held-out fold, the outcome on the parent run, and the report's tuned-on vs reported-on
 table. A real `python -m t2exp -m` on a small local corpus (MiniLM embeddings)."""
 

@@ -213,7 +213,7 @@ def test_vllm_in_process_answers_one_batch_through_structured_output_fills_the_c
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "VLLM_CPU_KVCACHE_SPACE": "1",
            "PYTHONPATH": str(ROOT / "src")}  # this checkout's t2exp, whatever the venv has installed
     env.pop("T2EXP_PARENT_RUN_ID", None)
-    probe = subprocess.run([str(vllm_python), "-c", "import t2exp.app"], capture_output=True, text=True, env=env, timeout=300)
+    probe = subprocess.run([str(vllm_python), "-c", "import t2exp.pipeline.cell"], capture_output=True, text=True, env=env, timeout=300)
     if probe.returncode != 0:
         _absent(f"t2exp's requirements are not installed in {vllm_python} (bash scripts/vllm_cpu.sh install): "
                 f"{(probe.stderr.strip().splitlines() or ['?'])[-1]}")

@@ -30,8 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.infra.paths import CONF_DIR, register_resolvers
-from t2exp.infra.tracking import install_log_redaction, is_secret_key, redact_text
-from t2exp.infra.tuning import SWEEPER_CLASS, check_folds, register_sweeper
+from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
+from t2exp.tracking.mlflow_run import install_log_redaction, is_secret_key, redact_text
 
 register_resolvers()
 log = logging.getLogger("t2exp")
@@ -50,8 +50,8 @@ def _fail(exc: BaseException, status: int = 2) -> None:
 def hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
-    from t2exp.app import run
-    from t2exp.infra.stop import Interrupted
+    from t2exp.pipeline.cell import run
+    from t2exp.pipeline.stop import Interrupted
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:
@@ -64,7 +64,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
             msg = f"interrupted by {exc.signal_name} before the run started; nothing to resume"
         print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
         sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
-    from t2exp.app import objective_value
+    from t2exp.pipeline.cell import objective_value
 
     try:
         return objective_value(cfg, result.metrics)
@@ -161,7 +161,7 @@ def preflight(argv: list[str]) -> int:
     from hydra._internal.utils import get_args_parser
 
     from t2exp import config
-    from t2exp.data import discover_files, load_subsets, loader_args
+    from t2exp.data.loader import discover_files, load_subsets, loader_args
 
     args_parser = get_args_parser()
 

@@ -1,6 +1,6 @@
-"""The ``hydra/sweeper=optuna`` sweeper t2exp installs (``t2exp.infra.tuning``): Optuna on the
+"""The ``hydra/sweeper=optuna`` sweeper t2exp installs (``t2exp.pipeline.tuning``): Optuna on the
 tuning folds, then the best trial on the held-out fold. Hydra instantiates sweepers only from the
-``hydra_plugins`` package, so the class lives here and its helpers in ``t2exp.infra.tuning``."""
+``hydra_plugins`` package, so the class lives here and its helpers in ``t2exp.pipeline.tuning``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 class HeldOutOptunaSweeper(Sweeper):
     def __init__(self, held_out: bool = True, **optuna: Any) -> None:
         from t2exp.errors import ConfigError
-        from t2exp.infra.tuning import INSTALL_HINT
+        from t2exp.pipeline.tuning import INSTALL_HINT
 
         try:
             from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
@@ -28,8 +28,8 @@ class HeldOutOptunaSweeper(Sweeper):
         self.config = config
 
     def sweep(self, arguments: list[str]) -> None:
-        from t2exp.app import objective_name
-        from t2exp.infra import tuning
+        from t2exp.pipeline import tuning
+        from t2exp.pipeline.cell import objective_name
 
         assert self.config is not None, "Hydra calls setup() first"
         tuning.check_folds(self.config, self.held_out)

@@ -165,7 +165,7 @@ class WeaviateConfig:
     api_key_env: str | None = "WEAVIATE_API_KEY"  # the NAME of the variable holding the key
     batch_size: int = 200  # objects per import request (collection.batch.fixed_size)
     candidate_depth: int = 50  # per-list depth when native_hybrid=false (t2exp's fusion over near_vector + bm25)
-    native_hybrid: bool = True  # true: Weaviate query.hybrid; false: t2exp.fusion.fuse, as LanceDB
+    native_hybrid: bool = True  # true: Weaviate query.hybrid; false: t2exp.methods.fusion.fuse, as LanceDB
 
     def __post_init__(self) -> None:
         from t2exp.stores.weaviate_store import CONNECTIONS
@@ -254,7 +254,7 @@ class NoGeneratorConfig:
     answer_mode: str = "direct"  # unused without a generator; lets an experiment set it for every generator
 
     def __post_init__(self) -> None:
-        from t2exp.answers import MODES
+        from t2exp.answering.answers import MODES
 
         one_of("generator.answer_mode", self.answer_mode, MODES)
 
@@ -266,9 +266,9 @@ class GeneratorConfig:
     answer_mode: str = "direct"  # direct | cot | program | code | json
     # the answer prompt: a template in prompts/; null = answer_<answer_mode>
     prompt: str | None = None
-    # program checking (t2exp.answer_choice): off | check (record it) | prefer (grounded programs win the vote)
+    # program checking (t2exp.answering.answer_choice): off | check (record it) | prefer (grounded programs win the vote)
     grounding: str = "check"
-    # retrieved demonstrations (t2exp.demos): a pool in prompts/demos/<name>.jsonl, null = none;
+    # retrieved demonstrations (t2exp.answering.demos): a pool in prompts/demos/<name>.jsonl, null = none;
     # the answer template shows the demos_k pool questions most like the real one
     demos: str | None = None
     demos_k: int = 3
@@ -277,8 +277,8 @@ class GeneratorConfig:
     batch_size: int = 1
 
     def __post_init__(self) -> None:
-        from t2exp.answer_choice import GROUNDING
-        from t2exp.answers import MODES
+        from t2exp.answering.answer_choice import GROUNDING
+        from t2exp.answering.answers import MODES
 
         one_of("generator.answer_mode", self.answer_mode, MODES)
         one_of("generator.grounding", self.grounding, GROUNDING)

@@ -18,8 +18,8 @@ class RagMethodConfig:
 
 @dataclass
 class LexicalConfig:
-    """The in-memory BM25 of ``rag_method.lexical=bm25s|rank_bm25|fielded`` (``t2exp.lexical``,
-    ``t2exp.fielded``). ``fields``, ``body_weight``, ``passage_words`` and ``passage_agg`` are read by
+    """The in-memory BM25 of ``rag_method.lexical=bm25s|rank_bm25|fielded`` (``t2exp.index.lexical``,
+    ``t2exp.index.fielded``). ``fields``, ``body_weight``, ``passage_words`` and ``passage_agg`` are read by
     ``fielded`` only: metadata fields (company_name, company_symbol, report_year, company_sector,
     ...) scored apart from the body with these weights (0 = left out)."""
 
@@ -32,9 +32,9 @@ class LexicalConfig:
     passage_agg: str = "max"
 
     def check(self, prefix: str) -> None:
-        from t2exp.data import METADATA_COLUMNS
-        from t2exp.fielded import AGGREGATIONS
-        from t2exp.lexical import TOKENIZERS
+        from t2exp.data.loader import METADATA_COLUMNS
+        from t2exp.index.fielded import AGGREGATIONS
+        from t2exp.index.lexical import TOKENIZERS
 
         one_of(f"{prefix}.tokenizer", self.tokenizer, TOKENIZERS)
         at_least(f"{prefix}.k1", self.k1, 0.0)
@@ -56,7 +56,7 @@ class HybridConfig(RagMethodConfig):
     bm25: LexicalConfig = field(default_factory=LexicalConfig)
 
     def __post_init__(self) -> None:
-        from t2exp.fusion import FUSIONS, WHOLE_CORPUS
+        from t2exp.methods.fusion import FUSIONS, WHOLE_CORPUS
         from t2exp.methods.hybrid import LEXICAL, WHOLE_CORPUS_LEXICAL
 
         between("rag_method.alpha", self.alpha, 0.0, 1.0, " (1 = dense, 0 = BM25)")

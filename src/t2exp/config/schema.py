@@ -25,7 +25,7 @@ class SamplingConfig:
     max_tokens: int = 256
     seed: int = 0
     stop: list[str] | None = None  # null = the answer mode's default stop sequences
-    samples: int = 1  # self-consistency: answers per question (the main one + samples-1 drawn); t2exp.answer_choice
+    samples: int = 1  # self-consistency: answers per question (the main one + samples-1 drawn); t2exp.answering.answer_choice
     sample_temperature: float = 0.7  # temperature of the drawn samples
 
     def check(self, prefix: str) -> None:
@@ -50,7 +50,7 @@ class DatasetConfig:
     skip_empty_questions: bool = True
     corpus_size: int | None = None  # a seeded nested subsample of N documents (and their questions)
     corpus_seed: int | None = None  # null = the run's seed
-    # k-fold splits of each subset's questions (t2exp.folds); the corpus is never split
+    # k-fold splits of each subset's questions (t2exp.data.folds); the corpus is never split
     folds: int | None = None  # null = every question; N >= 2 = N seeded folds
     fold: int | None = None  # the held-out fold, 0 .. folds-1 (required with folds)
     fold_role: str = "eval"  # eval: the questions of `fold`; tune: those of every other fold (the corpus stays whole)
@@ -59,8 +59,8 @@ class DatasetConfig:
     def __post_init__(self) -> None:
         from pathlib import Path
 
-        from t2exp.data import SUBSETS
-        from t2exp.folds import ROLES
+        from t2exp.data.folds import ROLES
+        from t2exp.data.loader import SUBSETS
 
         require(bool(self.subsets), "dataset.subsets", list(self.subsets), f"a non-empty list of {', '.join(SUBSETS)}")
         for s in self.subsets:
@@ -92,14 +92,14 @@ class DocumentConfig:
     variant: str = "plain"  # plain | metadata_prefix
 
     def __post_init__(self) -> None:
-        from t2exp.documents import VARIANTS
+        from t2exp.index.documents import VARIANTS
 
         one_of("document.variant", self.variant, VARIANTS)
 
 
 @dataclass
 class QueryConfig:
-    """The retrieval query (``t2exp.queries``): ``template`` over the question and its metadata,
+    """The retrieval query (``t2exp.methods.queries``): ``template`` over the question and its metadata,
     ``instruction`` (optional) wrapping it with ``{query}``."""
 
     template: str = "{question}"  # e.g. "{company_name} : {question}" (the T²-RAGBench authors' FinQA queries)
@@ -124,9 +124,9 @@ class PathsConfig:
 
 @dataclass
 class ContextConfig:
-    """What the generator reads of each document it is handed (``t2exp.evidence``): ``full``
+    """What the generator reads of each document it is handed (``t2exp.answering.evidence``): ``full``
     documents, or ``focused`` evidence (every table plus the ``sentences`` prose sentences that
-    best match the question); its tables as ``markdown`` or as labelled ``rows`` (``t2exp.tables``);
+    best match the question); its tables as ``markdown`` or as labelled ``rows`` (``t2exp.answering.table_text``);
     with or without a ``header`` line naming the report each comes from; of the k retrieved
     documents, the best ``documents`` (null: all k)."""
 
@@ -139,8 +139,8 @@ class ContextConfig:
     documents: int | None = 1
 
     def __post_init__(self) -> None:
-        from t2exp.evidence import HEADERS, MODES
-        from t2exp.tables import FORMATS
+        from t2exp.answering.evidence import HEADERS, MODES
+        from t2exp.answering.table_text import FORMATS
 
         one_of("context.header", self.header, HEADERS)
         one_of("context.mode", self.mode, MODES)

@@ -8,9 +8,9 @@ from functools import cached_property
 
 import numpy as np
 
-from t2exp import hub
 from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
+from t2exp.infra import model_hub
 from t2exp.infra.cache import content_key
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class SentenceTransformerEmbedder:
         dtype = getattr(torch, self._torch_dtype_name)
 
         def load():
-            m = hub.load(
+            m = model_hub.load(
                 lambda: SentenceTransformer(path, device=self.device, revision=self.revision, trust_remote_code=self.trust_remote_code,
                                             model_kwargs={"dtype": dtype}),
                 "embedder", self.model_id, self.revision,
@@ -86,7 +86,7 @@ class SentenceTransformerEmbedder:
             return m
 
         key = ("embedder", path, self.revision, self.device, self._torch_dtype_name, self.trust_remote_code, self.max_tokens)
-        m = hub.shared(key, load)
+        m = model_hub.shared(key, load)
         dim = m.get_embedding_dimension()
         if self.dim and dim != self.dim:
             raise ConfigError(f"embedder.dim={self.dim}: model {self.model_id} produces {dim}-d vectors")

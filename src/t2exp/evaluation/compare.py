@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from t2exp.data import read_jsonl_objects
+from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.metrics import NM_METRICS, RANK_METRIC, question_value
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test

@@ -36,9 +36,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from t2exp.answering.safe_eval import program_literals
 from t2exp.evaluation.metrics import recall_at
 from t2exp.evaluation.numbers import number_match
-from t2exp.safe_eval import program_literals
 
 CATEGORIES = ("correct", "not_retrieved", "no_number", "runaway", "near_miss", "growth_vs_level", "inverted", "ungrounded",
               "wrong_lookup", "wrong_operation", "wrong_value")

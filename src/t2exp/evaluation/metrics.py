@@ -90,7 +90,7 @@ def question_metrics(
     """Per-question metric values (0/1 or reciprocal rank); ``None`` where not applicable.
 
     ``pred`` is the parsed answer number, ``pred_text`` the model's answer string
-    (:func:`t2exp.answers.answer_text`; ``pred`` itself when not given) that ``nm_bare`` reads
+    (:func:`t2exp.answering.answers.answer_text`; ``pred`` itself when not given) that ``nm_bare`` reads
     with bare ``float()``. Every NM reading is ``None`` for a non-numeric gold (``gold is None``),
     so all three cover the same questions. ``degenerate`` is 1 for a degenerate prediction
     (:func:`t2exp.evaluation.numbers.is_degenerate`), 0 otherwise, whatever the gold. ``dense``

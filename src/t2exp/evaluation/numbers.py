@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from t2exp.reasoning import split_reasoning
+from t2exp.answering.reasoning import split_reasoning
 
 EPS = 1e-2
 

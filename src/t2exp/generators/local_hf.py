@@ -17,10 +17,10 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from t2exp import hub
 from t2exp.embedders import resolve_device, resolve_dtype
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
+from t2exp.infra import model_hub
 from t2exp.infra.cache import build_lock, content_key
 
 log = logging.getLogger(__name__)
@@ -144,14 +144,14 @@ class TransformersGenerator:
 
         def load():
             t0 = time.perf_counter()
-            tok = hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
-            model = hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)
+            tok = model_hub.load(lambda: AutoTokenizer.from_pretrained(path), "generator", path)
+            model = model_hub.load(lambda: AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)), "generator", path)
             model.to(self.device)
             model.eval()
             log.info("generator %s: loaded %s (%s, %s) in %.1fs", self.name, path, self.dtype, self.device, time.perf_counter() - t0)
             return tok, model
 
-        return hub.shared(("generator", path, self.dtype, self.device), load)
+        return model_hub.shared(("generator", path, self.dtype, self.device), load)
 
     def generate(
         self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
+from t2exp.answering.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
 from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, retry_after_seconds, with_retries
-from t2exp.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from t2exp.config.components import build, target_class
-from t2exp.data import Question, Subset
+from t2exp.data.loader import Question, Subset
 from t2exp.errors import ConfigError
-from t2exp.indexing import Index, build_index
-from t2exp.queries import QueryBuilder
+from t2exp.index.build import Index, build_index
+from t2exp.methods.queries import QueryBuilder
 
 Hits = list[tuple[str, float]]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from t2exp.indexing import Index
+from t2exp.index.build import Index
 from t2exp.methods import RetrievingMethod
 
 

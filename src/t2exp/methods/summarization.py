@@ -8,8 +8,8 @@
 
 from __future__ import annotations
 
-from t2exp import documents
-from t2exp.indexing import build_index
+from t2exp.index import documents
+from t2exp.index.build import build_index
 from t2exp.methods import RetrievingMethod, dense_rankings
 
 

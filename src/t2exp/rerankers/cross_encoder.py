@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from t2exp import hub
 from t2exp.embedders import resolve_device
+from t2exp.infra import model_hub
 from t2exp.rerankers import TruncationCounter
 
 
@@ -24,7 +24,7 @@ class CrossEncoderReranker:
     def model(self):
         from sentence_transformers import CrossEncoder
 
-        return hub.load(lambda: CrossEncoder(self.model_id, max_length=self.max_length, device=self.device, revision=self.revision),
+        return model_hub.load(lambda: CrossEncoder(self.model_id, max_length=self.max_length, device=self.device, revision=self.revision),
                         "reranker", self.model_id, self.revision)
 
     def score(self, query: str, documents: list[str]) -> list[float]:

@@ -1,14 +1,14 @@
 """Embedded default store: LanceDB (in-process, persistent, no server).
 
 Dense search is LanceDB's vector search with cosine distance (score = 1 - distance); BM25 is
-LanceDB's native full-text index; hybrid is our fusion (``t2exp.fusion``) over both candidate
+LanceDB's native full-text index; hybrid is our fusion (``t2exp.methods.fusion``) over both candidate
 lists, so ``alpha`` means what it means in Weaviate.
 
 LanceDB answers one full-text query per call (~150-300 queries/s). With ``lexical_batch`` (the
 default) ``bm25`` answers a whole batch in one call from a mirror of the FTS index: bm25s over the
 FTS tokenizer's tokens with the FTS's BM25 parameters (``FTS_K1``, ``FTS_B``), whose scores equal LanceDB's
 (tests/test_lexical.py), built by ``finalize`` and saved next to the table. The mirror answers each
-query from part of the postings (``t2exp.maxscore``: exact top k, pruned like the FTS's own
+query from part of the postings (``t2exp.index.maxscore``: exact top k, pruned like the FTS's own
 search), so its cost does not grow with every common word's posting list. ``finalize`` also
 compacts the table (``build_index`` appends one fragment per batch of documents) and removes the
 superseded files before the FTS index is built.
@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from t2exp.fusion import fuse
-from t2exp.lexical import BM25sIndex
+from t2exp.index.lexical import BM25sIndex
+from t2exp.methods.fusion import fuse
 
 log = logging.getLogger(__name__)
 
 # LanceDB's FTS scoring (k1, b; scores carry the (k1 + 1) factor) and its tokenizer as configured
-# in finalize() (simple, lower case, ASCII folding, no stemming, no stop words): ``t2exp.lexical``'s ``alnum``
+# in finalize() (simple, lower case, ASCII folding, no stemming, no stop words): ``t2exp.index.lexical``'s ``alnum``
 FTS_K1, FTS_B, FTS_TOKENIZER = 1.2, 0.75, "alnum"
 
 

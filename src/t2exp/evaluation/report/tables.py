@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from t2exp.data import SUBSETS
+from t2exp.data.loader import SUBSETS
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.compare import compare_values, pair_predictions
 from t2exp.evaluation.metrics import (

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from t2exp.data.folds import describe
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.report.runs import RunInfo
 from t2exp.evaluation.report.tables import AVG, Cell, CellSource, sort_runs, swept_keys
-from t2exp.folds import describe
 
 ROLE = "dataset.fold_role"
 HEADERS = {"rag_method": "RAG method", "generator": "Generator"}

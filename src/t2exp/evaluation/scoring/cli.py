@@ -122,7 +122,7 @@ def log_to_mlflow(
     result: ScoreResult, *, uri: str, experiment: str, artifact_location: str | None = None, run_name: str | None = None
 ) -> str:
     """Log params, metrics (the app's names plus the counts) and ``score.json`` as one run; its id."""
-    from t2exp.infra.tracking import Tracker
+    from t2exp.tracking.mlflow_run import Tracker
 
     name = run_name or f"score-{Path(result.source).stem or 'predictions'}"
     tags = {"t2exp.kind": "score", "t2exp.predictions": result.source}

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from t2exp.data import Question, Subset, load_subsets, loader_args
+from t2exp.data.loader import Question, Subset, load_subsets, loader_args
+from t2exp.data.sampling import sample_questions
 from t2exp.errors import ConfigError, DataError
-from t2exp.sampling import sample_questions
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -75,7 +75,7 @@ def compose_config(
 
 def load_gold(cfg: DictConfig) -> Gold:
     """Gold questions of ``cfg.dataset``: the questions ``app.build_components`` loads (same
-    :func:`t2exp.data.loader_args`), with the ids outside a ``limit`` sample kept apart."""
+    :func:`t2exp.data.loader.loader_args`), with the ids outside a ``limit`` sample kept apart."""
     kw = loader_args(cfg)
     limit, seed = kw["limit"], kw["seed"]
     # sampled below, exactly as load_subsets samples, so ids outside the sample are known
@@ -109,7 +109,7 @@ def gold_from(gold: Iterable[Question | Subset]) -> Gold:
         elif isinstance(item, Question):
             questions.append(item)
         else:
-            raise DataError(f"gold=: expected t2exp.data.Question or Subset records, got {type(item).__name__}")
+            raise DataError(f"gold=: expected t2exp.data.loader.Question or Subset records, got {type(item).__name__}")
     if not questions:
         raise DataError("gold=: no questions")
     return Gold(questions=questions, dataset="gold", all_ids=frozenset((q.subset, q.id) for q in questions))

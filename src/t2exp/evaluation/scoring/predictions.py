@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from t2exp.data import read_jsonl_objects
+from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import DataError
 from t2exp.evaluation.numbers import extract_number
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import bm25s
 import numpy as np
 
-from t2exp.maxscore import ImpactIndex
+from t2exp.index.maxscore import ImpactIndex
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
@@ -99,7 +99,7 @@ class BM25sIndex:
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """Per query the top k; ``pruned`` indexes answer from part of the postings
-        (:mod:`t2exp.maxscore`, same top k and scores), the others add up every posting (bm25s)."""
+        (:mod:`t2exp.index.maxscore`, same top k and scores), the others add up every posting (bm25s)."""
         if not queries:
             return []
         k = min(k, len(self.ids))

@@ -3,10 +3,10 @@
 - ``direct``: the final number only ("Final answer: <number>").
 - ``cot``: reasoning, then a "Final answer:" line.
 - ``program``: an arithmetic expression over numbers quoted from the context ("Program: <expr>"),
-  evaluated by ``t2exp.safe_eval``; when no program parses, the number in the text is used.
+  evaluated by ``t2exp.answering.safe_eval``; when no program parses, the number in the text is used.
 - ``code``: Program-of-Thoughts with named inputs: a short Python program in a code block that
   assigns each number it needs to a variable named after it, then computes ``answer`` from them
-  (run by :func:`t2exp.safe_eval.safe_exec`, whose docstring lists what it allows). A code
+  (run by :func:`t2exp.answering.safe_eval.safe_exec`, whose docstring lists what it allows). A code
   block that does not run is no answer; a reply without a code block is read as in ``program``
   mode.
 - ``json``: the T²-RAGBench authors' answer: one JSON object ``{"reasoning_steps": [str],
@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from t2exp.answering.prompts import PromptLibrary
+from t2exp.answering.safe_eval import UnsafeProgram, safe_eval, safe_exec
 from t2exp.errors import ConfigError
 from t2exp.evaluation.numbers import answer_span, bare_float, extract_number, strip_reasoning
-from t2exp.prompts import PromptLibrary
-from t2exp.safe_eval import UnsafeProgram, safe_eval, safe_exec
 
 if TYPE_CHECKING:
-    from t2exp.demos import Demo
+    from t2exp.answering.demos import Demo
 
 MODES = ("direct", "cot", "program", "code", "json")
 # stop sequences used when ``generator.sampling.stop`` is null: one-line answer modes stop at a
@@ -118,7 +118,7 @@ def build_messages(
     demos: Sequence[Demo] = (),
 ) -> list[dict[str, str]]:
     """The chat of one question: the system prompt, then ``template`` (default ``answer_<mode>``)
-    with the question, its evidence and the retrieved ``demos`` (:mod:`t2exp.demos`)."""
+    with the question, its evidence and the retrieved ``demos`` (:mod:`t2exp.answering.demos`)."""
     if mode not in MODES:
         raise ConfigError(f"generator.answer_mode={mode!r}: allowed values are {', '.join(MODES)}")
     return [

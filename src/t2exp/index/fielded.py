@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy import sparse
 
-from t2exp.lexical import TOKENIZERS
+from t2exp.index.lexical import TOKENIZERS
 
 AGGREGATIONS = ("max", "sum")
 BODY = "body"

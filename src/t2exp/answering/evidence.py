@@ -14,14 +14,14 @@ break. The selection is lexical and deterministic: the question's words and numb
 ``1,234.5`` → ``1234.5``) weighted by their IDF over the document's own sentences.
 
 ``context.tables`` then says how the tables read: as the document has them (``markdown``) or each
-row as one line naming its values by column (``rows``, :func:`t2exp.tables.with_rows`).
+row as one line naming its values by column (``rows``, :func:`t2exp.answering.table_text.with_rows`).
 
 ``context.documents`` says how many of the k retrieved documents the generator reads, best first
 (null: all k). Retrieval metrics still look at the k; a small generator handed several documents
 answers from the wrong one more often than the retriever ranks it first (benchmarks/README.md §7).
 
 ``context.header`` says whether each document opens with the report it comes from
-(``company_year``: :func:`t2exp.documents.heading`, e.g. ``Report: Entergy, 2011``) or not
+(``company_year``: :func:`t2exp.index.documents.heading`, e.g. ``Report: Entergy, 2011``) or not
 (``none``). T²-RAGBench questions name the company and the report year; the documents themselves
 mostly do not, so a generator handed several retrieved documents cannot tell which one the
 question is about without the header.
@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from t2exp.answering.table_text import row_parts, with_rows
 from t2exp.config.schema import ContextConfig
-from t2exp.tables import row_parts, with_rows
 
 MODES = ("full", "focused")
 HEADERS = ("none", "company_year")
@@ -61,7 +61,7 @@ class Evidence:
 
     def all(self, question: str, documents: Sequence[str], headings: Sequence[str] = ()) -> list[str]:
         """The evidence of the first ``self.documents`` of ``documents`` (best first; all when
-        None); ``headings[i]`` (:func:`t2exp.documents.heading`) opens document ``i`` when
+        None); ``headings[i]`` (:func:`t2exp.index.documents.heading`) opens document ``i`` when
         ``header`` asks for it."""
         heads = list(headings) or [""] * len(documents)
         pairs = list(zip(documents, heads, strict=True))[: self.documents]

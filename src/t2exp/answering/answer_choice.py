@@ -2,11 +2,11 @@
 
 A generation may carry extra samples (``generator.sampling.samples`` > 1: the main, usually
 greedy, answer plus ``samples - 1`` drawn at ``sample_temperature``; ``Generation.extra["samples"]``).
-Each candidate is parsed by the answer mode (:func:`t2exp.answers.parse_answer`), then:
+Each candidate is parsed by the answer mode (:func:`t2exp.answering.answers.parse_answer`), then:
 
 - **grounding** (``generator.grounding``): a program is *grounded* when every number literal it
-  uses (:func:`t2exp.safe_eval.program_literals`) is a number of the evidence the generator read
-  (:func:`t2exp.evidence.terms`: ``$1,234.5`` → 1234.5, ``(12.3)%`` → 12.3), up to a factor of 100
+  uses (:func:`t2exp.answering.safe_eval.program_literals`) is a number of the evidence the generator read
+  (:func:`t2exp.answering.evidence.terms`: ``$1,234.5`` → 1234.5, ``(12.3)%`` → 12.3), up to a factor of 100
   or 1000 (a percentage written as a fraction, a table in thousands), or one of the constants
   arithmetic on reports needs (``CONSTANTS``: 1 for growth, 2-4 for averages, 12 months, 100 for
   percent, ...). A program that copies a number not in the evidence has read it wrong or made it up.
@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from t2exp.answers import ParsedAnswer, parse_answer
+from t2exp.answering.answers import ParsedAnswer, parse_answer
+from t2exp.answering.evidence import terms
+from t2exp.answering.safe_eval import program_literals
 from t2exp.errors import ConfigError
 from t2exp.evaluation.numbers import is_degenerate, number_match
-from t2exp.evidence import terms
-from t2exp.safe_eval import program_literals
 
 GROUNDING = ("off", "check", "prefer")
 CONSTANTS = frozenset({0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 12.0, 100.0, 1000.0, 1e6, 1e9})

@@ -4,9 +4,9 @@ hydra-optuna-sweeper's ``OptunaSweeper`` (``pip install 't2exp[tune]'``) runs th
 own config keys (``hydra.sweeper.n_trials``, ``sampler``, ``direction``, ``params``, ...);
 ``register_sweeper`` puts this module's sweeper in place of the plugin's under the same name, with
 one more key, ``held_out``, and the defaults ``direction: maximize``, ``n_jobs: 1``. Each trial is
-a normal t2exp job whose return value is the run's ``objective`` (``t2exp.app.objective_name``), on
+a normal t2exp job whose return value is the run's ``objective`` (``t2exp.pipeline.cell.objective_name``), on
 the *tuning* questions: every trial gets ``dataset.fold_role=tune``, i.e. the questions of every
-fold but ``dataset.fold`` (``t2exp.folds``). When the trials are done, the best trial's overrides
+fold but ``dataset.fold`` (``t2exp.data.folds``). When the trials are done, the best trial's overrides
 run once more, through the same launcher, with ``dataset.fold_role=eval``: the held-out fold,
 questions no trial saw. Both runs are children of the sweep's MLflow parent; the parent gets the
 tuned parameters (``tune.best.<key>``), the objective, the tuning and held-out scores
@@ -97,8 +97,8 @@ def register_sweeper() -> None:
 def log_parent(config: Any, objective: str, maximize: bool, tuned: dict[str, str], tune_value: float | None,
                eval_value: float | None, n_trials: int, held_out: bool) -> None:
     """The tuning's outcome, logged and put on the sweep's MLflow parent run."""
-    from t2exp.folds import describe
-    from t2exp.infra.tracking import PARENT_ENV, Tracker
+    from t2exp.data.folds import describe
+    from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker
 
     ds = config.dataset
     folds, fold, seed = ds.get("folds"), ds.get("fold"), int(ds.get("fold_seed", 0))

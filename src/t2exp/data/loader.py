@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 
 from t2exp.config.schema import DatasetConfig
+from t2exp.data.folds import select_fold
+from t2exp.data.sampling import sample_questions, subsample_corpus
 from t2exp.errors import DataError
 from t2exp.evaluation.numbers import parse_gold
-from t2exp.folds import select_fold
-from t2exp.sampling import sample_questions, subsample_corpus
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ def load_subsets(
     """Load each subset from local files (``path``) or the hub.
 
     ``source='auto'`` uses local files where ``path`` holds that subset and the hub otherwise.
-    Questions are narrowed in this order: the corpus subsample's, the fold's (``t2exp.folds``),
+    Questions are narrowed in this order: the corpus subsample's, the fold's (``t2exp.data.folds``),
     the seeded ``limit`` sample; the corpus stays whole after the subsample.
     """
     unknown = [s for s in subsets if s not in SUBSETS]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from t2exp.errors import ConfigError
 
 if TYPE_CHECKING:  # the schema's check imports VARIANTS: `import t2exp` must not load pandas
-    from t2exp.data import Document
+    from t2exp.data.loader import Document
 
 VARIANTS = ("plain", "metadata_prefix", "company_year")
 

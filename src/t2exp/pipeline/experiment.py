@@ -15,27 +15,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from t2exp import answer_choice, answers
+from t2exp.answering import answer_choice, answers
+from t2exp.answering.demos import Demo, DemoPool
+from t2exp.answering.evidence import Evidence
+from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import GeneratorConfig
-from t2exp.data import Question, Subset
-from t2exp.demos import Demo, DemoPool
-from t2exp.documents import heading
+from t2exp.data.loader import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
 from t2exp.evaluation.metrics import CI_SEED, DEGENERATE, N_BOOT, NM_METRICS, RECALL_KS, metric_names, question_metrics
 from t2exp.evaluation.scoring.compute import score_rows
 from t2exp.evaluation.scoring.gold import gold_from
 from t2exp.evaluation.scoring.predictions import parse_rows
-from t2exp.evidence import Evidence
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
-from t2exp.indexing import truncation_fraction
+from t2exp.index.build import truncation_fraction
+from t2exp.index.documents import heading
 from t2exp.infra import progress
 from t2exp.infra.cache import JsonlLog, KVCache, atomic_write_text, content_key
-from t2exp.infra.stop import Interrupted, StopRequest
 from t2exp.methods import RagMethod, Services
-from t2exp.prompts import PromptLibrary
-from t2exp.queries import QueryBuilder
+from t2exp.methods.queries import QueryBuilder
+from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.stores import Store
 
 __all__ = ["Components", "Interrupted", "Result", "run_experiment"]
@@ -64,8 +64,8 @@ class Components:
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
     evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
     answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
-    grounding: str = GeneratorConfig.grounding  # program checking when choosing the answer (t2exp.answer_choice)
-    demos: DemoPool | None = None  # retrieved demonstrations (t2exp.demos)
+    grounding: str = GeneratorConfig.grounding  # program checking when choosing the answer (t2exp.answering.answer_choice)
+    demos: DemoPool | None = None  # retrieved demonstrations (t2exp.answering.demos)
     demos_k: int = GeneratorConfig.demos_k
 
 
@@ -334,7 +334,7 @@ def prompts_fingerprint(directory: str | Path) -> str:
 
 def _mask_secrets(d: Any) -> Any:
     """A set API key does not change the cell (a rotated key resumes the same predictions)."""
-    from t2exp.infra.tracking import is_secret_key
+    from t2exp.tracking.mlflow_run import is_secret_key
 
     if isinstance(d, dict):
         return {k: ("***" if is_secret_key(str(k)) and v not in (None, "") else _mask_secrets(v)) for k, v in d.items()}

@@ -21,7 +21,7 @@ from typing import Any, cast
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.infra.tracking import PARENT_ENV, ensure_tracking, redact_overrides, redact_text
+from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking, redact_overrides, redact_text
 
 log = logging.getLogger(__name__)
 

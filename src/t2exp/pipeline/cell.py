@@ -16,19 +16,22 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
+from t2exp.answering.demos import DemoPool
+from t2exp.answering.evidence import Evidence
+from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import GeneratorConfig, build
-from t2exp.data import load_subsets, loader_args
-from t2exp.demos import DemoPool
+from t2exp.data.loader import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evidence import Evidence
-from t2exp.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.generators import Sampling
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
-from t2exp.infra.inspection import TABLE_FILE, description, predictions_table
-from t2exp.infra.stop import Interrupted, StopRequest
-from t2exp.infra.tracking import (
+from t2exp.methods import build_method
+from t2exp.methods.queries import QueryBuilder
+from t2exp.pipeline.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
+from t2exp.pipeline.stop import Interrupted, StopRequest
+from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
+from t2exp.tracking.mlflow_run import (
     PARENT_ENV,
     Tracker,
     env_secrets,
@@ -38,10 +41,7 @@ from t2exp.infra.tracking import (
     redact_overrides,
     redact_text,
 )
-from t2exp.methods import build_method
-from t2exp.prompts import PromptLibrary
-from t2exp.queries import QueryBuilder
-from t2exp.summary import results_markdown, results_table, run_footer
+from t2exp.tracking.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")
 
@@ -71,7 +71,7 @@ def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
 
 def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
-    from t2exp.answers import ANSWER_SCHEMA, MODE_STOPS
+    from t2exp.answering.answers import ANSWER_SCHEMA, MODE_STOPS
 
     d = _to_dict(cfg) if cfg is not None else {}
     stop = d.pop("stop", None)
@@ -124,7 +124,7 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
     name = cfg.generator.get("demos")
     if not name:
         return None
-    from t2exp.answers import answer_template
+    from t2exp.answering.answers import answer_template
 
     template = answer_template(str(cfg.generator.get("answer_mode", "direct")), cfg.generator.get("prompt"))
     if "demos" not in prompts.variables(template):

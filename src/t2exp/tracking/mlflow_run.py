@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from t2exp.infra.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
+from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from t2exp.config.schema import QueryConfig
-from t2exp.data import Question
+from t2exp.data.loader import Question
 from t2exp.errors import DataError
 
 

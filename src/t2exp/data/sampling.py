@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from t2exp.data import Question, Subset
+    from t2exp.data.loader import Question, Subset
 
 
 def sample_questions(questions: list[Question], limit: int | None, seed: int) -> list[Question]:

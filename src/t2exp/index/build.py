@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from t2exp import documents
-from t2exp.data import Document, Subset
+from t2exp.data.loader import Document, Subset
 from t2exp.embedders import Embedder
-from t2exp.fielded import FieldedBM25
+from t2exp.index import documents
+from t2exp.index.fielded import FieldedBM25
+from t2exp.index.lexical import LEXICAL_INDEXES, BM25sIndex, RankBM25Index
 from t2exp.infra import progress
 from t2exp.infra.cache import build_lock, content_key
-from t2exp.lexical import LEXICAL_INDEXES, BM25sIndex, RankBM25Index
 from t2exp.stores import Store
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ class Index:
     def lexical(self, name: str, settings: Mapping[str, Any] | None = None) -> BM25sIndex | RankBM25Index | FieldedBM25:
         """The in-memory BM25 index ``name``, built on first use with ``settings``
         (``rag_method.bm25``: tokenizer, k1, b; fields and passages for ``fielded``):
-        ``bm25s`` / ``rank_bm25`` (``t2exp.lexical``) over the indexed texts, ``fielded``
-        (``t2exp.fielded``) over each document's own text and metadata fields."""
+        ``bm25s`` / ``rank_bm25`` (``t2exp.index.lexical``) over the indexed texts, ``fielded``
+        (``t2exp.index.fielded``) over each document's own text and metadata fields."""
         s = dict(settings or {})
         key = json.dumps([name, s], sort_keys=True, default=str)
         if key not in self._lexical:

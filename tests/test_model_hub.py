@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from t2exp import hub
 from t2exp.errors import ConfigError
+from t2exp.infra import model_hub
 
 
 def _offline() -> None:
@@ -16,7 +16,7 @@ def _offline() -> None:
 def test_a_missing_model_is_one_line_naming_group_model_revision_and_fix(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConfigError) as err:
-        hub.load(_offline, "embedder", "intfloat/multilingual-e5-large-instruct", "abc123")
+        model_hub.load(_offline, "embedder", "intfloat/multilingual-e5-large-instruct", "abc123")
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("embedder.model='intfloat/multilingual-e5-large-instruct' (revision abc123)")
     assert "hf download intfloat/multilingual-e5-large-instruct --revision abc123" in msg and "unset HF_HUB_OFFLINE" in msg
@@ -27,8 +27,8 @@ def test_other_errors_are_not_disguised():
         raise ValueError("dtype mismatch")
 
     with pytest.raises(ValueError, match="dtype mismatch"):
-        hub.load(broken, "embedder", "m")
-    assert hub.load(lambda: 42, "embedder", "m") == 42
+        model_hub.load(broken, "embedder", "m")
+    assert model_hub.load(lambda: 42, "embedder", "m") == 42
 
 
 @pytest.mark.slow
@@ -46,7 +46,7 @@ def test_an_uncached_hub_embedder_offline_ends_in_one_line_and_a_failed_run(tmp_
 
 
 def test_a_model_is_loaded_once_per_process_and_the_oldest_is_released():
-    from t2exp import hub
+    from t2exp.infra import model_hub
 
     calls: list[str] = []
 
@@ -56,11 +56,11 @@ def test_a_model_is_loaded_once_per_process_and_the_oldest_is_released():
             return object()
         return load
 
-    a = hub.shared(("test", "a"), loader("a"))
-    assert hub.shared(("test", "a"), loader("a")) is a and calls == ["a"]  # a sweep's second cell: no second load
+    a = model_hub.shared(("test", "a"), loader("a"))
+    assert model_hub.shared(("test", "a"), loader("a")) is a and calls == ["a"]  # a sweep's second cell: no second load
     for name in "bcd":
-        hub.shared(("test", name), loader(name))
-    assert len(hub._loaded) <= hub.KEEP_LOADED
-    assert ("test", "a") not in hub._loaded  # the least recently used went first
-    hub.shared(("test", "a"), loader("a"))
+        model_hub.shared(("test", name), loader(name))
+    assert len(model_hub._loaded) <= model_hub.KEEP_LOADED
+    assert ("test", "a") not in model_hub._loaded  # the least recently used went first
+    model_hub.shared(("test", "a"), loader("a"))
     assert calls == ["a", "b", "c", "d", "a"]

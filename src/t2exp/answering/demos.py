@@ -25,9 +25,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2exp.data import read_jsonl_objects
+from t2exp.answering.evidence import terms
+from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import ConfigError, DataError
-from t2exp.evidence import terms
 
 KEYS = ("id", "context_id", "question", "answer")
 _STOP = frozenset(

@@ -1,0 +1,1 @@
+"""Index: document variants, the index build and its cache, the lexical engines."""

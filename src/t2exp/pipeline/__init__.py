@@ -1,0 +1,1 @@
+"""Run: the components a config builds, one cell, the experiment loop, tuning, stop requests."""
