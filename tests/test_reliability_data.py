@@ -187,3 +187,60 @@ def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path
         load_subsets(subsets=["FinQA"], path=tmp_path, source="local")
     msg = str(err.value)
     assert "FinQA_test.parquet" in msg and "column 'question' is empty in all 2 rows" in msg and "question_splits" not in msg
+
+
+@pytest.mark.parametrize("change", ["gold", "question", "metadata", "document_metadata"])
+def test_a_subset_with_the_same_ids_and_other_content_is_other_data(tmp_path, change):
+    """The cell's data identity covers every field a run reads, not only the ids."""
+    from t2exp.pipeline.experiment import data_fingerprint
+
+    df = frame(4).assign(company_name="ACME")
+    df.to_parquet(tmp_path / "FinQA_test.parquet")
+    (before,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    if change == "gold":
+        df.loc[1, "program_answer"] = "42"
+    elif change == "question":
+        df.loc[1, "question"] = "What is value 1 in 2019?"
+    elif change == "metadata":  # company_name is a question's and its document's metadata
+        df.loc[1, "company_name"] = "ACME Corp"
+    else:  # a document's metadata only: the row whose context the document takes
+        df.loc[df.context_id == "c0", "company_name"] = "ACME Corp"
+    other = tmp_path / "other"
+    other.mkdir()
+    df.to_parquet(other / "FinQA_test.parquet")
+    (after,) = load_subsets(subsets=["FinQA"], path=other)
+    assert [q.id for q in before.questions] == [q.id for q in after.questions]
+    assert data_fingerprint([before]) != data_fingerprint([after])
+    (again,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    assert data_fingerprint([before]) == data_fingerprint([again])
+
+
+def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
+    """A run on a file whose golds are wrong, then the same command on the corrected file (same
+    ids, same questions, same documents): the second run scores the corrected golds (its own
+    cell), and the LLM cache answers it (no request sent twice)."""
+    from conftest import ROOT, mlflow_runs, run_app
+    from fakes.openai_server import FakeOpenAIServer
+
+    from t2exp.data.loader import load_subsets as load
+
+    src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(3).copy()
+    src["split"] = "test"
+    data = tmp_path / "data"
+    data.mkdir()
+    wrong = src.assign(program_answer="42")
+    wrong.to_parquet(data / "FinQA_test.parquet")
+    golds = [q.gold for q in load(subsets=["FinQA"], path=data)[0].questions]
+    assert golds == [42.0] * 3
+    args = ["rag_method=oracle", "dataset=finqa", f"dataset.path={data}", "dataset.limit=null", "generator=openai_compat",
+            "generator.model=gold-check", "generator.max_retries=0"]
+    with FakeOpenAIServer(model="gold-check", reply=lambda messages: "Final answer: 42") as srv:
+        run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path / "track")
+        src.to_parquet(data / "FinQA_test.parquet")  # the corrected file: same ids, the real golds
+        proc = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path / "track")
+        asked = len(srv.requests)
+    assert "resuming" not in proc.stdout + proc.stderr
+    _, runs = mlflow_runs(tmp_path / "track")
+    nm = sorted(r.data.metrics["FinQA/nm"] for r in runs)
+    assert nm[1] == 100.0 and nm[0] < 100.0, nm  # the wrong golds said 100; the corrected ones do not
+    assert asked == 3  # the second run's answers came from the LLM cache

@@ -73,6 +73,19 @@ class Subset:
             h.update(b"\0")
         return h.hexdigest()[:16]
 
+    @property
+    def fingerprint(self) -> str:
+        """Everything a run reads of this subset: every field of the documents (metadata too:
+        document variants, fielded BM25 and priors read it) and of the questions asked, in order
+        (text, gold, metadata: a file with the same ids and another gold is other data)."""
+        h = hashlib.sha256(self.name.encode())
+        for d in sorted(self.corpus, key=lambda d: d.context_id):
+            h.update(json.dumps([d.context_id, d.text, sorted(d.metadata.items())], ensure_ascii=False).encode())
+        for q in self.questions:
+            fields = [q.id, q.split, q.context_id, q.question, repr(q.gold), q.gold_raw, q.original_answer, sorted(q.metadata.items())]
+            h.update(json.dumps(fields, ensure_ascii=False).encode())
+        return h.hexdigest()[:16]
+
 
 def _clean(value: Any) -> str:
     """A cell as text; missing values (None, NaN, pd.NA, NaT) are empty."""

@@ -321,8 +321,8 @@ def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
 
 
 def data_fingerprint(subsets: list[Subset]) -> str:
-    """The loaded corpora and the questions asked (ids, in order)."""
-    return content_key([(s.name, s.content_hash, [q.id for q in s.questions]) for s in subsets])[:16]
+    """The loaded corpora and the questions asked, every field a run reads (``Subset.fingerprint``)."""
+    return content_key([s.fingerprint for s in subsets])[:16]
 
 
 def prompts_fingerprint(directory: str | Path) -> str:
