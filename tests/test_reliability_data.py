@@ -221,7 +221,6 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
     cell), and the LLM cache answers it (no request sent twice)."""
     from conftest import ROOT, mlflow_runs, run_app
     from fakes.openai_server import FakeOpenAIServer
-
     from t2exp.data.loader import load_subsets as load
 
     src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(3).copy()
