@@ -3,7 +3,7 @@ oracle prompts a run builds, in one run: seconds per answer of each and whether 
 
     python benchmarks/prompt_lookup.py                          # 8 questions, answer_mode=code, lookup 10
     python benchmarks/prompt_lookup.py --mode program --lookup 3
-    python benchmarks/prompt_lookup.py --quick                  # 0.5B, 2 questions (the test suite)
+    python benchmarks/prompt_lookup.py --quick                  # 0.5B, 1 question, 12 tokens (the test suite)
 
 The prompts are what ``python -m t2exp rag_method=oracle generator.answer_mode=<mode>`` sends: the
 gold document's focused evidence of ``--questions`` seeded bundled questions (half FinQA, half
@@ -38,7 +38,7 @@ def oracle_prompts(mode: str, n: int) -> list[list[dict[str, str]]]:
         docs = {d.context_id: d.text for d in subset.corpus}
         for q in subset.questions[: max(1, n // 2)]:
             out.append(build_messages(prompts, mode, q.question, [evidence.of(q.question, docs[q.context_id])]))
-    return out
+    return out[:n]  # n = 1: one FinQA question
 
 
 def main() -> None:
@@ -51,7 +51,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
-        args.generator, args.questions, args.max_tokens = args.generator or "qwen_coder_0_5b", 2, 24
+        args.generator, args.questions, args.max_tokens = args.generator or "qwen_coder_0_5b", 1, 12
     from t2exp.answering.answers import MODE_STOPS
     from t2exp.generators import Sampling
 

@@ -105,8 +105,8 @@ def test_unknown_option_fails_with_hydras_message(shared_cache, tmp_path):
 
 
 def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
-    """Real generation with the offline model on 2 questions per method."""
-    run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path, timeout=1500)
+    """Real generation with the offline model on one question per method."""
+    run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=1"], shared_cache, tmp_path, timeout=1500)
     client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     oracle = by_method["oracle"].data.metrics
