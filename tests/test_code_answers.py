@@ -115,3 +115,68 @@ def test_grounding_checks_the_code_inputs_against_the_evidence():
     grounded = choose("code", [REPLY], evidence, grounding="check")
     assert grounded.fields["grounded"] is True
     assert choose("code", [made_up], evidence, grounding="check").fields["grounded"] is False
+
+
+# --- model output that once crashed a run (and every resume: the answer was in the LLM cache) ---
+HUGE = "1" + "0" * 400
+HOSTILE = [
+    f"```python\nprint({HUGE})\nanswer = 5\n```",  # an unused 400-digit literal: float(int) overflowed
+    f"Program: {HUGE} - 1",
+    '{"reasoning_steps": [], "final_formula": "' + HUGE + ' / 2", "computed_formula": "5"}',
+    "The answer is 42. \ud800",  # a lone surrogate: ast.parse and the writer failed on it
+    "```python\nanswer = 42 \ud800\n```",
+    "Program: 42 \x00",  # a null byte
+    "Final answer: 1e999",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("text", HOSTILE)
+def test_no_model_output_crashes_parsing_or_the_answer_choice(mode, text):
+    from t2exp.generators import Generation
+
+    parsed = parse_answer(mode, Generation(text).text)
+    assert parsed.value is None or parsed.value == parsed.value
+    for grounding in ("check", "prefer"):
+        choose(mode, [text, text], ["revenue was 42 in 2019 and 5 in 2018"], grounding=grounding)
+
+
+def test_a_generation_is_valid_utf8_before_it_is_cached_or_written():
+    import json
+
+    from t2exp.generators import Generation
+
+    g = Generation("The answer is 42. \ud800", extra={"reasoning": "so \udfff"})
+    g.text.encode("utf-8"), g.extra["reasoning"].encode("utf-8")  # no UnicodeEncodeError
+    assert g.text == "The answer is 42. \ufffd" and json.loads(json.dumps(g.text, ensure_ascii=False)) == g.text
+    assert Generation("plain €").text == "plain €"
+
+
+def test_program_literals_of_a_huge_integer_are_no_evidence_number():
+    assert sorted(program_literals(f"answer = {HUGE} * 0 + 5")) == [0.0, 5.0, float("inf")]
+
+
+def test_a_comprehension_in_a_condition_is_refused_not_run():
+    """The filed case: nested in ``ifs`` it ran 100^4 steps (70 s); one more level, two hours."""
+    deep = ("answer = sum(1 for z3 in range(100) if sum(1 for z2 in range(100) if sum(1 for z1 in range(100) "
+            "if sum(1 for z0 in range(100)) > 0) > 0) > 0)")
+    with pytest.raises(UnsafeProgram, match="nested comprehensions"):
+        safe_exec(deep)
+    with pytest.raises(UnsafeProgram, match="nested comprehensions"):
+        safe_exec("answer = sum(1 for x in [sum(1 for y in range(3))])")  # nor in what it runs over
+    assert safe_exec("answer = sum(1 for x in [1, 5, 9] if x > 3)") == 2.0
+
+
+def test_a_long_program_is_refused_before_the_name_repair():
+    """The repair of non-identifier names is quadratic; a source over the bound is refused first."""
+    from t2exp.answering import safe_eval
+
+    calls = []
+    real = safe_eval._repair_names
+    safe_eval._repair_names = lambda s: calls.append(1) or real(s)
+    try:
+        with pytest.raises(UnsafeProgram, match="too long"):
+            safe_exec("total purchase consideration = 5\n" * 10_000)
+    finally:
+        safe_eval._repair_names = real
+    assert calls == []

@@ -117,7 +117,9 @@ def _comprehension(node: ast.GeneratorExp | ast.ListComp, env: dict[str, float])
     (gen,) = node.generators if len(node.generators) == 1 else (None,)
     if gen is None or not isinstance(gen.target, ast.Name) or gen.is_async:
         raise UnsafeProgram("a comprehension takes one for over one name")
-    if any(isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)) for n in ast.walk(node.elt)):
+    # none anywhere inside (its element, its conditions, what it runs over): the steps stay within
+    # MAX_ITEMS evaluations, where a comprehension in a condition would multiply them per level
+    if any(n is not node and isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)) for n in ast.walk(node)):
         raise UnsafeProgram("nested comprehensions are not allowed")
     out = []
     for value in _items(gen.iter, env):
@@ -158,6 +160,8 @@ def _parse(src: str, mode: str) -> ast.AST:
         tree = ast.parse(src, mode=mode)
     except SyntaxError as exc:
         raise UnsafeProgram(f"syntax error: {exc.msg}") from None
+    except ValueError as exc:  # a null byte, a lone surrogate (UnicodeEncodeError)
+        raise UnsafeProgram(f"not parseable: {type(exc).__name__}") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise UnsafeProgram("expression too large" if mode == "eval" else "program too large")
     return tree
@@ -274,6 +278,8 @@ def _program(source: str) -> ast.Module:
     try:
         tree = _parse("\n".join(_clean_lines(source)), "exec")
     except UnsafeProgram:
+        if len(source) > MAX_SOURCE:  # no repair can bring it within the bound (and the repair is quadratic)
+            raise
         repaired = _repair_names(source)
         if repaired == source:
             raise
@@ -314,11 +320,19 @@ def program_literals(source: str) -> list[float]:
     non-negative). Empty when the source parses neither as one expression nor as a program
     :func:`safe_exec` reads (:func:`_program`: names repaired, within its size bounds)."""
     try:
-        tree: ast.AST = ast.parse(_clean(source), mode="eval")
-    except SyntaxError:
+        tree: ast.AST = _parse(_clean(source), "eval")
+    except UnsafeProgram:
         try:
             tree = _program(source)
         except UnsafeProgram:
             return []
-    return [float(n.value) for n in ast.walk(tree)
+    return [_as_float(n.value) for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
+
+
+def _as_float(value: int | float) -> float:
+    """A literal's value; an integer too large for a float is infinite (no evidence number)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf

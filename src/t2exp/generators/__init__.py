@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
@@ -35,6 +36,15 @@ class Sampling:
         return d
 
 
+def valid_text(text: str) -> str:
+    """``text`` as valid Unicode: a lone surrogate (a server's JSON may escape one, ``"\\ud800"``)
+    becomes U+FFFD, so the answer can be parsed, cached and written as UTF-8."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds a pair as one code point: any surrogate left is lone
+
+
 @dataclass
 class Generation:
     text: str
@@ -44,6 +54,10 @@ class Generation:
     finish_reason: str = "stop"  # "length" when max_tokens cut the output
     cached: bool = False
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:  # whatever a model or a server sent: the texts a run keeps are valid
+        self.text = valid_text(self.text)
+        self.extra = {k: valid_text(v) if isinstance(v, str) else v for k, v in self.extra.items()}
 
 
 OnResult = Callable[[int, "Generation"], None]
