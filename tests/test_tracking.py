@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from t2exp.tracking.mlflow_run import Tracker
 
 
@@ -45,3 +47,50 @@ def test_two_cells_logging_one_dataset_at_once_both_link_it(tmp_path):
     datasets = {(d.dataset.name, d.dataset.digest) for t in (first, second)
                 for d in client.get_run(t.run_id).inputs.dataset_inputs}
     assert len(datasets) == 1
+
+
+def _start_on_a_new_store(uri: str, barrier, out) -> None:
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    barrier.wait()  # both processes make their first MLflow call at once
+    try:
+        out.put(("ok", ensure_tracking(uri, "t2exp", None)))
+    except BaseException as exc:  # what a run would have shown as a traceback
+        out.put(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+@pytest.mark.slow
+def test_two_processes_starting_on_a_new_store_both_get_it(tmp_path):
+    """Two runs started together on a new SQLite store: MLflow creates and migrates the schema on
+    first use, and two processes doing that at once broke each other (table already exists,
+    duplicate column). Three new stores, two processes each, released by one barrier."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        uri = f"sqlite:///{tmp_path / str(attempt) / 'mlflow.db'}"
+        barrier, out = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_start_on_a_new_store, args=(uri, barrier, out)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=300) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        assert [r[0] for r in results] == ["ok", "ok"], results
+        assert results[0][1] == results[1][1]  # one experiment, not two
+
+
+def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path):
+    """Hydra turns a callback's exception into a warning: the sweep used to run its cells without
+    a parent run (orphans, no report) and exit 0. The experiment here cannot be created (its
+    artifact location is a file): one line naming tracking.uri, exit 2, no cell run."""
+    from conftest import run_app
+
+    (tmp_path / "track").mkdir()
+    (tmp_path / "track" / "artifacts").write_text("not a directory")
+    proc = run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=1"], tmp_path / "cache",
+                   tmp_path / "track", check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert "tracking.uri=sqlite:///" in line and "parent run could not be created" in line and "Traceback" not in proc.stderr
+    assert not (tmp_path / "cache" / "runs").exists()  # no cell ran

@@ -28,7 +28,7 @@ from typing import Any, NoReturn, cast
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.errors import ConfigError, T2ExpError
+from t2exp.errors import ConfigError, T2ExpError, exit_with
 from t2exp.infra.paths import CONF_DIR, register_resolvers
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
 from t2exp.tracking.mlflow_run import install_log_redaction, is_secret_key, redact_text
@@ -41,9 +41,8 @@ _BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 PREFLIGHT_MAX_JOBS = 1000  # larger sweeps are validated per job, after Hydra made the job's directory
 
 
-def _fail(exc: BaseException, status: int = 2) -> None:
-    print(f"t2exp: error: {redact_text(' '.join(str(exc).split()))}", file=sys.stderr)
-    sys.exit(status)
+def _fail(exc: BaseException, status: int = 2) -> NoReturn:
+    exit_with(redact_text(str(exc)), status)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from typing import NoReturn
+
 
 class T2ExpError(Exception):
     """Base class; ``__main__`` prints ``str(exc)`` on one line and exits non-zero."""
@@ -17,3 +20,9 @@ class DataError(T2ExpError):
 
 class RemoteError(T2ExpError):
     """A remote endpoint (embedding, generation, reranking) failed after bounded retries."""
+
+
+def exit_with(message: str, status: int = 2) -> NoReturn:
+    """End the process with the one line a user reads (``t2exp: error: ...``); callers redact first."""
+    print(f"t2exp: error: {' '.join(message.split())}", file=sys.stderr)
+    sys.exit(status)

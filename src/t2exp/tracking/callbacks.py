@@ -21,6 +21,8 @@ from typing import Any, cast
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from t2exp.errors import exit_with
+from t2exp.infra.remote import one_line
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking, redact_overrides, redact_text
 
 log = logging.getLogger(__name__)
@@ -36,16 +38,20 @@ class MLflowSweepCallback(Callback):
 
         tr = config.tracking
         self.uri = str(tr.uri)
-        exp_id = ensure_tracking(self.uri, str(tr.experiment), tr.get("artifact_location"))
-        client = MlflowClient(tracking_uri=self.uri)
         task = cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or []
         overrides = redact_text(" ".join(redact_overrides(task)))  # the same redaction as every child's tags
-        name = f"sweep {overrides}"[:250]
-        run = client.create_run(
-            exp_id,
-            run_name=name,
-            tags={"t2exp.sweep": "parent", "t2exp.sweep_dir": str(config.hydra.sweep.dir), "t2exp.overrides": overrides},
-        )
+        try:
+            exp_id = ensure_tracking(self.uri, str(tr.experiment), tr.get("artifact_location"))
+            run = MlflowClient(tracking_uri=self.uri).create_run(
+                exp_id,
+                run_name=f"sweep {overrides}"[:250],
+                tags={"t2exp.sweep": "parent", "t2exp.sweep_dir": str(config.hydra.sweep.dir), "t2exp.overrides": overrides},
+            )
+        except Exception as exc:
+            # Hydra turns a callback's exception into a warning and runs the sweep anyway, without
+            # its parent run (orphan children, no report): the sweep ends here, before any cell
+            exit_with(redact_text(f"tracking.uri={self.uri}: the sweep's parent run could not be created "
+                                  f"({type(exc).__name__}: {one_line(exc)}); check the tracking store and run the sweep again"))
         self.parent_id = run.info.run_id
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from t2exp.infra.cache import build_lock
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
 
 log = logging.getLogger(__name__)
@@ -123,14 +124,23 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) -> str:
-    """Set the tracking URI, create the DB/experiment if needed; returns the experiment id."""
+    """Set the tracking URI, create the store and the experiment if needed; returns the experiment id."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    if uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(tracking_uri=uri)
+    if uri.startswith("sqlite:///"):
+        # MLflow creates and migrates a new SQLite store on first use, and two processes doing it at
+        # once break each other (table already exists, duplicate column): the first use happens
+        # under a lock next to the store, once per process and store
+        db = Path(uri[len("sqlite:///") :])
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with build_lock(db.parent, f"{db.name}.init", timeout=600):
+            return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
+    return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
+
+
+def _ensure_experiment(client: Any, experiment: str, artifact_location: str | None) -> str:
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
         exp_id = str(exp.experiment_id)
