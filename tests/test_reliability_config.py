@@ -19,10 +19,11 @@ from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.redaction import install_log_redaction, is_secret_key, redact_overrides, redact_text
 from t2exp.pipeline import cell
 from t2exp.pipeline.experiment import cell_key
 from t2exp.pipeline.stop import Interrupted, StopRequest
-from t2exp.tracking.mlflow_run import flatten, install_log_redaction, is_secret_key, redact_overrides, redact_text
+from t2exp.tracking.mlflow_run import flatten
 
 register_resolvers()
 KEY_ENVS = ("OPENAI_API_KEY", "OPENAI_COMPAT_API_KEY", "CO_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "VLLM_API_KEY", "WEAVIATE_API_KEY")
@@ -237,6 +238,16 @@ def test_secret_overrides_move_to_the_environment():
                    "T2EXP_SECRET_HF_TOKEN": "abc123456789"}
 
 
+def test_a_url_with_a_password_moves_to_the_environment_too():
+    env: dict[str, str] = {}
+    out = move_secret_overrides(["generator.base_url=http://user:pw-123@llm:8000/v1", "generator.base_url=http://llm:8000/v1",
+                                 "tracking.uri=https://me:tok@mlflow.example/"], env)
+    assert out == ["generator.base_url=${oc.env:T2EXP_SECRET_GENERATOR_BASE_URL}", "generator.base_url=http://llm:8000/v1",
+                   "tracking.uri=${oc.env:T2EXP_SECRET_TRACKING_URI}"]
+    assert env == {"T2EXP_SECRET_GENERATOR_BASE_URL": "http://user:pw-123@llm:8000/v1",
+                   "T2EXP_SECRET_TRACKING_URI": "https://me:tok@mlflow.example/"}
+
+
 def test_a_swept_secret_is_refused_before_anything_is_written():
     """Issue 17, item 1: `generator.api_key=sk-A,sk-B` used to land in multirun.yaml, each cell's
     .hydra/ and the parent run's tags."""
@@ -277,6 +288,28 @@ def test_environment_secrets_are_redacted_from_text_and_logs(monkeypatch, caplog
     with caplog.at_level(logging.INFO):
         logging.getLogger("t2exp.test").info("calling with %s", "tok-0123456789-secret")
     assert "tok-0123456789" not in caplog.text and "calling with ***" in caplog.text
+
+
+def test_a_key_read_from_a_variable_of_any_name_is_redacted(monkeypatch):
+    """``generator.api_key_env=MY_LLM_CRED``: the name says nothing secret, the value is a key all
+    the same; a 401 that echoes the Authorization header is redacted too."""
+    from t2exp.generators.openai_compat import OpenAICompatGenerator
+
+    monkeypatch.setenv("MY_LLM_CRED", "cred-9f8e7d6c5b4a")
+    assert redact_text("key cred-9f8e7d6c5b4a") == "key cred-9f8e7d6c5b4a"  # not yet read by anything
+    OpenAICompatGenerator("g", "m", base_url="http://127.0.0.1:9/v1", api_key_env="MY_LLM_CRED")
+    assert redact_text("401: invalid key cred-9f8e7d6c5b4a") == "401: invalid key ***"
+    assert redact_text("{'Authorization': 'Bearer other-key-123'}") == "{'Authorization': 'Bearer ***'}"
+    assert redact_text("Bearer ***") == "Bearer ***"
+
+
+def test_the_password_of_a_url_is_redacted_wherever_it_is_written():
+    url = "http://user:s3cret-pw@llm.internal:8000/v1"
+    assert redact_text(f"connecting to {url}") == "connecting to http://user:***@llm.internal:8000/v1"
+    assert redact_overrides([f"generator.base_url={url}"]) == ["generator.base_url=http://user:***@llm.internal:8000/v1"]
+    assert flatten({"tracking": {"uri": "https://me:pw@mlflow.example/"}}) == {"tracking.uri": "https://me:***@mlflow.example/"}
+    for plain in ("http://llm.internal:8000/v1", "sqlite:////tmp/x/mlflow.db", "user@host", "a: b@c"):
+        assert redact_text(plain) == plain
 
 
 def test_cell_key_ignores_the_value_of_a_set_key():

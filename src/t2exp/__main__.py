@@ -30,8 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import ConfigError, T2ExpError, exit_with
 from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
-from t2exp.tracking.mlflow_run import install_log_redaction, is_secret_key, redact_text
 
 register_resolvers()
 log = logging.getLogger("t2exp")
@@ -74,8 +74,10 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
 # --- pre-flight -------------------------------------------------------------------------------------
 def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
-    """Replace ``key=VALUE`` overrides of secret-named keys by ``key=${oc.env:T2EXP_SECRET_KEY}``
-    and put VALUE into ``environ`` (default ``os.environ``; child processes inherit it)."""
+    """Replace ``key=VALUE`` overrides of secret-named keys, and of any key whose value is a URL
+    with a password (``generator.base_url=http://user:pw@host/v1``), by
+    ``key=${oc.env:T2EXP_SECRET_KEY}`` and put VALUE into ``environ`` (default ``os.environ``; child
+    processes inherit it): Hydra's files never hold it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     environ = os.environ if environ is None else environ
@@ -83,7 +85,8 @@ def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
     parser = None
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if arg.startswith("-") or not sep or not is_secret_key(key.lstrip("+~")) or value in ("", "null") or "${" in value:
+        secret = is_secret_key(key.lstrip("+~")) or has_url_password(value)
+        if arg.startswith("-") or not sep or not secret or value in ("", "null") or "${" in value:
             out.append(arg)
             continue
         parser = parser or OverridesParser.create()

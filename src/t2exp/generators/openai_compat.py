@@ -22,6 +22,7 @@ from t2exp.answering.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
+from t2exp.infra.redaction import register_secret
 from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, retry_after_seconds, with_retries
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class OpenAICompatGenerator:
         self.model_revision = model_revision
         self._fingerprint: str | None = None
         key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
+        register_secret(key)  # also read from a variable whose name says nothing (api_key_env=MY_LLM_CRED)
         if not key:
             if self.base_url is None:  # hosted API: a key is required
                 raise ConfigError(

@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.redaction import register_secret
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,12 @@ def import_client(module: str, provider: str, group: str = "embedder") -> Module
 
 def resolve_api_key(name: str, api_key: str | None, envs: Sequence[str], group: str = "embedder") -> str:
     if api_key:
+        register_secret(api_key)
         return api_key
     for env in envs:
         value = os.environ.get(env)
         if value:
+            register_secret(value)  # whatever the variable's name: its value is redacted everywhere
             return value
     raise ConfigError(f"{group}={name} needs an API key: set {' or '.join(envs)} (or {group}.api_key)")
 

@@ -26,21 +26,13 @@ from t2exp.evaluation.metrics import metric_label
 from t2exp.generators import Sampling
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
+from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.methods import build_method
 from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
-from t2exp.tracking.mlflow_run import (
-    PARENT_ENV,
-    Tracker,
-    env_secrets,
-    finished_run_for,
-    flatten,
-    mirror_into_sweep,
-    redact_overrides,
-    redact_text,
-)
+from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
 from t2exp.tracking.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")

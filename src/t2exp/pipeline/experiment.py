@@ -334,7 +334,7 @@ def prompts_fingerprint(directory: str | Path) -> str:
 
 def _mask_secrets(d: Any) -> Any:
     """A set API key does not change the cell (a rotated key resumes the same predictions)."""
-    from t2exp.tracking.mlflow_run import is_secret_key
+    from t2exp.infra.redaction import is_secret_key
 
     if isinstance(d, dict):
         return {k: ("***" if is_secret_key(str(k)) and v not in (None, "") else _mask_secrets(v)) for k, v in d.items()}

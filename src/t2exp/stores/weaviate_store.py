@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.redaction import register_secret
 from t2exp.methods.fusion import fuse
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class WeaviateStore:
         except ImportError as exc:
             raise ConfigError(f"store=weaviate needs weaviate-client: pip install 't2exp[weaviate]' ({exc})") from None
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        register_secret(key)
         auth = Auth.api_key(key) if key else None
         try:
             if self.connection == "local":

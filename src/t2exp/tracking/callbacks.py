@@ -22,8 +22,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import exit_with
+from t2exp.infra.redaction import redact_overrides, redact_text
 from t2exp.infra.remote import one_line
-from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking, redact_overrides, redact_text
+from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
 
 log = logging.getLogger(__name__)
 
