@@ -1,6 +1,10 @@
 """The MLflow run a cell logs to (t2exp.tracking.mlflow_run.Tracker), on a real SQLite store."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -94,3 +98,102 @@ def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert "tracking.uri=sqlite:///" in line and "parent run could not be created" in line and "Traceback" not in proc.stderr
     assert not (tmp_path / "cache" / "runs").exists()  # no cell ran
+
+
+def test_a_tracking_uri_of_no_store_kind_is_one_config_line():
+    from conftest import compose_cfg
+    from t2exp import config
+    from t2exp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"tracking.uri.*foo://bar.*sqlite:///PATH"):
+        config.check(compose_cfg("tracking.uri=foo://bar"))
+    for ok in ("http://127.0.0.1:5000", "sqlite:////tmp/x.db", "./mlruns", "postgresql+psycopg2://u@h/db"):
+        config.check(compose_cfg(f"tracking.uri={ok}"))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_no_server_at_the_tracking_uri_is_one_line_before_any_work(tmp_path):
+    from t2exp.errors import TrackingError
+
+    uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens: the check answers at once, no retries
+    with pytest.raises(TrackingError, match=r"tracking.uri=http://127\.0\.0\.1:\d+: no MLflow server answers.*mlflow server"):
+        Tracker(uri, "t2exp", None, "run", {})
+
+
+class _MlflowServer:
+    """A real ``mlflow server`` on a SQLite store, started and killed by the test."""
+
+    def __init__(self, tmp_path, port: int) -> None:
+        self.args = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                     "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                     "--default-artifact-root", str(tmp_path / "server_artifacts"), "--workers", "1"]
+        self.uri, self.log = f"http://127.0.0.1:{port}", tmp_path / "server.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> _MlflowServer:
+        import time
+        import urllib.request
+
+        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        end = time.monotonic() + 180
+        while True:  # waiting for a condition (the server answers), not for time to pass
+            try:
+                with urllib.request.urlopen(self.uri + "/health", timeout=2):
+                    return self
+            except OSError:
+                assert self.proc.poll() is None and time.monotonic() < end, self.log.read_text()[-2000:]
+                time.sleep(0.2)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path, monkeypatch):
+    """The server is killed once the run's predictions are written, before its metrics are
+    logged: the run ends with one line (not minutes of retries and tracebacks), the predictions
+    stay, and the same command once the server is back logs them without answering anything again."""
+    from conftest import cli
+    from t2exp.__main__ import main
+    from t2exp.pipeline import cell
+
+    server = _MlflowServer(tmp_path, _free_port()).start()
+    real = cell.run_experiment
+
+    def run_then_lose_the_server(components):
+        result = real(components)
+        server.kill()
+        return result
+
+    argv = ["rag_method=bm25", "generator=none", "dataset.limit=2", f"paths.cache={tmp_path / 'cache'}",
+            f"tracking.uri={server.uri}", f"hydra.run.dir={tmp_path / 'hydra'}"]
+    try:
+        monkeypatch.setattr(cell, "run_experiment", run_then_lose_the_server)
+        proc = cli(main, argv)
+        monkeypatch.setattr(cell, "run_experiment", real)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+        assert f"tracking.uri={server.uri}" in line and "predictions so far are kept in" in line, line
+        assert "Traceback" not in proc.stderr
+        kept = list((tmp_path / "cache" / "runs").glob("*/predictions.jsonl"))
+        assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 4  # 2 FinQA + 2 TAT-DQA
+        server.start()
+        again = cli(main, argv)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "resuming: 4 predictions already in" in again.stdout + again.stderr
+        from mlflow.tracking import MlflowClient
+
+        runs = MlflowClient(tracking_uri=server.uri).search_runs(
+            [MlflowClient(tracking_uri=server.uri).get_experiment_by_name("t2exp").experiment_id])
+        assert len(runs) == 2 and [r.info.status for r in runs].count("FINISHED") == 1  # the first's end could not be written
+    finally:
+        server.kill()

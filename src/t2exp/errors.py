@@ -18,6 +18,10 @@ class DataError(T2ExpError):
     pass
 
 
+class TrackingError(T2ExpError):
+    """The MLflow tracking store cannot be reached or written; the run's predictions are kept."""
+
+
 class RemoteError(T2ExpError):
     """A remote endpoint (embedding, generation, reranking) failed after bounded retries."""
 

@@ -162,6 +162,9 @@ class ProtocolConfig:
 DEFAULT_STORE = "mlruns/mlflow.db"
 
 
+TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")  # MLflow's stores
+
+
 @dataclass
 class TrackingConfig:
     uri: str = f"sqlite:///${{paths.work}}/{DEFAULT_STORE}"  # or http://HOST:5000 for a shared server
@@ -171,7 +174,10 @@ class TrackingConfig:
     trace_limit: int = 500
 
     def __post_init__(self) -> None:
-        require(bool(self.uri.strip()), "tracking.uri", self.uri, "sqlite:///PATH/mlflow.db, a directory or http://HOST:PORT")
+        allowed = "sqlite:///PATH/mlflow.db, a directory, http(s)://HOST:PORT or a database URL (postgresql, mysql, mssql)"
+        require(bool(self.uri.strip()), "tracking.uri", self.uri, allowed)
+        scheme = self.uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in self.uri else None
+        require(scheme is None or scheme in TRACKING_SCHEMES, "tracking.uri", self.uri, allowed)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from t2exp.answering.evidence import Evidence
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import GeneratorConfig, build
 from t2exp.data.loader import load_subsets, loader_args
-from t2exp.errors import ConfigError, T2ExpError
+from t2exp.errors import ConfigError, T2ExpError, TrackingError
 from t2exp.evaluation.metrics import metric_label
 from t2exp.generators import Sampling
 from t2exp.infra import progress
@@ -264,6 +264,9 @@ def _run_cell(
         )
         log.error("%s", exc.args[0])
         raise
+    except TrackingError as exc:  # the store failed: what the run made is on disk, a re-run logs it
+        raise TrackingError(f"{exc}; the predictions so far are kept in {components.run_dir}: "
+                            f"run the same command again to resume and log them") from None
     except T2ExpError as exc:
         tracker.set_tags({"t2exp.error": str(exc)})
         raise

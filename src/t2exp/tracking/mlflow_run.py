@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from t2exp.errors import TrackingError
 from t2exp.infra.cache import build_lock
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
+from t2exp.infra.remote import one_line
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,8 @@ def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) ->
     from mlflow.tracking import MlflowClient
 
     mlflow.set_tracking_uri(uri)
+    if uri.startswith(("http://", "https://")):
+        _check_server(uri)
     if uri.startswith("sqlite:///"):
         # MLflow creates and migrates a new SQLite store on first use, and two processes doing it at
         # once break each other (table already exists, duplicate column): the first use happens
@@ -44,6 +49,32 @@ def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) ->
         with build_lock(db.parent, f"{db.name}.init", timeout=600):
             return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
     return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
+
+
+# MLflow's REST client retries a failed request 7 times with a doubling backoff (minutes of silence
+# when the server is gone); a run retries a few times and then says so in one line. A value the user
+# set wins.
+HTTP_RETRY_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                       "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+HEALTH_TIMEOUT = 5.0
+
+
+def _check_server(uri: str) -> None:
+    """An MLflow server answers at ``uri`` (its ``/health``), checked before any work starts."""
+    import urllib.error
+    import urllib.request
+
+    for key, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HEALTH_TIMEOUT) as resp:
+            resp.read(64)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingError(
+            f"tracking.uri={uri}: no MLflow server answers ({one_line(reason, 120)}); start it "
+            f"(mlflow server --host HOST --port PORT) or set tracking.uri to a local store (sqlite:///PATH/mlflow.db)"
+        ) from None
 
 
 def _ensure_experiment(client: Any, experiment: str, artifact_location: str | None) -> str:
@@ -66,8 +97,34 @@ def _ensure_experiment(client: Any, experiment: str, artifact_location: str | No
     return exp_id
 
 
+_STORE_MODULES = ("mlflow", "requests", "urllib3", "sqlalchemy", "sqlite3")
+
+
+def _store_call(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A Tracker method whose failure in the store (a server gone, a full disk, a locked database)
+    becomes one ``TrackingError`` naming the URI and the run; after it the tracker writes nothing
+    more (the error paths' tags and the closing status are not attempted against a dead store)."""
+
+    @functools.wraps(method)
+    def call(self: Tracker, *args: Any, **kwargs: Any) -> Any:
+        if self.broken:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            if not (isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _STORE_MODULES):
+                raise
+            self.broken = True
+            raise TrackingError(f"tracking.uri={self.uri}: MLflow run {self.run_id} could not be written "
+                                f"({type(exc).__name__}: {one_line(exc, 160)})") from None
+
+    return call
+
+
 class Tracker:
     """One MLflow run. Child of ``$T2EXP_PARENT_RUN_ID`` when a sweep set it."""
+
+    broken = False  # a store call failed: nothing more is written
 
     def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str]) -> None:
         from mlflow.tracking import MlflowClient
@@ -95,6 +152,7 @@ class Tracker:
         tracker.experiment_id = tracker.client.get_run(run_id).info.experiment_id
         return tracker
 
+    @_store_call
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
@@ -103,6 +161,7 @@ class Tracker:
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
 
+    @_store_call
     def log_metrics(self, metrics: Mapping[str, float]) -> None:
         import time
 
@@ -114,13 +173,16 @@ class Tracker:
         for i in range(0, len(items), 500):
             self.client.log_batch(self.run_id, metrics=items[i : i + 500])
 
+    @_store_call
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         for k, v in tags.items():
             self.client.set_tag(self.run_id, k, redact_text(str(redact_value(k, v)))[:5000])
 
+    @_store_call
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
+    @_store_call
     def log_inputs(self, subsets: Any) -> None:
         """MLflow reads which datasets exist, then inserts the missing ones: two cells of a sweep
         logging the same subset at once can both insert it, and the second insert breaks the
@@ -136,12 +198,15 @@ class Tracker:
                 raise
             self.client.log_inputs(self.run_id, datasets=datasets)
 
+    @_store_call
     def log_table(self, data: Mapping[str, list[Any]], artifact_file: str) -> None:
         self.client.log_table(self.run_id, data=dict(data), artifact_file=artifact_file)
 
+    @_store_call
     def log_traces(self, rows: Any, k: int) -> int:
         return log_traces(self.client, self.experiment_id, self.run_id, rows, k)
 
+    @_store_call
     def finish(self, status: str = "FINISHED") -> None:
         if not self.closed:
             self.client.set_terminated(self.run_id, status=status)
