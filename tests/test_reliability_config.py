@@ -391,3 +391,16 @@ def test_cell_key_ignores_where_a_cell_runs_and_how_servers_are_reached():
     assert cell_key(base, "data-1") != cell_key(base, "data-2")  # other corpora or questions
     assert cell_key(base, "data-1") != cell_key({**base, "rag_method": {"name": "hybrid", "alpha": 0.3}}, "data-1")
     assert cell_key(base, "data-1") != cell_key({**base, "generator": {**base["generator"], "model": "other"}}, "data-1")
+
+
+def test_another_model_on_a_packaged_embedder_option_is_refused_unless_the_package_is_cleared():
+    """embedder=minilm loads the weights its package ships: embedder.model=X alone would have run
+    MiniLM under X's name (params, run name, cell key)."""
+    with pytest.raises(ConfigError) as e:
+        preflight(["embedder.model=BAAI/bge-small-en-v1.5", "generator=none"])
+    line = str(e.value)
+    assert line.startswith("embedder.model=BAAI/bge-small-en-v1.5 is invalid with embedder=minilm") and "embedder.package=null" in line
+    assert preflight(["embedder.model=BAAI/bge-small-en-v1.5", "embedder.package=null", "generator=none"]) == 1
+    assert preflight(["embedder=minilm", "generator=none"]) == 1  # the option as it is
+    with pytest.raises(ConfigError, match="embedder.model=intfloat/e5-small-v2 is invalid"):  # in a sweep cell too
+        preflight(["-m", "embedder=minilm,e5", "embedder.model=intfloat/e5-small-v2", "generator=none"])

@@ -207,8 +207,8 @@ def preflight(argv: list[str]) -> int:
             raise schema_error from None
         return 0  # anything else (an unknown option, a syntax error): Hydra reports it in its own words
     datasets: dict[str, dict[str, Any]] = {}
-    for cfg in cfgs:
-        config.check(cfg)
+    for cfg, job in zip(cfgs, jobs, strict=True):
+        config.check(cfg, job)
         kw = loader_args(cfg)
         datasets.setdefault(json.dumps(kw, sort_keys=True, default=str), kw)
     for kw in datasets.values():

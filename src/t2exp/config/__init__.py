@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from t2exp.config import components as c
-from t2exp.config.rules import check_rules
+from t2exp.config.rules import check_overrides, check_rules
 from t2exp.config.schema import Config
 from t2exp.errors import ConfigError
 
@@ -57,14 +57,16 @@ def register() -> None:
         register_schema(group, name, node)
 
 
-def check(cfg: DictConfig) -> Config:
+def check(cfg: DictConfig, overrides: list[str] | None = None) -> Config:
     """Build the typed config (runs every ``__post_init__`` check) and apply the cross-group
-    rules. Raises ``ConfigError``; returns the typed object."""
+    rules, and the rules on what the command line changed (``overrides``, when given). Raises
+    ``ConfigError``; returns the typed object."""
     plain = OmegaConf.masked_copy(cfg, [str(k) for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
     try:
         refuse_unknown_keys(plain)
         typed = OmegaConf.to_object(plain)
         check_rules(plain)
+        check_overrides(plain, overrides or [])
     except ConfigError:
         raise
     except OmegaConfBaseException as exc:

@@ -52,6 +52,20 @@ def check_untyped(group: str, node: Any, extra: tuple[str, ...] = ()) -> None:
             raise ConfigError(f"{group}.{key} is not a setting of {node._target_}; allowed: {', '.join(allowed)}")
 
 
+def check_overrides(cfg: DictConfig, overrides: list[str]) -> None:
+    """Rules on what the command line changed, where the composed values alone cannot tell."""
+    changed = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o and not o.startswith("-")}
+    emb = cfg.get("embedder")
+    if emb is not None and emb.get("package") and "embedder.model" in changed and "embedder.package" not in changed:
+        # the option's packaged weights would load whatever model says, and params, run name and
+        # cell key would name the other model
+        raise ConfigError(
+            f"embedder.model={emb.model} is invalid with embedder={emb.name}: that option loads the weights shipped in "
+            f"the package {emb.package}, whatever embedder.model says; allowed: add embedder.package=null to load "
+            f"{emb.model} (hub id or local path), or choose another embedder option"
+        )
+
+
 def check_rules(cfg: DictConfig) -> None:
     for group in ("rag_method", "embedder", "store", "reranker", "generator"):
         check_untyped(group, cfg.get(group), extra=("reranker",) if group == "rag_method" else ())

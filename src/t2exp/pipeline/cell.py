@@ -200,7 +200,7 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
 def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
     """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
     ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
-    config.check(cfg)
+    config.check(cfg, overrides)
     progress.quiet_libraries()
     stop = StopRequest()
     restore = _install_signal_handlers(stop)
