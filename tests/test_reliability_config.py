@@ -404,3 +404,18 @@ def test_another_model_on_a_packaged_embedder_option_is_refused_unless_the_packa
     assert preflight(["embedder=minilm", "generator=none"]) == 1  # the option as it is
     with pytest.raises(ConfigError, match="embedder.model=intfloat/e5-small-v2 is invalid"):  # in a sweep cell too
         preflight(["-m", "embedder=minilm,e5", "embedder.model=intfloat/e5-small-v2", "generator=none"])
+
+
+def test_plugin_options_a_missing_name_and_a_refused_target_are_readable_lines(tmp_path):
+    from t2exp.config.components import build
+
+    (tmp_path / "conf" / "rag_method").mkdir(parents=True)
+    (tmp_path / "conf" / "rag_method" / "noname.yaml").write_text("_target_: t2exp.methods.base.Base\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^rag_method.name is missing; allowed: the option's name"):
+        preflight([f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "rag_method=noname", "generator=none"])
+    marker = tmp_path / "ran"
+    with pytest.raises(ConfigError) as e:  # Hydra refuses it before any call: the whole reason, on one line
+        build({"_target_": "os.system", "command": f"touch {marker}"}, "rag_method")
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("rag_method: Target 'os.system' is blocklisted") and "cannot be authorized" in line
+    assert not marker.exists()

@@ -27,6 +27,7 @@ from t2exp.config.methods import RagMethodConfig as RagMethodConfig
 from t2exp.config.methods import RerankMethodConfig as RerankMethodConfig
 from t2exp.config.schema import SamplingConfig
 from t2exp.errors import ConfigError, T2ExpError
+from t2exp.infra.remote import one_line
 
 
 def target_class(target: str, key: str = "_target_") -> Any:
@@ -49,7 +50,7 @@ def build(cfg: Mapping[str, Any], label: str, **kwargs: Any) -> Any:
     except InstantiationException as exc:
         if isinstance(exc.__cause__, T2ExpError):
             raise exc.__cause__ from None
-        raise ConfigError(f"{label}: {str(exc).splitlines()[-1][:300]}") from None
+        raise ConfigError(f"{label}: {one_line(exc, 400)}") from None  # the whole message (Hydra's spans lines)
 
 
 def _templates(prefix: str, **templates: str) -> None:

@@ -68,7 +68,11 @@ def check_overrides(cfg: DictConfig, overrides: list[str]) -> None:
 
 def check_rules(cfg: DictConfig) -> None:
     for group in ("rag_method", "embedder", "store", "reranker", "generator"):
-        check_untyped(group, cfg.get(group), extra=("reranker",) if group == "rag_method" else ())
+        node = cfg.get(group)
+        if node is not None and "_target_" in node and "name" not in node:  # a plugin option without its name
+            raise ConfigError(f"{group}.name is missing; allowed: the option's name, set in its YAML (name: <option>): "
+                              f"run names, params, reports and the cell key use it")
+        check_untyped(group, node, extra=("reranker",) if group == "rag_method" else ())
     method = target_class(cfg.rag_method._target_, "rag_method._target_")
     name = cfg.rag_method.name
     k = int(cfg.k)
