@@ -141,3 +141,45 @@ def test_absorb_copies_only_the_entries_a_cache_lacks(tmp_path):
     assert mine.absorb(theirs) == 1
     assert mine.get_many(["k1", "k2", "k3"]) == {"k1": b"mine", "k2": b"two", "k3": b"three"}
     assert mine.absorb(theirs) == 0 and len(theirs) == 2
+
+
+def test_a_full_disk_is_said_as_such_and_the_cache_is_kept(tmp_path):
+    """SQLite's own disk-full (SQLITE_FULL, here made real by capping the file's pages): the line
+    says the disk is full and to run again; no advice to delete an intact cache."""
+    kv = KVCache(tmp_path / "llm.sqlite")
+    kv.put("a", b"kept")
+    conn = kv._conn()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count={pages}")
+    with pytest.raises(T2ExpError) as e:
+        kv.put("b", os.urandom(200_000))
+    line = str(e.value)
+    assert not isinstance(e.value, CorruptCacheError)
+    assert line.startswith(str(tmp_path / "llm.sqlite")) and "the disk is full" in line and "delete" not in line
+    conn.execute("PRAGMA max_page_count=1073741823")  # space is back
+    assert KVCache(tmp_path / "llm.sqlite").get("a") == b"kept"
+
+
+def test_file_system_faults_are_one_line_naming_the_path_and_the_fix():
+    import errno
+
+    from t2exp.errors import os_error_line
+
+    full = os_error_line(OSError(errno.ENOSPC, "No space left on device", "/data/cache/runs/x/predictions.jsonl"))
+    assert full == ("/data/cache/runs/x/predictions.jsonl: No space left on device; the disk is full: free space and run "
+                    "the same command again (it resumes; the cache is intact)")
+    assert "read-only" in os_error_line(OSError(errno.EROFS, "Read-only file system", "/ro/cache"))
+    assert os_error_line(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")).startswith("ConnectionRefusedError: ")
+
+
+def test_a_cache_path_that_is_a_file_is_one_line(tmp_path):
+    from conftest import cli
+    from t2exp.__main__ import main
+
+    (tmp_path / "cache").write_text("a file, not a directory")
+    proc = cli(main, ["generator=none", "dataset.limit=1", f"paths.cache={tmp_path / 'cache'}",
+                      f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}", f"hydra.run.dir={tmp_path / 'hydra'}"])
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert str(tmp_path / "cache") in line and "a file stands where a directory is expected" in line, line
+    assert "Traceback" not in proc.stderr

@@ -28,7 +28,7 @@ from typing import Any, NoReturn, cast
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.errors import ConfigError, T2ExpError, exit_with
+from t2exp.errors import ConfigError, T2ExpError, exit_with, os_error_line
 from t2exp.infra.paths import CONF_DIR, register_resolvers
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
@@ -57,6 +57,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
         result = run(cfg, overrides)
     except T2ExpError as exc:
         _fail(exc)
+    except OSError as exc:  # a full disk, a read-only or misplaced path: the path, the fault, the fix
+        exit_with(redact_text(os_error_line(exc)))
     except Interrupted as exc:
         msg = str(exc)
         if msg == exc.signal_name:  # not explained by app.run: it came before the MLflow run was opened

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import NoReturn
 
@@ -30,3 +31,24 @@ def exit_with(message: str, status: int = 2) -> NoReturn:
     """End the process with the one line a user reads (``t2exp: error: ...``); callers redact first."""
     print(f"t2exp: error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(status)
+
+
+# what a user does about a file-system fault; the work done so far is on disk either way
+_OS_FAULTS = {
+    errno.ENOSPC: "the disk is full: free space and run the same command again (it resumes; the cache is intact)",
+    errno.EDQUOT: "the disk quota is used up: free space and run the same command again (it resumes)",
+    errno.EROFS: "a read-only file system: point paths.work (or paths.cache) at a writable directory",
+    errno.EACCES: "no permission to write there: point paths.work (or paths.cache) at a directory you own",
+    errno.EPERM: "not permitted: point paths.work (or paths.cache) at a directory you own",
+    errno.ENOTDIR: "a file stands where a directory is expected: point the path at a directory",
+    errno.EEXIST: "a file stands where a directory is expected: point the path at a directory",
+    errno.EISDIR: "a directory stands where a file is expected",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """A file-system fault as the one line a user reads: the path, the fault, what to do."""
+    where = exc.filename if exc.filename is not None else type(exc).__name__
+    fault = exc.strerror or str(exc) or type(exc).__name__
+    advice = _OS_FAULTS.get(exc.errno or 0, "fix it and run the same command again (work already done is kept)")
+    return f"{where}: {fault}; {advice}"

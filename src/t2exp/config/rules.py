@@ -69,7 +69,7 @@ def check_overrides(cfg: DictConfig, overrides: list[str]) -> None:
 def check_rules(cfg: DictConfig) -> None:
     for group in ("rag_method", "embedder", "store", "reranker", "generator"):
         node = cfg.get(group)
-        if node is not None and "_target_" in node and "name" not in node:  # a plugin option without its name
+        if group != "store" and node is not None and "_target_" in node and "name" not in node:  # a plugin option without its name
             raise ConfigError(f"{group}.name is missing; allowed: the option's name, set in its YAML (name: <option>): "
                               f"run names, params, reports and the cell key use it")
         check_untyped(group, node, extra=("reranker",) if group == "rag_method" else ())

@@ -52,6 +52,15 @@ def content_key(*parts: object) -> str:
     return h.hexdigest()
 
 
+# SQLite faults that are not damage: the cache is intact and is kept
+_SQLITE_FAULTS = {
+    "SQLITE_FULL": "the disk is full: free space and run the same command again (it resumes; the cache is intact)",
+    "SQLITE_READONLY": "the cache is read-only here: point paths.cache at a writable directory",
+    "SQLITE_CANTOPEN": "it cannot be opened: point paths.cache at a writable directory",
+    "SQLITE_IOERR": "the disk failed a read or write: check it and run the same command again (the cache is kept)",
+}
+
+
 class KVCache:
     def __init__(self, path: str | Path, table: str = "kv") -> None:
         self.path = Path(path)
@@ -75,6 +84,9 @@ class KVCache:
         try:
             yield
         except sqlite3.DatabaseError as exc:
+            fault = _SQLITE_FAULTS.get("_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2]))  # SQLITE_IOERR_WRITE
+            if fault is not None:  # the file is fine: the disk or its permissions are not
+                raise T2ExpError(f"{self.path}: {exc}; {fault}") from None
             raise CorruptCacheError(
                 f"{self.path}: not a usable SQLite cache ({exc}); delete it (and its -wal/-shm files): it is a cache, "
                 "everything in it is recomputed"
