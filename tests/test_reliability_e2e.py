@@ -613,3 +613,53 @@ def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp
         assert len(srv.requests) == n_q  # the rest, each asked once
     finally:
         srv.close()
+
+
+@pytest.mark.slow
+def test_a_second_sigint_ends_the_run_at_once_with_the_answers_that_arrived(tmp_path, dirs):
+    """Ctrl-C, then Ctrl-C again while a request is still in flight: the process used to live until
+    the in-flight requests returned (the executor's threads are joined at exit) and to drop the
+    answers that arrived in between. Synchronised on events: two requests are in flight; after
+    the first SIGINT one is answered and written; the second SIGINT comes while the other is still
+    held by the server, and the process must end without it."""
+    cache, track = dirs
+    n_q, in_flight, first_answer, gate = 6, threading.Barrier(3), threading.Event(), threading.Event()
+    count = iter(range(1, 100))
+
+    def held(messages) -> str:
+        n = next(count)
+        if n <= 2:
+            in_flight.wait(120)
+            if n == 1:
+                assert first_answer.wait(300), "the test never let the first answer go"
+            else:
+                assert gate.wait(600), "the test never released the held request"
+        return short_reply(messages)
+
+    srv = FakeOpenAIServer(model=MODEL, reply=held).start()
+    try:
+        args = [*gen_args(srv.base_url, n_q), "generator.max_concurrency=2", "generator.batch_size=64"]
+        proc = subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            in_flight.wait(300)
+            proc.send_signal(signal.SIGINT)
+            _read_until(proc.stdout, "stopping after the requests in flight")
+            first_answer.set()  # it arrives during the grace: it must be kept
+            _wait_for_rows(cache, 1, proc)
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait(timeout=120)  # the other request is still held by the server
+            held_when_ended = not gate.is_set()
+            out = proc.stdout.read()
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
+        assert held_when_ended and rc == 128 + signal.SIGINT, out[-3000:]
+        kept = read_rows(prediction_file(cache))
+        assert len(kept) == 1 and len(srv.requests) == 2
+        proc2 = run_t2exp(gen_args(srv.base_url, n_q), cache, track)
+        assert proc2.returncode == 0, proc2.stderr[-3000:]
+        assert len(srv.requests) == 2 + (n_q - 1)  # the rest, the kept answer not asked again
+    finally:
+        srv.close()

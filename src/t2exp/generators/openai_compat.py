@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import Any, cast
 
 from t2exp.answering.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 from t2exp.errors import ConfigError
@@ -257,23 +257,48 @@ class OpenAICompatGenerator:
         if not prompts:
             return []
         stop = threading.Event()
-        workers = min(self.max_concurrency, len(prompts))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"t2exp-{self.name}") as pool:
-            futures: list[Future[Generation]] = [pool.submit(self._generate_one, p, sampling, stop, should_stop) for p in prompts]
-            try:
+        pending: queue.Queue[int] = queue.Queue()
+        for i in range(len(prompts)):
+            pending.put(i)
+        done: queue.Queue[tuple[int, Generation | None, BaseException | None]] = queue.Queue()
+
+        def work() -> None:
+            while True:
+                try:
+                    i = pending.get_nowait()
+                except queue.Empty:
+                    return
+                if stop.is_set():  # the run is ending: not sent
+                    done.put((i, None, Cancelled()))
+                    continue
+                try:
+                    done.put((i, self._generate_one(prompts[i], sampling, stop, should_stop), None))
+                except BaseException as exc:  # delivered to the caller's thread
+                    done.put((i, None, exc))
+
+        # daemon threads: a second Ctrl-C (or the end of the stop grace) ends the process at once,
+        # not when the requests in flight return (an executor's threads are joined at exit)
+        for n in range(min(self.max_concurrency, len(prompts))):
+            threading.Thread(target=work, name=f"t2exp-{self.name}-{n}", daemon=True).start()
+        out: list[Generation | None] = [None] * len(prompts)
+        failed: dict[int, BaseException] = {}
+        try:
+            for _ in prompts:
+                i, gen, exc = done.get()  # a signal's handler runs here (Interrupted on the second one)
+                if exc is not None:
+                    failed[i] = exc
+                    continue
+                out[i] = gen
                 if on_result is not None:
-                    index = {f: i for i, f in enumerate(futures)}
-                    for f in as_completed(futures):
-                        if f.exception() is None:
-                            on_result(index[f], f.result())
-                if any(not f.cancelled() and isinstance(f.exception(), Cancelled) for f in futures):
-                    raise Cancelled()  # after every answer in flight was delivered
-                return [f.result() for f in futures]
-            except BaseException:
-                stop.set()
-                for f in futures:
-                    f.cancel()
-                raise
+                    on_result(i, cast(Generation, gen))  # written as it arrives: a resume does not ask again
+        except BaseException:
+            stop.set()  # queued prompts are not sent; backoffs are cut short
+            raise
+        if any(isinstance(e, Cancelled) for e in failed.values()):
+            raise Cancelled()  # after every answer in flight was delivered
+        if failed:
+            raise failed[min(failed)]
+        return cast(list[Generation], out)
 
     def close(self) -> None:
         self._client.close()
