@@ -663,3 +663,76 @@ def test_a_second_sigint_ends_the_run_at_once_with_the_answers_that_arrived(tmp_
         assert len(srv.requests) == 2 + (n_q - 1)  # the rest, the kept answer not asked again
     finally:
         srv.close()
+
+
+def _session_pids(sid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_the_parent(tmp_path, dirs):
+    """hydra/launcher=local_parallel, SIGTERM to the launching process only (``kill PID``): it used
+    to end in half a second while its loky workers finished their cells and the parent run stayed
+    RUNNING. Synchronised on events: both cells have a request held by the server when the
+    signal is sent; the launcher passes it on, the cells stop after their requests in flight, and
+    no process of the sweep outlives it."""
+    cache, track = dirs
+    in_flight, gate = threading.Barrier(3), threading.Event()
+    count = iter(range(1, 1000))
+
+    def held(messages) -> str:
+        if next(count) <= 2:
+            in_flight.wait(300)  # one request of each cell in flight at once
+            assert gate.wait(600), "the test never released the held requests"
+        return short_reply(messages)
+
+    srv = FakeOpenAIServer(model=MODEL, reply=held).start()
+    try:
+        from t2exp.tracking.mlflow_run import ensure_tracking
+
+        ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
+        args = ["-m", *gen_args(srv.base_url, 4), "generator.sampling.seed=0,1", "hydra/launcher=local_parallel"]
+        proc = subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            in_flight.wait(600)
+            proc.send_signal(signal.SIGTERM)  # the launcher alone, not its group
+            # the workers, not loky's resource tracker; bounded: without the fix the launcher is gone
+            # and its orphaned workers still hold the pipe open, so a plain read would never end
+            said: list[str] = []
+            reader = threading.Thread(target=lambda: said.append(_read_until(proc.stdout, "passed on to the 2 cell processes")),
+                                      daemon=True)
+            reader.start()
+            reader.join(300)
+            assert said, f"the launcher did not pass the signal on (exit {proc.poll()})"
+            gate.set()
+            out = proc.stdout.read()
+            rc = proc.wait(timeout=300)
+            end = time.monotonic() + 120
+            while _session_pids(proc.pid) and time.monotonic() < end:
+                time.sleep(0.1)  # waiting for a condition (the workers gone), not for time to pass
+            left = _session_pids(proc.pid)
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
+            for pid in _session_pids(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+        assert rc != 0 and left == [], (rc, left, out[-3000:])
+        client, runs = mlflow_runs(track)
+        statuses = {r.data.tags.get("t2exp.sweep", "child"): [] for r in runs}
+        for r in runs:
+            statuses[r.data.tags.get("t2exp.sweep", "child")].append(r.info.status)
+        assert statuses["parent"] == ["KILLED"] and sorted(statuses["child"]) == ["KILLED", "KILLED"], statuses
+        files = sorted(cache.glob("runs/*/predictions.jsonl"))
+        assert len(files) == 2 and all(len(read_rows(f)) == 1 for f in files)  # each cell's answer in flight was written
+    finally:
+        srv.close()

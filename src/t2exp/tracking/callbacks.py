@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+from pathlib import Path
 from typing import Any, cast
 
 from hydra.experimental.callback import Callback
@@ -56,6 +57,8 @@ class MLflowSweepCallback(Callback):
         self.parent_id = run.info.run_id
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)
+        if "joblib" in str(config.hydra.launcher.get("_target_", "")):
+            _forward_signals_to_workers()
         log.info("MLflow parent run %s for sweep: %s", self.parent_id, overrides)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -97,6 +100,8 @@ class MLflowSweepCallback(Callback):
             log.warning("sweep report not made: %s", exc)
 
     def _close_if_running(self) -> None:
+        """At exit: a parent still RUNNING (a job raised, a signal ended the sweep) becomes
+        KILLED when a signal ended it, else FAILED."""
         if self.parent_id is None:
             return
         try:
@@ -104,6 +109,78 @@ class MLflowSweepCallback(Callback):
 
             client = MlflowClient(tracking_uri=self.uri)
             if client.get_run(self.parent_id).info.status == "RUNNING":
-                client.set_terminated(self.parent_id, status="FAILED")
+                client.set_terminated(self.parent_id, status="KILLED" if _forwarded else "FAILED")
         except Exception:  # best effort at interpreter exit
             pass
+
+
+_forwarded: list[str] = []  # the signals the launching process passed on to its cell processes
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux ``/proc``; psutil elsewhere when it is installed)."""
+    kids: list[int] = []
+    tasks = Path(f"/proc/{pid}/task")
+    if tasks.is_dir():
+        for task in tasks.iterdir():
+            try:
+                kids += [int(x) for x in (task / "children").read_text().split()]
+            except OSError:  # a thread that ended meanwhile
+                continue
+        return kids
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - not Linux and no psutil: nothing to forward to
+        return []
+    return [c.pid for c in psutil.Process(pid).children()]
+
+
+def _forward_signals_to_workers() -> None:
+    """hydra/launcher=local_parallel: SIGTERM or SIGINT sent to the launching process alone (``kill
+    PID``, ``docker stop``) is passed on to its cell processes, which stop as a run does (the
+    requests in flight finish and are written, the child run is KILLED; a second signal stops them
+    at once); the sweep then ends and its parent run is closed as KILLED. Ctrl-C in a terminal
+    reaches every process of the group already: passed on, it is the cells' second signal."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def forward(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        _forwarded.append(name)
+        if signum == signal.SIGINT and _keyboard_reaches_the_group():
+            return  # a terminal's Ctrl-C went to the cells too: passed on, it would be their second
+        kids = [pid for pid in child_pids(os.getpid()) if not _is_resource_tracker(pid)]
+        for pid in kids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        log.warning("%s: passed on to the %d cell processes; the sweep ends when they have stopped", name, len(kids))
+
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, forward)
+
+
+def _keyboard_reaches_the_group() -> bool:
+    """This process's group is the foreground of its terminal: a Ctrl-C there signals every cell."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:  # no controlling terminal (a batch job, a service, a test)
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _is_resource_tracker(pid: int) -> bool:
+    """loky's resource tracker (a child of the launcher that runs no cell): left to loky."""
+    try:
+        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
