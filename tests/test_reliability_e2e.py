@@ -573,6 +573,14 @@ def test_a_moved_cache_and_another_server_resume_the_finished_cell(tmp_path):
     assert "already FINISHED" in proc.stdout + proc.stderr
 
 
+def _popen_two_in_flight(base_url: str, n_q: int, cache: Path, track: Path) -> subprocess.Popen:
+    """The run of the signal tests: two requests at a time, a long stop grace, stdout and stderr
+    merged (Hydra's job log is on stdout) for reading the lines the run says."""
+    args = [*gen_args(base_url, n_q), "generator.max_concurrency=2", "generator.batch_size=64"]
+    return subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 @pytest.mark.slow
 def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp_path, dirs):
     """Issue 17, item 5: with max_concurrency=2 the generator used to send the queued requests after
@@ -590,9 +598,7 @@ def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp
 
     srv = FakeOpenAIServer(model=MODEL, reply=held).start()
     try:
-        args = [*gen_args(srv.base_url, n_q), "generator.max_concurrency=2", "generator.batch_size=64"]
-        proc = subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = _popen_two_in_flight(srv.base_url, n_q, cache, track)
         try:
             in_flight.wait(300)
             proc.send_signal(signal.SIGTERM)
@@ -638,9 +644,7 @@ def test_a_second_sigint_ends_the_run_at_once_with_the_answers_that_arrived(tmp_
 
     srv = FakeOpenAIServer(model=MODEL, reply=held).start()
     try:
-        args = [*gen_args(srv.base_url, n_q), "generator.max_concurrency=2", "generator.batch_size=64"]
-        proc = subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = _popen_two_in_flight(srv.base_url, n_q, cache, track)
         try:
             in_flight.wait(300)
             proc.send_signal(signal.SIGINT)
