@@ -183,3 +183,60 @@ def test_a_cache_path_that_is_a_file_is_one_line(tmp_path):
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert str(tmp_path / "cache") in line and "a file stands where a directory is expected" in line, line
     assert "Traceback" not in proc.stderr
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 1 MiB tmpfs the test mounts itself (root only: skipped elsewhere, with the reason)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.strip()[:200]}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(directory, leave: int = 0) -> None:
+    """Take every free byte of ``directory``'s file system but ``leave``."""
+    free = os.statvfs(directory).f_bavail * os.statvfs(directory).f_frsize
+    with open(directory / "ballast", "wb") as f:
+        try:
+            f.write(b"\0" * max(0, free - leave))
+        except OSError:
+            pass
+
+
+def _run_app(tmp_path, *extra: str, cache=None):
+    from conftest import cli
+    from t2exp.__main__ import main
+
+    return cli(main, ["rag_method=bm25", "generator=none", "dataset.limit=2", f"paths.cache={cache or tmp_path / 'cache'}",
+                      f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}", f"hydra.run.dir={tmp_path / 'hydra'}", *extra])
+
+
+def test_a_full_artifact_disk_is_one_line_and_the_rerun_logs_what_was_kept(tmp_path, small_tmpfs):
+    artifacts = small_tmpfs / "artifacts"
+    _fill(small_tmpfs)
+    proc = _run_app(tmp_path, f"tracking.artifact_location={artifacts}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert "No space left on device" in line and "Traceback" not in proc.stderr, line
+    assert len(list((tmp_path / "cache" / "runs").glob("*/predictions.jsonl"))) == 1  # the work is kept
+    (small_tmpfs / "ballast").unlink()  # space is back
+    again = _run_app(tmp_path, f"tracking.artifact_location={artifacts}")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming: 4 predictions already in" in again.stdout + again.stderr
+
+
+def test_a_read_only_cache_is_one_line_naming_it(tmp_path, small_tmpfs):
+    cache = small_tmpfs / "cache"
+    warm = _run_app(tmp_path, cache=cache)
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    proc = _run_app(tmp_path, "k=5", cache=cache)  # another cell: it must write
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert str(cache) in line and ("read-only" in line or "Read-only" in line) and "Traceback" not in proc.stderr, line
