@@ -240,3 +240,23 @@ def test_a_read_only_cache_is_one_line_naming_it(tmp_path, small_tmpfs):
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert str(cache) in line and ("read-only" in line or "Read-only" in line) and "Traceback" not in proc.stderr, line
+
+
+def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path, small_tmpfs, monkeypatch):
+    """The MLflow store's disk fills while the run works (the test fills it once the predictions
+    are written): one line naming tracking.uri and where the predictions are, no traceback."""
+    from t2exp.pipeline import cell
+
+    real = cell.run_experiment
+
+    def run_then_fill(components):
+        result = real(components)
+        _fill(small_tmpfs)
+        return result
+
+    monkeypatch.setattr(cell, "run_experiment", run_then_fill)
+    proc = _run_app(tmp_path, f"tracking.uri=sqlite:///{small_tmpfs / 'mlflow.db'}", f"tracking.artifact_location={tmp_path / 'art'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert f"tracking.uri=sqlite:///{small_tmpfs / 'mlflow.db'}" in line and "predictions so far are kept in" in line, line
+    assert "Traceback" not in proc.stderr

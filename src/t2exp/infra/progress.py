@@ -95,6 +95,9 @@ def quiet_libraries() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # logs a store failure with its traceback before raising it; the run reports it in one line
+    # (tracking.mlflow_run: TrackingError)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     try:
         from transformers.utils import logging as hf_logging
 

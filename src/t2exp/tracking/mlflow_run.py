@@ -129,18 +129,22 @@ class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str]) -> None:
         from mlflow.tracking import MlflowClient
 
-        self.uri = uri
+        self.uri, self.run_id = uri, "(not created)"
         self.client = MlflowClient(tracking_uri=uri)
-        self.experiment_id = ensure_tracking(uri, experiment, artifact_location)
         tags = {k: redact_text(str(redact_value(k, v))) for k, v in tags.items()}
         parent = os.environ.get(PARENT_ENV)
         if parent:
             tags["mlflow.parentRunId"] = parent
         tags["mlflow.runName"] = run_name
         tags = {**code_version(), **tags}
+        self._open(experiment, artifact_location, tags, run_name)
+        self.closed = False
+
+    @_store_call
+    def _open(self, experiment: str, artifact_location: str | None, tags: dict[str, str], run_name: str) -> None:
+        self.experiment_id = ensure_tracking(self.uri, experiment, artifact_location)
         self.run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
         self.run_id = self.run.info.run_id
-        self.closed = False
 
     @classmethod
     def attach(cls, uri: str, run_id: str) -> Tracker:
