@@ -34,7 +34,7 @@ def exit_with(message: str, status: int = 2) -> NoReturn:
 
 
 # what a user does about a file-system fault; the work done so far is on disk either way
-_OS_FAULTS = {
+OS_FAULTS = {
     errno.ENOSPC: "the disk is full: free space and run the same command again (it resumes; the cache is intact)",
     errno.EDQUOT: "the disk quota is used up: free space and run the same command again (it resumes)",
     errno.EROFS: "a read-only file system: point paths.work (or paths.cache) at a writable directory",
@@ -50,5 +50,5 @@ def os_error_line(exc: OSError) -> str:
     """A file-system fault as the one line a user reads: the path, the fault, what to do."""
     where = exc.filename if exc.filename is not None else type(exc).__name__
     fault = exc.strerror or str(exc) or type(exc).__name__
-    advice = _OS_FAULTS.get(exc.errno or 0, "fix it and run the same command again (work already done is kept)")
+    advice = OS_FAULTS.get(exc.errno or 0, "fix it and run the same command again (work already done is kept)")
     return f"{where}: {fault}; {advice}"

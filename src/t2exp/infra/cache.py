@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from t2exp.errors import T2ExpError
+from t2exp.errors import OS_FAULTS, T2ExpError
 
 
 class CorruptCacheError(T2ExpError):
@@ -54,7 +55,7 @@ def content_key(*parts: object) -> str:
 
 # SQLite faults that are not damage: the cache is intact and is kept
 _SQLITE_FAULTS = {
-    "SQLITE_FULL": "the disk is full: free space and run the same command again (it resumes; the cache is intact)",
+    "SQLITE_FULL": OS_FAULTS[errno.ENOSPC],
     "SQLITE_READONLY": "the cache is read-only here: point paths.cache at a writable directory",
     "SQLITE_CANTOPEN": "it cannot be opened: point paths.cache at a writable directory",
     "SQLITE_IOERR": "the disk failed a read or write: check it and run the same command again (the cache is kept)",

@@ -45,8 +45,8 @@ def redact_value(key: str, value: Any) -> Any:
         return value
     if is_secret_key(key):
         return REDACTED
-    if isinstance(value, str):
-        return redact_text(value)
+    if isinstance(value, str):  # the secret values themselves are replaced where the text is written (redact_text)
+        return _patterns(value)
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -40,15 +41,16 @@ def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) ->
     mlflow.set_tracking_uri(uri)
     if uri.startswith(("http://", "https://")):
         _check_server(uri)
+    first_use: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if uri.startswith("sqlite:///"):
         # MLflow creates and migrates a new SQLite store on first use, and two processes doing it at
         # once break each other (table already exists, duplicate column): the first use happens
         # under a lock next to the store, once per process and store
         db = Path(uri[len("sqlite:///") :])
         db.parent.mkdir(parents=True, exist_ok=True)
-        with build_lock(db.parent, f"{db.name}.init", timeout=600):
-            return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
-    return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
+        first_use = build_lock(db.parent, f"{db.name}.init", timeout=600)
+    with first_use:
+        return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
 
 
 # MLflow's REST client retries a failed request 7 times with a doubling backoff (minutes of silence
