@@ -82,7 +82,7 @@ def instantiate(node: Any) -> Any:
     from hydra.utils import instantiate as hydra_instantiate
     from omegaconf import OmegaConf
 
-    from t2exp.pipeline.cell import GENERATOR_RUN_KEYS
+    from t2exp.pipeline.build import GENERATOR_RUN_KEYS
 
     if node is None:
         return None

@@ -25,7 +25,7 @@ takes in the answers of every other recipe's (content-keyed: the same model, sam
 so a re-run only computes recipes or questions it has not seen, and an end-to-end run asks the
 model only where its prompt differs from the oracle's (the retriever ranked another document
 first). Seconds per answer are the model's when it made the answer. Paired differences against the first recipe use the evaluator's paired
-bootstrap (:mod:`t2exp.evaluation.compare`). Ends with one ``RATIO answers: ...`` line.
+bootstrap (:mod:`t2exp.evaluation.paired`). Ends with one ``RATIO answers: ...`` line.
 """
 
 from __future__ import annotations
@@ -148,9 +148,9 @@ def main() -> None:
     ap.add_argument("--extra", nargs="*", default=[], help="overrides added to every recipe, e.g. generator.threads=1")
     ap.add_argument("--work", type=Path, default=SHARED_CACHE / "bench-answers", help="working directories and the LLM cache")
     args = ap.parse_args()
-    from t2exp.evaluation.compare import compare_values
     from t2exp.evaluation.diagnosis import breakdown
     from t2exp.evaluation.metrics import aggregate
+    from t2exp.evaluation.paired import compare_values
 
     names = [r.strip() for r in args.recipes.split(",") if r.strip()]
     unknown = [r for r in names if r not in RECIPES]

@@ -3,7 +3,7 @@ float32 and in bfloat16 on this CPU, and what ``generator.dtype=auto`` picks her
 
     python benchmarks/dtype.py                       # the default generator (1.5B), 1,900-token prompt
     python benchmarks/dtype.py --generator qwen_coder_0_5b --tokens 1200
-    python benchmarks/dtype.py --quick               # 0.5B, 256 tokens, 4 new tokens (the test suite)
+    python benchmarks/dtype.py --quick               # 0.5B, 64 tokens, 2 new tokens (the test suite)
 
 The prompt is random token ids of ``--tokens`` length (the focused evidence of the main job is
 ~1,900 tokens, an oracle document ~1,200); decode is timed over ``--new`` greedy one-token steps
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     if args.quick:
-        args.generator, args.tokens, args.new = args.generator or "qwen_coder_0_5b", 256, 4
+        args.generator, args.tokens, args.new = args.generator or "qwen_coder_0_5b", 64, 2
     import torch
     from transformers import AutoModelForCausalLM
 

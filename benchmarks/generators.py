@@ -74,20 +74,20 @@ def release(backend: str, inner) -> None:
 
 
 def measure(backend: str, args, tmp: Path) -> dict:
-    from t2exp.pipeline.cell import build_components
+    from t2exp.pipeline.build import build_components
     from t2exp.pipeline.experiment import run_experiment
 
     cache = tmp / backend
     base = build_components(C.compose(overrides(backend, args, cache)))
-    inner = base.generator
+    inner = base.parts.generator
     t0 = time.perf_counter()
     load(backend, inner)
     load_s = time.perf_counter() - t0
-    n = sum(len(s.questions) for s in base.subsets)
+    n = sum(len(s.questions) for s in base.parts.subsets)
 
     def once(run_dir: Path) -> dict:
         t0 = time.perf_counter()
-        res = run_experiment(dataclasses.replace(base, run_dir=run_dir))
+        res = run_experiment(dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir)))
         s = time.perf_counter() - t0
         return {"s": s, "calls": res.metrics.get("llm_calls", 0.0), "prompt_tokens": res.metrics.get("prompt_tokens", 0.0),
                 "nm": res.metrics.get("avg/nm", float("nan"))}

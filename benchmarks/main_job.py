@@ -7,7 +7,7 @@ it), in one run.
 
     python benchmarks/main_job.py                 # the default 12 questions (dataset.limit=6)
     python benchmarks/main_job.py --limit 20 --seed 1 --keep-models   # other questions; reuse the converted model
-    python benchmarks/main_job.py --quick         # 1 FinQA question, 32 new tokens: the test suite
+    python benchmarks/main_job.py --quick         # the 0.5B generator, 1 FinQA question (seed 12), 32 new tokens: the test suite
 
 Every run is a real ``python -m t2exp`` subprocess in its own empty directory (outputs, caches and
 MLflow store under it); ``--keep-models`` points ``paths.models`` at the checkout's converted model
@@ -57,7 +57,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="questions per subset (default: the main job's dataset.limit)")
     ap.add_argument("--seed", type=int, default=None, help="the question sample's seed (default: the main job's)")
     ap.add_argument("--keep-models", action="store_true", help="reuse the checkout's converted generator (no conversion)")
-    ap.add_argument("--quick", action="store_true", help="1 FinQA question, answers of at most 32 tokens, models reused")
+    ap.add_argument("--quick", action="store_true",
+                    help="the 0.5B generator, 1 FinQA question, answers of at most 32 tokens, models reused")
     ap.add_argument(
         "--no-before",
         dest="before",
@@ -67,8 +68,12 @@ def main() -> None:
     args = ap.parse_args()
     extra = []
     if args.quick:  # that the script works, not its figures: the least generation that runs every config
+        # (the 0.5B generator: the 1.5B's prefill of one whole document is two minutes on one core)
         args.limit, args.keep_models = 1, True
-        extra += ["dataset.subsets=[FinQA]", "generator.sampling.max_tokens=32"]
+        # seed 12 samples a question whose document is short (2,099 characters; seed 0's is 7,181) but
+        # longer than its focused evidence: the same checks, measured 163 s -> 116 s on 2 cores
+        args.seed = 12 if args.seed is None else args.seed
+        extra += ["dataset.subsets=[FinQA]", "generator=qwen_coder_0_5b", "generator.sampling.max_tokens=32"]
     if args.limit is not None:
         extra.append(f"dataset.limit={args.limit}")
     if args.seed is not None:

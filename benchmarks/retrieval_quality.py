@@ -136,7 +136,7 @@ def score(ranked: list[list[str]], gold: list[str], k: int) -> dict[str, float]:
 
 def ours(subset, emb, cache_dir: Path, k: int, depth: int, reranker: bool = True,
          protocol: Sequence[str] = ()) -> dict[str, tuple[list[list[str]], float]]:
-    from t2exp.methods import build_method
+    from t2exp.pipeline.build import build_method
 
     out: dict[str, tuple[list[list[str]], float]] = {}
     qs = subset.questions

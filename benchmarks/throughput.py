@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from t2exp.data.loader import load_subsets
     from t2exp.embedders.cached import CachedEmbedder
+    from t2exp.index.fusion import fuse
     from t2exp.infra.cache import KVCache
     from t2exp.methods.base import Base
-    from t2exp.methods.fusion import fuse
     from t2exp.methods.hybrid import Hybrid
 
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=C.DEFAULT_DATA, limit=args.questions,
@@ -214,21 +214,21 @@ def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
     """``run_experiment`` on the components ``python -m t2exp`` would build (``app.build_components``):
     default config (hybrid, offline generator), ``dataset.limit`` questions per subset, the cache
     directory of part 1 (embeddings and indexes warm, LLM cache empty at first)."""
-    from t2exp.pipeline.cell import build_components
+    from t2exp.pipeline.build import build_components
     from t2exp.pipeline.experiment import run_experiment
 
     cfg = C.compose([f"k={args.k}", f"dataset.limit={args.generate}", f"paths.cache={cache}",
                      f"paths.models={C.SHARED_CACHE / 'models'}"]
                     + ([f"dataset.corpus_size={args.corpus_size}"] if args.corpus_size else []))
     base = build_components(cfg)
-    base.embedder = raw  # the same embedder config, model already loaded
+    base.parts.embedder = raw  # the same embedder config, model already loaded
     t0 = time.perf_counter()
-    base.generator._model  # noqa: B018 - load (and, the first time ever, convert) the model outside the timing
+    base.parts.generator._model  # noqa: B018 - load (and, the first time ever, convert) the model outside the timing
     load_s = time.perf_counter() - t0
-    n = sum(len(s.questions) for s in base.subsets)
+    n = sum(len(s.questions) for s in base.parts.subsets)
 
     def once(run_dir: Path) -> dict:
-        comp = dataclasses.replace(base, run_dir=run_dir)
+        comp = dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir))
         t0 = time.perf_counter()
         res = run_experiment(comp)
         return {"s": time.perf_counter() - t0, "calls": res.metrics.get("llm_calls", 0.0),

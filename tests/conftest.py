@@ -18,13 +18,60 @@ if _WORKERS > 1:
         os.environ.setdefault(_var, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# ranx (the metric and fusion oracle of test_oracles.py) is numba code compiled on first use: 90 s of
+# a fresh venv's test time for a few dozen synthetic queries. Interpreted, it is the same code; t2exp
+# itself uses no numba. Read when numba is imported, so it is set here, before any test module.
+os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 
 @pytest.fixture(scope="session")
-def shared_cache(tmp_path_factory) -> Path:
-    """One cache for the whole test session (embeddings, indices, LLM calls); models are shared
-    with the project's own cache so the offline generator is converted at most once."""
-    return tmp_path_factory.mktemp("cache")
+def corpus_embeddings(tmp_path_factory) -> Path:
+    """The default embedder's (MiniLM's) vectors of both bundled corpora, as the embedding cache
+    of a real retrieval run holds them (``embeddings.sqlite``): made once per test session, by the
+    first xdist worker that asks (the other waits on a lock), and copied into the caches of the
+    tests that index the full corpora but are not about embedding them (~70 s a copy saves here)."""
+    import shutil
+    import sqlite3
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common folder
+    target = shared / "corpus_embeddings.sqlite"
+    with FileLock(str(shared / "corpus_embeddings.lock")):
+        if not target.exists():
+            work = shared / "corpus_embeddings_run"
+            run_app(["rag_method=base", "generator=none", "dataset.limit=1"], work / "cache", work / "track")
+            partial = target.with_suffix(".partial")
+            with sqlite3.connect(work / "cache" / "embeddings.sqlite") as src, sqlite3.connect(partial) as dst:
+                src.backup(dst)  # a consistent copy, whatever the run's connection left in its WAL
+            partial.rename(target)
+            shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def warm(cache: Path, embeddings: Path) -> Path:
+    """``cache`` (a t2exp ``paths.cache``) holding ``embeddings`` as its embedding cache: every
+    corpus vector found, nothing else (indices, runs, LLM answers) there yet."""
+    import shutil
+
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(embeddings, cache / "embeddings.sqlite")
+    return cache
+
+
+@pytest.fixture
+def warm_cache(tmp_path, corpus_embeddings) -> Path:
+    """A test's own empty cache, but with both corpora's MiniLM vectors (``corpus_embeddings``)."""
+    return warm(tmp_path / "cache", corpus_embeddings)
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory, corpus_embeddings) -> Path:
+    """One cache for the whole test session (embeddings, indices, LLM calls), starting with the
+    corpora's MiniLM vectors; models are shared with the project's own cache so the offline
+    generator is converted at most once."""
+    return warm(tmp_path_factory.mktemp("cache"), corpus_embeddings)
 
 
 _MLFLOW_TEMPLATE: list[Path] = []  # one migrated MLflow store per test session (seed_tracking)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from t2exp.answering.answer_choice import choose, evidence_numbers, is_grounded
-from t2exp.answering.safe_eval import program_literals
+from t2exp.answering.safe_exec import program_literals
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
 

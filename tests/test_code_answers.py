@@ -6,7 +6,8 @@ import pytest
 
 from t2exp.answering.answer_choice import choose
 from t2exp.answering.answers import MODE_STOPS, MODES, parse_answer
-from t2exp.answering.safe_eval import UnsafeProgram, program_literals, safe_exec
+from t2exp.answering.safe_eval import UnsafeProgram
+from t2exp.answering.safe_exec import program_literals, safe_exec
 
 REPLY = """```python
 # from the table (in millions)
@@ -169,14 +170,14 @@ def test_a_comprehension_in_a_condition_is_refused_not_run():
 
 def test_a_long_program_is_refused_before_the_name_repair():
     """The repair of non-identifier names is quadratic; a source over the bound is refused first."""
-    from t2exp.answering import safe_eval
+    from t2exp.answering import safe_exec as module
 
     calls = []
-    real = safe_eval._repair_names
-    safe_eval._repair_names = lambda s: calls.append(1) or real(s)
+    real = module._repair_names
+    module._repair_names = lambda s: calls.append(1) or real(s)
     try:
         with pytest.raises(UnsafeProgram, match="too long"):
             safe_exec("total purchase consideration = 5\n" * 10_000)
     finally:
-        safe_eval._repair_names = real
+        module._repair_names = real
     assert calls == []

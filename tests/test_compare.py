@@ -1,4 +1,4 @@
-"""Paired statistics (hand-made vectors with known answers) and ``python -m t2exp.compare`` on real runs."""
+"""Paired statistics (hand-made vectors with known answers) and ``t2exp compare`` on real runs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import cli, mlflow_runs, run_app
-from t2exp.evaluation.compare import compare, pair_predictions
 from t2exp.evaluation.metrics import question_value
+from t2exp.evaluation.paired import compare, pair_predictions
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
 
 # --- stats ------------------------------------------------------------------------------------
@@ -123,9 +123,9 @@ def test_pairing_counts_dropped_questions():
 
 
 def _compare_cli(*args: str) -> subprocess.CompletedProcess:
-    from t2exp.evaluation.compare import main
+    from t2exp.cli.compare import main
 
-    return cli(main, list(args), prog="t2exp.compare")
+    return cli(main, list(args), prog="t2exp compare")
 
 
 @pytest.mark.slow
@@ -177,20 +177,20 @@ def test_compare_cli_on_two_real_runs(shared_cache, tmp_path):
 
 
 def test_malformed_predictions_file_is_one_line_naming_file_and_line(tmp_path, capsys):
-    from t2exp.evaluation.compare import main
+    from t2exp.cli.compare import main
 
     good, bad = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     good.write_text(json.dumps(_row("1", nm=1.0)) + "\n")
     bad.write_text(json.dumps(_row("1", nm=0.0)) + "\n\n{not json\n")
     assert main([str(good), str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("t2exp.compare: error:"), err
+    assert len(err) == 1 and err[0].startswith("t2exp compare: error:"), err
     assert f"{bad}: line 3: not valid JSON" in err[0]
     assert not (tmp_path / "mlruns").exists()  # two files: no MLflow store is opened
 
 
 def test_two_prediction_files_compare_without_mlflow(tmp_path, capsys, monkeypatch):
-    from t2exp.evaluation.compare import main
+    from t2exp.cli.compare import main
 
     monkeypatch.chdir(tmp_path)
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
@@ -205,9 +205,9 @@ def test_two_prediction_files_compare_without_mlflow(tmp_path, capsys, monkeypat
 
 
 def test_default_locations_are_under_the_current_directory(tmp_path, monkeypatch):
-    from t2exp.evaluation.compare import build_parser as compare_parser
-    from t2exp.evaluation.report.cli import build_parser as report_parser
-    from t2exp.evaluation.report.cli import default_out_dir
+    from t2exp.cli.compare import build_parser as compare_parser
+    from t2exp.cli.report import build_parser as report_parser
+    from t2exp.evaluation.reporting.build import default_out_dir
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
@@ -218,7 +218,7 @@ def test_default_locations_are_under_the_current_directory(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("metric", ["nm_bare", "nm_strict"])
 def test_compare_on_the_other_nm_readings(tmp_path, capsys, monkeypatch, metric):
-    from t2exp.evaluation.compare import main
+    from t2exp.cli.compare import main
 
     monkeypatch.chdir(tmp_path)
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
@@ -227,3 +227,23 @@ def test_compare_on_the_other_nm_readings(tmp_path, capsys, monkeypatch, metric)
     assert main([str(a), str(b), "--metric", metric, "--format", "json", "--n-boot", "100"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["metric"] == metric and out["rows"][-1]["diff"] == 50.0
+
+
+def test_the_commands_are_subcommands_of_t2exp(tmp_path):
+    """``t2exp score|compare|report`` reach their command with its own prog name; anything else is
+    the experiment app's overrides."""
+    from conftest import cli
+    from t2exp.__main__ import main
+    from t2exp.cli import COMMANDS
+
+    assert set(COMMANDS) == {"score", "compare", "report", "reproduce"}
+    for name in COMMANDS:
+        proc = cli(main, [name, "--help"], cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: t2exp {name} "), proc.stdout[:200]
+    a = tmp_path / "a.jsonl"
+    a.write_text(json.dumps(_row("1", nm=1.0)) + "\n")
+    proc = cli(main, ["compare", str(a), str(tmp_path / "missing.jsonl")], cwd=tmp_path)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith("t2exp compare: error:") and "missing.jsonl" in line, proc.stderr
+    bad = cli(main, ["nosuchoverride=1"], cwd=tmp_path)  # the app: an override it does not know
+    assert bad.returncode == 2 and "nosuchoverride" in bad.stderr

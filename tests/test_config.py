@@ -13,8 +13,7 @@ from t2exp import config
 from t2exp.config.components import target_class
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR
-from t2exp.methods import build_method
-from t2exp.pipeline.cell import build_components
+from t2exp.pipeline.build import build_components, build_method
 
 KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "CO_API_KEY", "WEAVIATE_API_KEY")
 FAKE_SCRIPT = ROOT / "tests" / "fakes" / "openai_server.py"
@@ -102,7 +101,7 @@ def test_every_generator_builds_and_answers(option, keys, tmp_path):
         if option == "none":
             assert "_target_" not in cfg.generator and type(typed.generator).__name__ == "NoGeneratorConfig"
             return
-        from t2exp.pipeline.cell import GENERATOR_RUN_KEYS
+        from t2exp.pipeline.build import GENERATOR_RUN_KEYS
 
         gen_cfg = {k: v for k, v in cfg.generator.items() if k not in GENERATOR_RUN_KEYS}
         gen = instantiate(gen_cfg)
@@ -124,8 +123,8 @@ def test_every_dataset_composes_and_local_ones_load(option, keys):
     assert set(typed.dataset.subsets) <= {"FinQA", "ConvFinQA", "VQAonBD", "TAT-DQA"}
     if option in ("bundled", "finqa", "tatdqa"):  # held by the bundle: loaded for real
         components = build_components(cfg)
-        assert [s.name for s in components.subsets] == list(typed.dataset.subsets)
-        assert all(s.questions and s.corpus for s in components.subsets)
+        assert [s.name for s in components.parts.subsets] == list(typed.dataset.subsets)
+        assert all(s.questions and s.corpus for s in components.parts.subsets)
 
 
 @pytest.mark.parametrize("option", _options("experiment"))
@@ -159,7 +158,7 @@ def test_the_paper_experiment_sets_the_authors_protocol_for_every_method(method,
 
 def test_paper_hyde_asks_for_a_plain_passage_of_the_bare_question(keys):
     from t2exp.answering.prompts import PromptLibrary
-    from t2exp.data.loader import Question
+    from t2exp.data.records import Question
     from t2exp.infra.paths import PROMPTS_DIR
 
     cfg = compose_cfg("+experiment=paper", "rag_method=hyde")
@@ -174,6 +173,6 @@ def test_aux_sampling_from_the_schema_is_usable(keys):
     """The schema gives aux_sampling a `stop: null`; it must become no stop sequence, not None
     (before the fix `Sampling.as_dict()`, the LLM-cache key, raised TypeError for generator=qwq32b)."""
     components = build_components(compose_cfg("generator=qwq32b", "dataset=finqa", "dataset.limit=1"))
-    aux = components.aux_sampling
+    aux = components.settings.aux_sampling
     assert aux is not None and aux.stop == () and aux.max_tokens == 4096 and aux.json_schema is None
     assert aux.as_dict()["stop"] == []

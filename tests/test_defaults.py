@@ -134,7 +134,7 @@ def test_constructor_defaults_equal_the_schemas(group, name):
 
 
 def test_a_constructor_default_that_drifts_is_caught():
-    from t2exp.config.components import TransformersGeneratorConfig
+    from t2exp.config.generators import TransformersGeneratorConfig
 
     def make(name, max_context_tokens: int = 8192, threads: int = 0): ...
 
@@ -146,23 +146,23 @@ def test_run_level_helpers_take_their_defaults_from_the_schema():
     the schema's values (a test, an API user or a benchmark that builds them bare gets what the
     command line gets)."""
     from t2exp.answering.evidence import Evidence
-    from t2exp.config.components import GeneratorConfig
+    from t2exp.config.generators import GeneratorConfig
     from t2exp.config.schema import ContextConfig, QueryConfig
     from t2exp.methods.queries import QueryBuilder
-    from t2exp.pipeline.experiment import Components
+    from t2exp.pipeline.experiment import Settings
 
     cfg = compose_cfg()
     assert dataclasses.asdict(Evidence()) == dataclasses.asdict(ContextConfig()) == OmegaConf.to_container(cfg.context)
     assert Evidence().documents == 1  # the default run's generator reads the best document    assert Evidence().mode == "focused"
     assert dataclasses.asdict(QueryBuilder()) == dataclasses.asdict(QueryConfig())
-    fields = {f.name: f.default for f in dataclasses.fields(Components)}
+    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
     assert fields["grounding"] == GeneratorConfig.grounding == "check"
     assert fields["demos_k"] == GeneratorConfig.demos_k
 
 
 def test_the_report_orders_every_shipped_method():
     """The report's method order names every rag_method option (bm25f, the default, was missing)."""
-    from t2exp.evaluation.report.tables import METHOD_ORDER
+    from t2exp.evaluation.reporting.tables import METHOD_ORDER
 
     shipped = {f.stem for f in (CONF_DIR / "rag_method").glob("*.yaml")}
     assert shipped - set(METHOD_ORDER) == set()

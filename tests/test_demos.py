@@ -86,7 +86,7 @@ def test_the_demo_template_shows_each_demonstration_before_the_excerpts():
 
 
 def test_a_changed_pool_is_a_new_cell(tmp_path):
-    from t2exp.pipeline.experiment import prompts_fingerprint
+    from t2exp.pipeline.identity import prompts_fingerprint
 
     (tmp_path / "demos").mkdir()
     (tmp_path / "demos" / "p.jsonl").write_text('{"id": "a"}\n')

@@ -1,4 +1,4 @@
-"""Error categories of scored answers (``python -m t2exp.report --errors``)."""
+"""Error categories of scored answers (``t2exp report --errors``)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from t2exp.cli.report import main
 from t2exp.evaluation.diagnosis import CATEGORIES, breakdown, category, render
-from t2exp.evaluation.report.cli import main
 
 
 def row(pred, gold, **kw):
-    from t2exp.evaluation.numbers import number_match
+    from t2exp.text.numbers import number_match
 
     return {"subset": "FinQA", "prediction": pred, "gold": gold, "nm": float(number_match(pred, gold)), **kw}
 
@@ -59,4 +59,4 @@ def test_errors_of_a_retrieval_only_run_is_one_line(tmp_path, capsys):
     path.write_text(json.dumps({"subset": "FinQA", "nm": None}) + "\n")
     assert main(["--errors", str(path), "--tracking-uri", f"sqlite:///{tmp_path / 'db.sqlite'}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("t2exp.report: error: --errors") and "no scored answers" in err and "\n" not in err
+    assert err.startswith("t2exp report: error: --errors") and "no scored answers" in err and "\n" not in err

@@ -7,7 +7,7 @@ import pytest
 from conftest import compose_cfg
 from t2exp import config
 from t2exp.answering.evidence import Evidence, focus, split, terms
-from t2exp.data.loader import Document
+from t2exp.data.records import Document
 from t2exp.errors import ConfigError
 from t2exp.index.documents import heading, render
 

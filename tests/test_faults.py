@@ -7,7 +7,7 @@ Each probe must end with exit status 2 and one `t2exp: error:` line naming what 
 traceback; the ones caught before the run starts must leave the directory empty, the ones met
 while running must leave a FAILED MLflow run carrying the same line. The kill / resume / lock /
 endpoint-outage / secret-leak probes run real processes too, in tests/test_reliability_e2e.py;
-README.md ("Failure modes") counts both.
+docs/reliability.md counts both.
 """
 
 from __future__ import annotations

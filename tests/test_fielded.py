@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from t2exp.data.loader import Document, Question
+from t2exp.data.records import Document, Question
 from t2exp.index.fielded import FieldedBM25
 from t2exp.methods import Ranking
 from t2exp.methods.hybrid import Hybrid

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from t2exp.methods.fusion import fuse, unit_scale
+from t2exp.index.fusion import fuse, unit_scale
 from t2exp.methods.metadata_hybrid import MetadataHybrid
 
 
@@ -94,7 +94,7 @@ def test_fuse_paper_is_the_authors_hybrid_by_hand():
     BM25 over the whole corpus d 10, b 5, then e, a, c at 0, whose fallbacks are 0.9 x 0.5 (the
     smallest positive normalised score) x (1 - pos/5) = 0.27, 0.18, 0.09. Fused (alpha 0.5): a 0.59,
     b 0.5833, d 0.5, c 0.2117, e 0.135 — without the fallback a (0.5) would fall below b."""
-    from t2exp.methods.fusion import fuse_paper
+    from t2exp.index.fusion import fuse_paper
 
     dense = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
     everything = [("d", 10.0), ("b", 5.0), ("e", 0.0), ("a", 0.0), ("c", 0.0)]

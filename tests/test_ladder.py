@@ -7,10 +7,10 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
-from t2exp.evaluation.report.ladder import build_ladder, render_ladder
-from t2exp.evaluation.report.runs import RunInfo
-from t2exp.evaluation.report.tables import CellSource
-from t2exp.evaluation.report.tuning import build_tuning, render_tuning
+from t2exp.evaluation.reporting.ladder import build_ladder, render_ladder
+from t2exp.evaluation.reporting.runs import RunInfo
+from t2exp.evaluation.reporting.tables import CellSource
+from t2exp.evaluation.reporting.tuning import build_tuning, render_tuning
 
 
 def _run(run_id: str, rung: str, role: str, values: list[float]) -> tuple[RunInfo, list[dict]]:

@@ -21,7 +21,7 @@ def _settings() -> dict:
     """The 0.5B generator's constructor settings, as a run builds them."""
     from omegaconf import OmegaConf
 
-    from t2exp.pipeline.cell import GENERATOR_RUN_KEYS
+    from t2exp.pipeline.build import GENERATOR_RUN_KEYS
 
     cfg = compose_cfg("generator=qwen_coder_0_5b", f"paths.models={ROOT / '.t2exp_cache' / 'models'}")
     return {k: v for k, v in OmegaConf.to_container(cfg.generator, resolve=True).items() if k not in GENERATOR_RUN_KEYS}

@@ -24,8 +24,9 @@ from t2exp.generators import Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.infra.cache import KVCache
-from t2exp.methods import Services, build_method
+from t2exp.methods import Services
 from t2exp.methods.metadata_hybrid import company_tokens, mentions_company
+from t2exp.pipeline.build import build_method
 from t2exp.rerankers.chunk_maxsim import ChunkMaxSimReranker, split_passages
 from t2exp.stores.lancedb_store import LanceDBStore
 

@@ -10,7 +10,7 @@ from t2exp.evaluation.metrics import (
     recall_at,
     reciprocal_rank,
 )
-from t2exp.evaluation.numbers import extract_number, number_match, parse_gold
+from t2exp.text.numbers import extract_number, number_match, parse_gold
 
 
 # --- Number Match (paper §3) -------------------------------------------------------------------
@@ -222,7 +222,7 @@ def test_nm_variants_known_answers(text, gold, want):
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_nan_and_inf_are_never_correct_and_never_crash(bad):
-    from t2exp.evaluation.numbers import is_degenerate, number_match_bare, number_match_strict
+    from t2exp.text.numbers import is_degenerate, number_match_bare, number_match_strict
 
     for gold in (1.0, 0.0, 0.004, bad):
         assert _nms(bad, gold, bad) == (0.0, 0.0, 0.0)  # as parsed values
@@ -271,7 +271,7 @@ def test_non_numeric_gold_is_excluded_from_every_nm(gold):
     ],
 )
 def test_is_degenerate(text, degenerate):
-    from t2exp.evaluation.numbers import is_degenerate
+    from t2exp.text.numbers import is_degenerate
 
     assert is_degenerate(text) is degenerate
 
@@ -335,7 +335,7 @@ def test_recall_past_what_the_method_ranked_is_undefined():
 
 
 def test_paper_order_metrics_are_scored_from_a_runs_predictions():
-    from t2exp.data.loader import Question
+    from t2exp.data.records import Question
     from t2exp.evaluation.scoring.compute import score
 
     gold = [Question(id=f"q{i}", subset="FinQA", split="dev", context_id="A", question="?", gold=1.0, gold_raw="1") for i in range(2)]

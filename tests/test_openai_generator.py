@@ -5,19 +5,20 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from t2exp.answering.reasoning import split_reasoning
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.generators import Generation, Sampling, vllm_backend, vllm_server
+from t2exp.generators import Generation, Sampling, server_process, vllm_backend, vllm_server
 from t2exp.generators.cached import CachedGenerator
 from t2exp.generators.factory import make_generator
 from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.generators.vllm_server import VLLMServerGenerator
 from t2exp.infra.cache import KVCache
+from t2exp.text.reasoning import split_reasoning
 
 try:
     from tests.fakes.openai_server import FakeOpenAIServer
@@ -165,7 +166,8 @@ def test_unknown_model_is_not_retried(fake):
 
 
 def test_connection_refused_names_the_endpoint():
-    gen = OpenAICompatGenerator("fake", MODEL, base_url=f"http://127.0.0.1:{vllm_server.free_port()}/v1", max_retries=1, backoff_base=0.0)
+    url = f"http://127.0.0.1:{server_process.free_port()}/v1"
+    gen = OpenAICompatGenerator("fake", MODEL, base_url=url, max_retries=1, backoff_base=0.0)
     with pytest.raises(RemoteError, match=r"127\.0\.0\.1.*connection error.*server running"):
         gen.generate([ask("q")], GREEDY)
 
@@ -379,13 +381,24 @@ def test_vllm_server_that_crashed_leaves_no_child_behind(tmp_path, no_server_lef
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # gone, or a zombie awaiting its reaper
 
 
-def test_vllm_server_never_ready_times_out_and_is_killed(tmp_path, no_server_left):
+def test_vllm_server_never_ready_times_out_and_is_killed(tmp_path, no_server_left, monkeypatch):
+    started: list[subprocess.Popen] = []
+    real_start = server_process.ServerProcess.start
+
+    def recording_start(self):
+        real_start(self)
+        started.append(self.proc)
+
+    monkeypatch.setattr(server_process.ServerProcess, "start", recording_start)
     gen = _server_gen(tmp_path, "--never-ready", startup_timeout=1.0)
     # (HTTP 503) once the stand-in listens; a connection error when a loaded machine starts it later than 1 s
     with pytest.raises(RemoteError, match=r"not ready after 1s \((HTTP 503|URLError)\).*startup_timeout") as err:
         gen.generate([ask("a")], GREEDY)
     assert "\n" not in str(err.value)
-    assert _gone(_pid_from_log(next((tmp_path / "logs").glob("*.log"))))
+    # the pid comes from the process handle, not the log: a loaded machine may not have run the script's first line within 1 s
+    (proc,) = started
+    assert proc.poll() is not None  # exited and reaped
+    assert not server_process.group_alive(proc.pid)  # and nothing of its process group is left
     assert vllm_server._SERVER is None
 
 

@@ -6,7 +6,9 @@
 - the percentile bootstrap CI and the exact sign-flip permutation test against ``scipy.stats``.
 
 The synthetic runs give every document a distinct score, so trec_eval's tie order (by doc id)
-never decides a rank.
+never decides a rank. ranx's metrics and fusion are numba functions compiled on first use (once per
+venv: 90 s of a fresh CI's test time, for a few dozen synthetic queries); the tests run them as
+the plain Python they are written in, the same code (``NUMBA_DISABLE_JIT=1``, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from t2exp.evaluation.metrics import (
     reciprocal_rank,
 )
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
-from t2exp.methods.fusion import fuse
+from t2exp.index.fusion import fuse
 
 
 def synthetic_run(seed: int, n_questions: int = 40, pool: int = 15, depth: int = 8):

@@ -28,8 +28,8 @@ def _artifact_rows(client, run_id, name="predictions.jsonl"):
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
 
 
-def test_retrieval_sweep_reuses_index_and_logs_everything(tmp_path):
-    fresh = tmp_path / "cache"  # its own cache, so the first cell really builds the index
+def test_retrieval_sweep_reuses_index_and_logs_everything(tmp_path, warm_cache):
+    fresh = warm_cache  # its own cache (the corpora's vectors in it), so the first cell really builds the index
     run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=40"], fresh, tmp_path)
     client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
@@ -57,7 +57,7 @@ def test_retrieval_sweep_reuses_index_and_logs_everything(tmp_path):
     mrr = 100 * sum(x["mrr_at_3"] for x in finqa) / len(finqa)
     assert by_method["hybrid"].data.metrics["FinQA/mrr_at_3"] == pytest.approx(mrr, abs=1e-4)
     # re-scoring the run's own artifact with t2exp.score reproduces every logged metric exactly
-    from t2exp import score
+    from t2exp.evaluation import score
     from t2exp.tracking.mlflow_run import DISPLAY_DECIMALS
 
     logged = by_method["hybrid"].data.metrics
@@ -105,8 +105,10 @@ def test_unknown_option_fails_with_hydras_message(shared_cache, tmp_path):
 
 
 def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
-    """Real generation with the offline model on one question per method."""
-    run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=1"], shared_cache, tmp_path, timeout=1500)
+    """Real generation with an offline model on one question per method (the 0.5B: the default 1.5B
+    runs end to end in test_progress.py, and the methods' wiring is the same)."""
+    run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=1", "generator=qwen_coder_0_5b"],
+            shared_cache, tmp_path, timeout=1500)
     client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     oracle = by_method["oracle"].data.metrics
@@ -212,7 +214,7 @@ def test_context_header_puts_each_retrieved_documents_report_in_the_prompt(share
 
 def test_cell_key_changes_with_prompt_text(tmp_path):
     """An edited prompt template must start a new cell (no resume from stale predictions)."""
-    from t2exp.pipeline.experiment import cell_key
+    from t2exp.pipeline.identity import cell_key
 
     d = tmp_path / "prompts"
     d.mkdir()

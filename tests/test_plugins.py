@@ -1,7 +1,7 @@
 """Adding a component is one module + one YAML: a RAG method defined in a test-local module and a
 test-local config directory (``hydra.searchpath``), with nothing under ``src/`` or ``conf/``
 touched, runs in a sweep next to a built-in method, is validated like one, and shows up in
-``t2exp.report`` and ``t2exp.score``."""
+``t2exp report`` and ``t2exp score``."""
 
 from __future__ import annotations
 
@@ -78,12 +78,12 @@ def test_a_method_from_a_local_module_and_yaml_joins_sweeps_reports_and_scoring(
 
     # the report's table has a row for it, with its logged value
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rep = _run("t2exp.report", [parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "report"), "--no-log"], plugin)
+    rep = _run("t2exp", ["report", parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "report"), "--no-log"], plugin)
     row = next(line for line in rep.stdout.splitlines() if line.startswith("|") and "lexical_only" in line)
     assert f"{lex['FinQA/mrr_at_3']:.1f}" in row
 
     # re-scoring its predictions reproduces its logged retrieval metrics
     path = client.download_artifacts(by_method["lexical_only"].info.run_id, "predictions.jsonl", str(tmp_path))
-    out = _run("t2exp.score", [path, "--dataset", "bundled", "--limit", "8", "--format", "json"], plugin)
+    out = _run("t2exp", ["score", path, "--dataset", "bundled", "--limit", "8", "--format", "json"], plugin)
     scored = json.loads(out.stdout)
     assert scored["metrics"]["FinQA/mrr_at_3"] == pytest.approx(lex["FinQA/mrr_at_3"], abs=1e-4)  # logged: 4 decimals

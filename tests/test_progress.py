@@ -31,11 +31,13 @@ def test_a_stage_logs_its_count_rate_and_tallies(caplog):
 def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     fresh = tmp_path / "cache"  # its own cache: the corpus is really embedded
     # a real process: what a user's terminal shows (library noise written to the file descriptors too)
-    proc = run_app(["rag_method=base", "dataset=finqa", "dataset.limit=2", "context.mode=focused"], fresh, tmp_path, timeout=900,
-                   process=True)
+    # one question, the 0.5B (converted once for the suite, shared with the generation tests; the
+    # default 1.5B is the same code on other weights, and its conversion cost 100 s of this test)
+    proc = run_app(["rag_method=base", "dataset=finqa", "dataset.limit=1", "context.mode=focused", "generator=qwen_coder_0_5b"],
+                   fresh, tmp_path, timeout=900, process=True)
     err = proc.stdout + proc.stderr  # Hydra's job log goes to stdout, the summary to stderr
     assert re.search(r"index FinQA \(minilm, lancedb\): 299 documents in [\d.]+s", err), err[-3000:]
-    assert re.search(r"generate FinQA: 2 answers in [\d.]+s", err), err[-3000:]
+    assert re.search(r"generate FinQA: 1 answer in [\d.]+s", err), err[-3000:]
     assert "WARN" not in err and "Loading weights" not in err and "Creating initial MLflow database" not in err, err[-3000:]
     found = re.search(r"MLflow run ([0-9a-f]{32}) in experiment 't2exp'", err)
     assert found, err[-2000:]
@@ -46,18 +48,19 @@ def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     m = run.data.metrics
     line = next(ln for ln in err.splitlines() if ln.startswith("FinQA "))
     assert f"{m['FinQA/mrr_at_3']:.1f} [{m['FinQA/mrr_at_3_ci_low']:.1f}, {m['FinQA/mrr_at_3_ci_high']:.1f}]" in line
-    assert line.split()[-1] == "2"  # n
+    assert line.split()[-1] == "1"  # n
     pred_path = re.search(r"predictions: (\S+predictions\.jsonl)", err).group(1)
     rows = [json.loads(x) for x in open(pred_path, encoding="utf-8")]
     # the focused evidence of one document (context.mode=focused, context.documents=1): well under full ones
-    assert len(rows) == 2 and all(r["prompt_tokens"] < 2400 for r in rows), [r["prompt_tokens"] for r in rows]
+    assert len(rows) == 1 and all(r["prompt_tokens"] < 2400 for r in rows), [r["prompt_tokens"] for r in rows]
 
 
 @pytest.mark.slow
 def test_the_mlflow_ui_gets_datasets_description_table_and_traces(shared_cache, tmp_path):
     """Through MLflow's API: dataset inputs, code version, a description holding the results, the
-    predictions as an MLflow table, one trace per question with its three spans, the runs table as
-    the experiment's view, display-rounded metrics."""
+    predictions as an MLflow table, one trace per question with its three spans, the experiment
+    kind tag (MLflow's Model training view; a fresh browser still opens the GenAI overview, as
+    docs/getting-started.md shows), display-rounded metrics."""
     import mlflow
     from mlflow.tracking import MlflowClient
 

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import compose_cfg
 from t2exp import config
-from t2exp.data.loader import Question
+from t2exp.data.records import Question
 from t2exp.errors import ConfigError, DataError
 from t2exp.methods.queries import QueryBuilder
 

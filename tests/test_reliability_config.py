@@ -3,6 +3,7 @@ in-process (the subprocess versions are in test_reliability_e2e.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -21,7 +22,7 @@ from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR, register_resolvers
 from t2exp.infra.redaction import install_log_redaction, is_secret_key, redact_overrides, redact_text
 from t2exp.pipeline import cell
-from t2exp.pipeline.experiment import cell_key
+from t2exp.pipeline.identity import cell_key
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.mlflow_run import flatten
 
@@ -355,6 +356,63 @@ def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
     finally:
         restore()
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stop_now_inside_an_atomic_block_is_raised_at_its_end(monkeypatch):
+    monkeypatch.setenv(cell.STOP_GRACE_ENV, "60")
+    stop = StopRequest()
+    restore = cell._install_signal_handlers(stop)
+    steps = []
+    try:
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the first: stop at the next safe point
+        with pytest.raises(Interrupted):
+            with stop.atomic():
+                steps.append("line written")
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the second: stop now
+                steps.append("recorded as written")
+            steps.append("after the block")
+    finally:
+        restore()
+    assert steps == ["line written", "recorded as written"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_second_sigint_as_an_answer_is_written_keeps_it_once(tmp_path, monkeypatch):
+    """Ctrl-C while a request is in flight, Ctrl-C again the moment its answer's line is written:
+    the answer was written a second time by the stop's "keep every answer that arrived" (it was not
+    yet recorded as written when the signal raised)."""
+    from conftest import app_overrides, cli
+    from t2exp.__main__ import main
+    from t2exp.infra.cache import JsonlLog
+    try:
+        from tests.fakes.openai_server import FakeOpenAIServer
+    except ImportError:
+        from fakes.openai_server import FakeOpenAIServer
+
+    def first_ctrl_c(messages) -> str:  # handled in the main thread once this answer is back there
+        os.kill(os.getpid(), signal.SIGINT)
+        return "7"
+
+    real_write = JsonlLog.write
+
+    def write_then_second_ctrl_c(self, row):
+        real_write(self, row)
+        if self.path.name == "predictions.jsonl":
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    monkeypatch.setattr(JsonlLog, "write", write_then_second_ctrl_c)
+    cache = tmp_path / "cache"
+    with FakeOpenAIServer(model="m", reply=first_ctrl_c) as srv:
+        proc = cli(main, ["rag_method=oracle", "dataset=finqa", "dataset.limit=3", "generator=openai_compat",
+                          f"generator.base_url={srv.base_url}", "generator.model=m", "generator.max_concurrency=1",
+                          "generator.batch_size=1", "generator.max_retries=0", *app_overrides(cache, tmp_path / "track")],
+                   env={cell.STOP_GRACE_ENV: "60"}, cwd=tmp_path)
+        assert proc.returncode == 128 + signal.SIGINT, proc.stderr[-3000:]
+        assert len(srv.requests) == 1
+    (path,) = cache.glob("runs/*/predictions.jsonl")
+    ids = [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
+    assert len(ids) == 1, ids
 
 
 def test_handlers_are_not_installed_off_the_main_thread():

@@ -9,7 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from t2exp.data.loader import load_subsets, rows_to_subset
+from t2exp.data.loader import load_subsets
+from t2exp.data.rows import rows_to_subset
 from t2exp.errors import DataError
 from t2exp.evaluation.metrics import aggregate, question_metrics
 
@@ -192,7 +193,7 @@ def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path
 @pytest.mark.parametrize("change", ["gold", "question", "metadata", "document_metadata"])
 def test_a_subset_with_the_same_ids_and_other_content_is_other_data(tmp_path, change):
     """The cell's data identity covers every field a run reads, not only the ids."""
-    from t2exp.pipeline.experiment import data_fingerprint
+    from t2exp.pipeline.identity import data_fingerprint
 
     df = frame(4).assign(company_name="ACME")
     df.to_parquet(tmp_path / "FinQA_test.parquet")

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from t2exp.answering.safe_eval import _FUNCS, UnsafeProgram, safe_eval
-from t2exp.data.loader import METADATA_COLUMNS, REQUIRED_COLUMNS, Subset, rows_to_subset
+from t2exp.data.records import Subset
+from t2exp.data.rows import METADATA_COLUMNS, REQUIRED_COLUMNS, rows_to_subset
 from t2exp.errors import DataError
-from t2exp.evaluation.numbers import EPS, extract_number, number_match, parse_gold
+from t2exp.text.numbers import EPS, extract_number, number_match, parse_gold
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

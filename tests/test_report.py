@@ -1,4 +1,4 @@
-"""``python -m t2exp.report`` on real sweeps: tables equal the children's logged metrics."""
+"""``t2exp report`` on real sweeps: tables equal the children's logged metrics."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _report(*args: str) -> subprocess.CompletedProcess:
-    from t2exp.evaluation.report.cli import main
+    from t2exp.cli.report import main
 
-    proc = cli(main, list(args), prog="t2exp.report")
+    proc = cli(main, list(args), prog="t2exp report")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from t2exp.errors import RemoteError
-from t2exp.stores import Store
+from t2exp.index.store import Store
 from t2exp.stores.lancedb_store import LanceDBStore
 from t2exp.stores.weaviate_store import WeaviateStore, collection_name
 

@@ -64,8 +64,8 @@ def test_optuna_tunes_on_tune_folds_and_reports_on_the_held_out_fold(shared_cach
     assert "folds != 1 of 3" in text and "fold 1 of 3" in text and best.data.params["rag_method.alpha"][:6] in text
 
 
-def test_optuna_without_folds_is_one_line(shared_cache, tmp_path):
-    proc = run_app(["-m", "hydra/sweeper=optuna", "generator=none", "rag_method.alpha=interval(0,1)"], shared_cache, tmp_path,
+def test_optuna_without_folds_is_one_line(tmp_path):
+    proc = run_app(["-m", "hydra/sweeper=optuna", "generator=none", "rag_method.alpha=interval(0,1)"], tmp_path / "cache", tmp_path,
                    check=False)
     assert proc.returncode == 2
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]

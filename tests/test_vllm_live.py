@@ -7,8 +7,8 @@ transformers apart from t2exp's); these tests find its interpreter at ``$T2EXP_V
 ``scripts/vllm_cpu.sh test`` sets, makes that a failure). The model is the offline default
 generator's converted checkpoint (Qwen2.5-Coder-0.5B-Instruct, HF format): ``$T2EXP_VLLM_MODEL``,
 else built in ``<repo>/.t2exp_cache/models`` as the default generator builds it (once, ~90 s).
-One engine start per test (~80-100 s on 2 cores; the kill test starts two); the in-process engine's
-checks share one start.
+Engine starts are what these tests cost: three in all (the killed server, the sweep's one server,
+the in-process engine, each with ``enforce_eager``), plus a server that fails to start.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def engine_args(model: Path, max_tokens: int = 16) -> list[str]:
     return [
         f"generator.model={model}", "generator.name=qwen-vllm", "generator.dtype=float32", "generator.max_model_len=4096",
         f"generator.sampling.max_tokens={max_tokens}", "dataset.limit=1",
+        "generator.enforce_eager=true",  # no torch.compile / graph capture: the engine starts in a fraction of the time
     ]
 
 
@@ -122,33 +123,6 @@ def predictions(cache: Path) -> list[list[dict]]:
     return [[json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] for p in sorted(cache.glob("runs/*/predictions.jsonl"))]
 
 
-def test_vllm_server_sweep_of_two_cells_starts_health_checks_and_stops_one_server(tmp_path, vllm_python, model_dir):
-    cache, track = tmp_path / "cache", tmp_path / "track"
-    proc = run_app(["-m", "rag_method=oracle,pretrained_only", *server_args(vllm_python, model_dir)], cache, track,
-                   timeout=TIMEOUT, check=False, process=True)  # the server's start and stop in a real process
-    assert proc.returncode == 0, proc.stderr[-4000:]
-
-    _, runs = mlflow_runs(track)
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(r.info.run_name.split("-")[0] for r in children) == ["oracle", "pretrained_only"]
-    for r in children:
-        assert r.info.status == "FINISHED", r.info.run_name
-        assert r.data.metrics["prompt_tokens"] > 0 and r.data.metrics["completion_tokens"] > 0, r.data.metrics
-    cells = predictions(cache)
-    assert len(cells) == 2 and all(len(rows) == 2 for rows in cells)  # dataset.limit=1 per subset (FinQA, TAT-DQA)
-    for row in (row for rows in cells for row in rows):
-        assert row["generation"].strip() and row["prompt_tokens"] > 0, row
-        assert 0 < row["completion_tokens"] <= 16 and row["finish_reason"] in ("stop", "length"), row  # max_tokens reached vLLM
-
-    (log_path,) = (cache / "logs").glob("vllm_server-*.log")  # one server for both cells: the second reused it
-    text = log_path.read_text(errors="replace")
-    assert f"{SERVER} --model {model_dir}" in text and "--dtype float32" in text and "--max-model-len 4096" in text
-    assert text.count("GET /v1/models") >= 1 and text.count("POST /v1/chat/completions") == 4
-    pid = server_pid(log_path)
-    assert live_in_group(pid) == [], f"left behind by the server (pid {pid}); log {log_path}"  # stop() waited for its group
-    assert "vLLM server ready in" in proc.stdout + proc.stderr
-
-
 def test_vllm_server_that_fails_to_start_is_one_line_naming_its_log(tmp_path, vllm_python, model_dir):
     cache, track = tmp_path / "cache", tmp_path / "track"
     missing = tmp_path / "no-such-model"
@@ -164,15 +138,18 @@ def test_vllm_server_that_fails_to_start_is_one_line_naming_its_log(tmp_path, vl
     assert live_in_group(server_pid(log_path)) == []
 
 
-def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_rerun_asks_only_for_the_rest(tmp_path, vllm_python, model_dir):
+def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_two_cell_sweep_resumes_on_one_server(tmp_path, vllm_python, model_dir):
     """SIGKILL the server's process group once the first answer is on disk: every answer received
-    stays (predictions and LLM cache, written per answer), and the re-run's new server is asked only
-    for the missing ones, so across both servers each question is answered exactly once."""
+    stays (predictions and LLM cache, written per answer). The re-run is a sweep of two cells
+    (``-m rag_method=oracle,pretrained_only``): it starts, health-checks and stops ONE server for
+    both cells, which is asked only for the oracle cell's missing answers and the other cell's, so
+    across both servers each question of each cell is answered exactly once. (Two tests before, the
+    kill and the sweep, one engine start each more.)"""
     cache, track = tmp_path / "cache", tmp_path / "track"
     n = 3
-    args = ["rag_method=oracle", "dataset=finqa", *server_args(vllm_python, model_dir), f"dataset.limit={n}",
+    args = ["dataset=finqa", *server_args(vllm_python, model_dir), f"dataset.limit={n}",
             "generator.batch_size=1", "generator.max_concurrency=1", "generator.max_retries=0", "generator.backoff_base=0"]
-    cmd = [sys.executable, "-m", "t2exp", *args, *app_overrides(cache, track)]
+    cmd = [sys.executable, "-m", "t2exp", "rag_method=oracle", *args, *app_overrides(cache, track)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
     with open(tmp_path / "first.err", "w") as err:
@@ -184,23 +161,49 @@ def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_rerun_asks_only_for_
         (log1,) = (cache / "logs").glob("vllm_server-*.log")
         os.killpg(server_pid(log1), signal.SIGKILL)
         first.wait(timeout=TIMEOUT)
-    (kept,) = predictions(cache)
+    (oracle_file,) = cache.glob("runs/*/predictions.jsonl")
+    kept = [json.loads(ln) for ln in oracle_file.read_text().splitlines() if ln.strip()]
     assert 1 <= len(kept) and all(r["generation"].strip() for r in kept), kept
     if first.returncode != 0:  # the request in flight failed: one line, exit 2
         lines = [ln for ln in (tmp_path / "first.err").read_text().splitlines() if ln.startswith("t2exp:")]
         assert first.returncode == 2 and len(lines) == 1, (tmp_path / "first.err").read_text()[-3000:]
         assert f"exited with code -9 during the run; log {log1}" in lines[0], lines[0]
+    assert live_in_group(server_pid(log1)) == [], log1
 
-    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    sweep = [sys.executable, "-m", "t2exp", "-m", "rag_method=oracle,pretrained_only", *args, *app_overrides(cache, track)]
+    again = subprocess.run(sweep, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0, again.stderr[-4000:]
-    (rows,) = predictions(cache)
+    assert "vLLM server ready in" in again.stdout + again.stderr
+
+    _, runs = mlflow_runs(track)
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert sorted(r.info.run_name.split("-")[0] for r in children) == ["oracle", "pretrained_only"]
+    for r in children:
+        assert r.info.status == "FINISHED", r.info.run_name
+        assert r.data.metrics["prompt_tokens"] > 0 and r.data.metrics["completion_tokens"] > 0, r.data.metrics
+    files = sorted(cache.glob("runs/*/predictions.jsonl"))
+    assert len(files) == 2 and oracle_file in files, files  # the sweep's oracle cell is the killed run's, resumed
+    cells = {p: [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] for p in files}
+    rows = cells[oracle_file]
     assert sorted(r["id"] for r in rows) == sorted({r["id"] for r in rows}) and len(rows) == n
     assert {r["id"]: r["generation"] for r in rows if r["id"] in {k["id"] for k in kept}} == {k["id"]: k["generation"] for k in kept}
+    for row in (row for cell in cells.values() for row in cell):
+        assert len(cells[oracle_file]) == n and row["generation"].strip() and row["prompt_tokens"] > 0, row
+        assert 0 < row["completion_tokens"] <= 16 and row["finish_reason"] in ("stop", "length"), row  # max_tokens reached vLLM
+    assert all(len(cell) == n for cell in cells.values())
+
     logs = sorted((cache / "logs").glob("vllm_server-*.log"))
-    answered = sum(p.read_text(errors="replace").count('"POST /v1/chat/completions HTTP/1.1" 200') for p in logs)
-    assert answered == n, f"{answered} answers over {len(logs)} servers for {n} questions"
+    assert len(logs) == 2, logs  # the killed run's server and ONE for both cells of the sweep
+    (log2,) = [p for p in logs if p != log1]
+    text = log2.read_text(errors="replace")
+    assert f"{SERVER} --model {model_dir}" in text and "--dtype float32" in text and "--max-model-len 4096" in text
+    assert "--enforce-eager" in text and text.count("GET /v1/models") >= 1
+    ok = '"POST /v1/chat/completions HTTP/1.1" 200'
+    assert text.count(ok) == (n - len(kept)) + n, text.count(ok)  # only what the first server had not answered, and the second cell
+    answered = sum(p.read_text(errors="replace").count(ok) for p in logs)
+    assert answered == 2 * n, f"{answered} answers over {len(logs)} servers for {n} questions in each of 2 cells"
     for p in logs:
-        assert live_in_group(server_pid(p)) == [], p
+        assert live_in_group(server_pid(p)) == [], p  # stop() waited for the server's group
 
 
 def test_vllm_in_process_answers_one_batch_through_structured_output_fills_the_cache_and_exits(tmp_path, vllm_python, model_dir):

@@ -6,7 +6,7 @@ The two stores are specified to agree on dense search (exact cosine over the sam
 ``rag_method=base`` is dense only, and ``rag_method=hybrid`` with its default ``lexical=bm25s``
 fuses the store's dense list with t2exp's own BM25 index, so every retrieval metric of both cells
 must be equal. The stores' own BM25 (``rag_method.lexical=store``) differs (LanceDB's full-text
-index vs Weaviate's BM25F); the README quotes that difference, measured with the same data.
+index vs Weaviate's BM25F); docs/config/store.md quotes that difference, measured with the same data.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def _by_method(tracking_dir) -> dict:
     return {r.data.params["rag_method.name"]: r for r in children}
 
 
-def test_weaviate_sweep_matches_lancedb_where_specified(tmp_path, weaviate_wire) -> None:
-    cache = tmp_path / "cache"  # shared: embeddings are computed once; cells are keyed by store
+def test_weaviate_sweep_matches_lancedb_where_specified(tmp_path, warm_cache, weaviate_wire) -> None:
+    cache = warm_cache  # shared by both sweeps, with the corpora's vectors in it; indices are keyed by store
     sweep = ["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=40"]
     run_app([*sweep, *weaviate_wire.overrides()], cache, tmp_path / "weaviate")
     run_app([*sweep, "store=lancedb"], cache, tmp_path / "lancedb")

@@ -85,7 +85,7 @@ def test_weaviate_failed_objects_raise_count_and_first_message(weaviate_factory)
 @pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
 def test_weaviate_native_and_own_fusion_agree_on_a_small_corpus(weaviate_factory, fusion: str) -> None:
     """native_hybrid=true (Weaviate's query.hybrid, sub-searches of at least 100) and false
-    (t2exp.methods.fusion over near_vector + bm25 lists of candidate_depth=50): on 8 documents both fuse the
+    (t2exp.index.fusion over near_vector + bm25 lists of candidate_depth=50): on 8 documents both fuse the
     complete lists, so they must agree (relative score: the scores too). Queries of the contract
     suite plus the alpha query, at alpha 0.3 and 0.5."""
     make, key = weaviate_factory

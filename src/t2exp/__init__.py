@@ -6,7 +6,3 @@ from t2exp import config as _config  # registers the config schemas before any c
 
 _config.register()
 
-
-def score(*args, **kwargs):  # lazy: `import t2exp` stays light
-    from t2exp.evaluation.scoring.compute import score as _score
-    return _score(*args, **kwargs)

@@ -51,6 +51,7 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
     from t2exp.pipeline.cell import run
     from t2exp.pipeline.stop import Interrupted
+    from t2exp.tracking.callbacks import is_joblib_launcher
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:
@@ -64,6 +65,12 @@ def hydra_main(cfg: DictConfig) -> float | None:
         if msg == exc.signal_name:  # not explained by app.run: it came before the MLflow run was opened
             msg = f"interrupted by {exc.signal_name} before the run started; nothing to resume"
         print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
+        if HydraConfig.initialized() and is_joblib_launcher(HydraConfig.get().launcher):
+            # a cell in a loky worker (hydra/launcher=local_parallel): joblib ends every other
+            # worker as soon as one task raises past Hydra (SystemExit included), before those
+            # cells wrote their answers in flight; an Exception is a FAILED job to Hydra instead,
+            # re-raised in the launcher once every cell has stopped
+            raise RuntimeError(redact_text(msg)) from None
         sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
     from t2exp.pipeline.cell import objective_value
 
@@ -161,11 +168,20 @@ def _schema_error(exc: BaseException) -> ConfigError | None:
 def preflight(argv: list[str]) -> int:
     """Validate every job's config and its local data before Hydra writes anything. Raises
     ``T2ExpError``; returns the number of jobs checked (0 when the command is left to Hydra)."""
-    from hydra import compose, initialize_config_dir
-    from hydra._internal.utils import get_args_parser
+    parsed = _app_overrides(argv)
+    if parsed is None:
+        return 0
+    composed = _compose_jobs(*parsed)
+    if composed is None:
+        return 0
+    _check_jobs(*composed)
+    return len(composed[0])
 
-    from t2exp import config
-    from t2exp.data.loader import discover_files, load_subsets, loader_args
+
+def _app_overrides(argv: list[str]) -> tuple[list[str], bool] | None:
+    """The overrides and ``-m`` of an app command line, as Hydra reads them; None for a command
+    Hydra answers itself (--help, --cfg, --info, another config, a rerun) or cannot parse."""
+    from hydra._internal.utils import get_args_parser
 
     args_parser = get_args_parser()
 
@@ -174,22 +190,30 @@ def preflight(argv: list[str]) -> int:
 
     args_parser.error = _error  # type: ignore[method-assign]
     if any(a in ("--version", "-h", "--help", "-hh", "--hydra-help") for a in argv):
-        return 0
+        return None
     try:
         args = args_parser.parse_args(argv)
     except (_Skip, SystemExit):
-        return 0
+        return None
     if args.cfg or args.info or args.shell_completion or args.config_path or args.config_name or args.config_dir:
-        return 0
+        return None
     if getattr(args, "experimental_rerun", None):
-        return 0
+        return None
+    return list(args.overrides), bool(args.multirun)
+
+
+def _compose_jobs(overrides: list[str], multirun: bool) -> tuple[list[DictConfig], list[list[str]]] | None:
+    """Every job's composed config and overrides; None when there are too many to compose up
+    front or Hydra should report the problem in its own words (an unknown option, a syntax error)."""
+    from hydra import compose, initialize_config_dir
+
     cfgs = []
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="t2exp"):
-            jobs = _job_overrides(list(args.overrides), bool(args.multirun))
+            jobs = _job_overrides(overrides, multirun)
             if len(jobs) > PREFLIGHT_MAX_JOBS:
                 log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))
-                return 0
+                return None
             for i, job in enumerate(jobs):
                 try:
                     cfgs.append(compose("config", overrides=job))
@@ -200,14 +224,23 @@ def preflight(argv: list[str]) -> int:
                     detail = str(_schema_error(exc) or " ".join(str(exc).split()))
                     raise ConfigError(f"sweep cell #{i} ({' '.join(job)}): {detail}") from None
     except _Skip:
-        return 0
+        return None
     except T2ExpError:
         raise
     except Exception as exc:  # a composition error
         schema_error = _schema_error(exc)
         if schema_error is not None:  # a value the typed schema refuses: one line
             raise schema_error from None
-        return 0  # anything else (an unknown option, a syntax error): Hydra reports it in its own words
+        return None
+    return cfgs, jobs
+
+
+def _check_jobs(cfgs: list[DictConfig], jobs: list[list[str]]) -> None:
+    """The typed schema and the cross-group rules of every job, then each distinct local dataset
+    loaded once (a bad file is one line before any work)."""
+    from t2exp import config
+    from t2exp.data.loader import discover_files, load_subsets, loader_args
+
     datasets: dict[str, dict[str, Any]] = {}
     for cfg, job in zip(cfgs, jobs, strict=True):
         config.check(cfg, job)
@@ -220,11 +253,15 @@ def preflight(argv: list[str]) -> int:
         if kw["source"] == "auto" and set(discover_files(Path(path), kw["subsets"])) != set(kw["subsets"]):
             continue  # some subsets come from the hub: checked when the job loads them
         load_subsets(**kw)
-    return len(cfgs)
 
 
 def main() -> None:
-    """Console entry point (``t2exp``) and ``python -m t2exp``."""
+    """Console entry point (``t2exp``) and ``python -m t2exp``: ``t2exp <command> ...`` runs a
+    command of :mod:`t2exp.cli` (score, compare, report, reproduce); anything else is the Hydra app's overrides."""
+    from t2exp.cli import COMMANDS, run_command
+
+    if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+        sys.exit(run_command(sys.argv[1], sys.argv[2:]))
     install_log_redaction()
     register_sweeper()
     try:

@@ -5,17 +5,17 @@ greedy, answer plus ``samples - 1`` drawn at ``sample_temperature``; ``Generatio
 Each candidate is parsed by the answer mode (:func:`t2exp.answering.answers.parse_answer`), then:
 
 - **grounding** (``generator.grounding``): a program is *grounded* when every number literal it
-  uses (:func:`t2exp.answering.safe_eval.program_literals`) is a number of the evidence the generator read
+  uses (:func:`t2exp.answering.safe_exec.program_literals`) is a number of the evidence the generator read
   (:func:`t2exp.answering.evidence.terms`: ``$1,234.5`` → 1234.5, ``(12.3)%`` → 12.3), up to a factor of 100
   or 1000 (a percentage written as a fraction, a table in thousands), or one of the constants
   arithmetic on reports needs (``CONSTANTS``: 1 for growth, 2-4 for averages, 12 months, 100 for
   percent, ...). A program that copies a number not in the evidence has read it wrong or made it up.
   ``off``: not checked; ``check``: recorded per question (``grounded``) but the choice ignores it;
   ``prefer``: when any candidate is grounded, only grounded candidates take part in the vote.
-- **runaway guard**: a candidate whose answer is degenerate (:func:`t2exp.evaluation.numbers.is_degenerate`,
+- **runaway guard**: a candidate whose answer is degenerate (:func:`t2exp.text.numbers.is_degenerate`,
   e.g. ``0.000…0`` written until ``max_tokens``) does not vote while any other candidate has a value.
 - **voting**: the candidates with a value are grouped by Number Match against each other
-  (:func:`t2exp.evaluation.numbers.number_match`, the equality the score uses); the largest group
+  (:func:`t2exp.text.numbers.number_match`, the equality the score uses); the largest group
   wins and ties go to the group of the earliest candidate (the main answer). The answer is that
   group's earliest candidate. With one sample this is just the main answer.
 
@@ -31,9 +31,9 @@ from dataclasses import replace
 
 from t2exp.answering.answers import ParsedAnswer, parse_answer
 from t2exp.answering.evidence import terms
-from t2exp.answering.safe_eval import program_literals
+from t2exp.answering.safe_exec import program_literals
 from t2exp.errors import ConfigError
-from t2exp.evaluation.numbers import is_degenerate, number_match
+from t2exp.text.numbers import is_degenerate, number_match
 
 GROUNDING = ("off", "check", "prefer")
 CONSTANTS = frozenset({0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 12.0, 100.0, 1000.0, 1e6, 1e9})

@@ -6,7 +6,7 @@
   evaluated by ``t2exp.answering.safe_eval``; when no program parses, the number in the text is used.
 - ``code``: Program-of-Thoughts with named inputs: a short Python program in a code block that
   assigns each number it needs to a variable named after it, then computes ``answer`` from them
-  (run by :func:`t2exp.answering.safe_eval.safe_exec`, whose docstring lists what it allows). A code
+  (run by :func:`t2exp.answering.safe_exec.safe_exec`, whose docstring lists what it allows). A code
   block that does not run is no answer; a reply without a code block is read as in ``program``
   mode.
 - ``json``: the T²-RAGBench authors' answer: one JSON object ``{"reasoning_steps": [str],
@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from t2exp.answering.prompts import PromptLibrary
-from t2exp.answering.safe_eval import UnsafeProgram, safe_eval, safe_exec
+from t2exp.answering.safe_eval import UnsafeProgram, safe_eval
+from t2exp.answering.safe_exec import safe_exec
 from t2exp.errors import ConfigError
-from t2exp.evaluation.numbers import answer_span, bare_float, extract_number, strip_reasoning
+from t2exp.text.numbers import answer_span, bare_float, extract_number, strip_reasoning
 
 if TYPE_CHECKING:
     from t2exp.answering.demos import Demo
@@ -148,12 +149,12 @@ def answer_text(mode: str, text: str | None, program: str | None = None) -> str 
     """The model's answer string: what a run records as the answer, before any number parsing.
 
     This is the string the authors' bare-``float()`` Number Match (``nm_bare``) reads, and the one
-    :func:`t2exp.evaluation.numbers.is_degenerate` inspects; a run stores it as ``answer_text``
+    :func:`t2exp.text.numbers.is_degenerate` inspects; a run stores it as ``answer_text``
     in ``predictions.jsonl`` (next to the raw ``generation``, the ``program`` and the parsed
     number ``prediction``). In ``program`` mode it is the program the model wrote (the
     authors' ``computed_formula`` is also the model's own string: evaluating it is our reading,
     not theirs) when one was parsed; otherwise, and in ``direct``/``cot``, it is
-    :func:`t2exp.evaluation.numbers.answer_span` of the generation (reasoning stripped): the
+    :func:`t2exp.text.numbers.answer_span` of the generation (reasoning stripped): the
     ``\\boxed{}`` content, else the rest of the line after the last answer marker, else the last
     line with a digit. ``None`` when there is none.
     """

@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from t2exp.answering.table_text import row_parts, with_rows
-from t2exp.config.schema import ContextConfig
 
 MODES = ("full", "focused")
 HEADERS = ("none", "company_year")
@@ -48,11 +47,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 class Evidence:
     """The rule for one run: ``Evidence("focused", 3).of(question, document)``."""
 
-    mode: str = ContextConfig.mode  # defaults: the schema's (one owner)
-    sentences: int = ContextConfig.sentences
-    tables: str = ContextConfig.tables
-    header: str = ContextConfig.header
-    documents: int | None = ContextConfig.documents
+    # the defaults of context.* in the schema (ContextConfig); tests/test_defaults.py holds them equal
+    mode: str = "focused"
+    sentences: int = 3
+    tables: str = "markdown"
+    header: str = "none"
+    documents: int | None = 1
 
     def of(self, question: str, document: str, heading: str = "") -> str:
         text = document if self.mode == "full" else focus(question, document, self.sentences)

@@ -1,6 +1,6 @@
-"""The typed config: schemas (``schema``, ``components``) registered in Hydra's ConfigStore,
-cross-group rules (``rules``), and ``check`` — the one validation every entry point calls before
-any work. Errors are one line naming the key, the value and what is allowed."""
+"""The typed config: schemas (``schema``; the component groups in ``components``, ``methods``
+and ``generators``) registered in Hydra's ConfigStore, cross-group rules (``rules``), and ``check`` — the
+one validation every entry point calls before any work. Errors are one line naming the key, the value and what is allowed."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from t2exp.config import components as c
+from t2exp.config import generators as g
 from t2exp.config.rules import check_overrides, check_rules
 from t2exp.config.schema import Config
 from t2exp.errors import ConfigError
@@ -34,10 +35,10 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("reranker", "cross_encoder"): c.CrossEncoderConfig,
     ("reranker", "cohere"): c.CohereRerankConfig,
     ("reranker", "generator_pointwise"): c.GeneratorRerankerConfig,
-    ("generator", "none"): c.NoGeneratorConfig,
-    ("generator", "transformers"): c.TransformersGeneratorConfig,
-    ("generator", "openai_compat"): c.OpenAICompatConfig,
-    ("generator", "served_model"): c.ServedModelConfig,
+    ("generator", "none"): g.NoGeneratorConfig,
+    ("generator", "transformers"): g.TransformersGeneratorConfig,
+    ("generator", "openai_compat"): g.OpenAICompatConfig,
+    ("generator", "served_model"): g.ServedModelConfig,
 }
 
 

@@ -32,7 +32,7 @@ class LexicalConfig:
     passage_agg: str = "max"
 
     def check(self, prefix: str) -> None:
-        from t2exp.data.loader import METADATA_COLUMNS
+        from t2exp.data.rows import METADATA_COLUMNS
         from t2exp.index.fielded import AGGREGATIONS
         from t2exp.index.lexical import TOKENIZERS
 
@@ -56,7 +56,7 @@ class HybridConfig(RagMethodConfig):
     bm25: LexicalConfig = field(default_factory=LexicalConfig)
 
     def __post_init__(self) -> None:
-        from t2exp.methods.fusion import FUSIONS, WHOLE_CORPUS
+        from t2exp.index.fusion import FUSIONS, WHOLE_CORPUS
         from t2exp.methods.hybrid import LEXICAL, WHOLE_CORPUS_LEXICAL
 
         between("rag_method.alpha", self.alpha, 0.0, 1.0, " (1 = dense, 0 = BM25)")

@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from t2exp.config.checks import at_least, one_of, require
+from t2exp.infra.paths import DEFAULT_ARTIFACTS, DEFAULT_STORE
 
 
 @dataclass
@@ -158,8 +159,6 @@ class ProtocolConfig:
     name: str = "t2exp"
 
 
-# the default MLflow store, under the working directory (t2exp.evaluation.compare.default_tracking_uri)
-DEFAULT_STORE = "mlruns/mlflow.db"
 
 
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")  # MLflow's stores
@@ -168,7 +167,7 @@ TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "m
 @dataclass
 class TrackingConfig:
     uri: str = f"sqlite:///${{paths.work}}/{DEFAULT_STORE}"  # or http://HOST:5000 for a shared server
-    artifact_location: str | None = "${paths.work}/mlruns/artifacts"
+    artifact_location: str | None = f"${{paths.work}}/{DEFAULT_ARTIFACTS}"
     experiment: str = "${experiment_name}"
     traces: bool | None = None  # one MLflow trace per question; null = on for runs of <= trace_limit questions
     trace_limit: int = 500

@@ -6,103 +6,31 @@ questions can be restricted to some splits (``question_splits``) and sampled (``
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import json
 import logging
-import math
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from t2exp.config.schema import DatasetConfig
 from t2exp.data.folds import select_fold
+from t2exp.data.records import Subset
+from t2exp.data.rows import FILE_RE, rows_to_subset
 from t2exp.data.sampling import sample_questions, subsample_corpus
 from t2exp.errors import DataError
-from t2exp.evaluation.numbers import parse_gold
 
 log = logging.getLogger(__name__)
 
 HUB_DATASET = "G4KMU/t2-ragbench"
 SUBSETS = ("FinQA", "ConvFinQA", "VQAonBD", "TAT-DQA")
-REQUIRED_COLUMNS = ("id", "context_id", "question", "program_answer", "context")
-METADATA_COLUMNS = ("company_name", "report_year", "company_sector", "file_name", "company_symbol", "page_number")
-_FILE_RE = re.compile(r"^(?P<subset>FinQA|ConvFinQA|VQAonBD|TAT-DQA)_(?P<split>[^.]+)\.(?P<ext>parquet|jsonl)$")
-
-
-@dataclass(frozen=True)
-class Document:
-    context_id: str
-    subset: str
-    text: str
-    metadata: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    subset: str
-    split: str
-    context_id: str
-    question: str
-    gold: float | None
-    gold_raw: str
-    original_answer: str = ""
-    metadata: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass
-class Subset:
-    name: str
-    questions: list[Question]
-    corpus: list[Document]
-    sources: list[str]
-    stats: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def content_hash(self) -> str:
-        h = hashlib.sha256()
-        for d in sorted(self.corpus, key=lambda d: d.context_id):
-            h.update(d.context_id.encode())
-            h.update(b"\0")
-            h.update(d.text.encode())
-            h.update(b"\0")
-        return h.hexdigest()[:16]
-
-    @property
-    def fingerprint(self) -> str:
-        """Everything a run reads of this subset: every field of the documents (metadata too:
-        document variants, fielded BM25 and priors read it) and of the questions asked, in order
-        (text, gold, metadata: a file with the same ids and another gold is other data)."""
-        h = hashlib.sha256(self.name.encode())
-        for d in sorted(self.corpus, key=lambda d: d.context_id):
-            h.update(json.dumps([d.context_id, d.text, sorted(d.metadata.items())], ensure_ascii=False).encode())
-        for q in self.questions:
-            fields = [q.id, q.split, q.context_id, q.question, repr(q.gold), q.gold_raw, q.original_answer, sorted(q.metadata.items())]
-            h.update(json.dumps(fields, ensure_ascii=False).encode())
-        return h.hexdigest()[:16]
-
-
-def _clean(value: Any) -> str:
-    """A cell as text; missing values (None, NaN, pd.NA, NaT) are empty."""
-    if value is None:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
-        return ""
-    if pd.api.types.is_scalar(value) and not isinstance(value, str) and pd.isna(value):
-        return ""
-    return str(value)
 
 
 def discover_files(path: Path, subsets: Sequence[str]) -> dict[str, list[Path]]:
     """Map subset → files. A directory is scanned for ``<Subset>_<split>.parquet|jsonl``."""
     found: dict[str, list[Path]] = {}
     if path.is_file():
-        m = _FILE_RE.match(path.name)
+        m = FILE_RE.match(path.name)
         subset = m.group("subset") if m else (subsets[0] if len(subsets) == 1 else None)
         if subset is None:
             raise DataError(
@@ -114,7 +42,7 @@ def discover_files(path: Path, subsets: Sequence[str]) -> dict[str, list[Path]]:
     if not path.is_dir():
         raise DataError(f"dataset.path={path}: no such file or directory")
     for f in sorted(path.iterdir()):
-        m = _FILE_RE.match(f.name)
+        m = FILE_RE.match(f.name)
         if m and m.group("subset") in subsets:
             found.setdefault(m.group("subset"), []).append(f)
     return found
@@ -169,124 +97,6 @@ def _read_file(f: Path) -> pd.DataFrame:
         _FRAMES.pop(next(iter(_FRAMES)))
     _FRAMES[key] = df
     return df
-
-
-def _missing_columns_message(source: str, missing: list[str], columns: Sequence[Any]) -> str:
-    present = [str(c) for c in columns]
-    hints = []
-    for m in missing:
-        close = difflib.get_close_matches(m, [c for c in present if c not in REQUIRED_COLUMNS], n=1, cutoff=0.6)
-        if close:
-            hints.append(f"{close[0]!r} for {m!r}")
-    hint = f"; renamed? found {', '.join(hints)}" if hints else ""
-    return (
-        f"{source}: missing column(s) {', '.join(missing)} (row 0){hint}; T²-RAGBench files need "
-        f"{', '.join(REQUIRED_COLUMNS)}"
-    )
-
-
-def _split_from_name(f: Path) -> str:
-    m = _FILE_RE.match(f.name)
-    return m.group("split") if m else "unknown"
-
-
-def rows_to_subset(
-    name: str,
-    frames: Iterable[tuple[str, pd.DataFrame]],
-    *,
-    question_splits: Sequence[str] | None = None,
-    corpus_splits: Sequence[str] | None = None,
-    skip_empty_questions: bool = True,
-) -> Subset:
-    """Validate rows of one subset and turn them into records. ``frames`` are (source, frame).
-
-    The corpus is the unique contexts of the rows of ``corpus_splits`` (``None``: every loaded
-    split; the T²-RAGBench authors' code indexes the contexts of the rows it is given); a question
-    whose gold context is not in it is an error, since no retriever could find it."""
-    questions: list[Question] = []
-    corpus: dict[str, Document] = {}
-    context_source: dict[str, tuple[str, int]] = {}
-    texts: dict[str, str] = {}
-    seen_ids: dict[str, tuple[str, int]] = {}
-    sources: list[str] = []
-    stats = {"empty_questions_skipped": 0, "non_numeric_gold": 0, "rows": 0}
-    for source, df in frames:
-        sources.append(source)
-        if len(df) == 0:
-            continue  # no rows to check; an empty subset is reported below
-        missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-        if missing:
-            raise DataError(_missing_columns_message(source, missing, list(df.columns)))
-        default_split = _split_from_name(Path(source))
-        records = df.to_dict(orient="records")
-        for i, row in enumerate(records):
-            stats["rows"] += 1
-            qid = _clean(row.get("id")).strip()
-            if not qid:
-                raise DataError(f"{source}: row {i}: column 'id' is empty; every question needs a unique id")
-            if qid in seen_ids:
-                s0, r0 = seen_ids[qid]
-                raise DataError(f"{source}: row {i}: column 'id' value {qid!r} duplicates {s0} row {r0}")
-            seen_ids[qid] = (source, i)
-            cid = _clean(row.get("context_id")).strip()
-            if not cid:
-                raise DataError(f"{source}: row {i}: column 'context_id' is empty")
-            text = _clean(row.get("context"))
-            if not text.strip():
-                raise DataError(f"{source}: row {i}: column 'context' is empty for context_id {cid!r}")
-            meta = {c: _clean(row.get(c)) for c in METADATA_COLUMNS if _clean(row.get(c))}
-            if cid in context_source:
-                s0, r0 = context_source[cid]
-                if texts[cid] != text:
-                    raise DataError(
-                        f"{source}: row {i}: column 'context' for context_id {cid!r} differs from {s0} row {r0}; "
-                        "one context_id must have one text"
-                    )
-            split = _clean(row.get("split")) or default_split
-            if cid not in context_source:
-                context_source[cid] = (source, i)
-                texts[cid] = text
-            if cid not in corpus and (not corpus_splits or split in corpus_splits):
-                corpus[cid] = Document(context_id=cid, subset=name, text=text, metadata=meta)
-            if question_splits and split not in question_splits:
-                continue
-            question = _clean(row.get("question")).strip()
-            if not question:
-                if skip_empty_questions:
-                    stats["empty_questions_skipped"] += 1
-                    log.warning("%s: row %d: column 'question' is empty; skipped", source, i)
-                    continue
-                raise DataError(f"{source}: row {i}: column 'question' is empty")
-            gold_raw = _clean(row.get("program_answer"))
-            gold = parse_gold(gold_raw)
-            if gold is None:
-                stats["non_numeric_gold"] += 1
-            questions.append(
-                Question(
-                    id=qid,
-                    subset=name,
-                    split=split,
-                    context_id=cid,
-                    question=question,
-                    gold=gold,
-                    gold_raw=gold_raw,
-                    original_answer=_clean(row.get("original_answer")),
-                    metadata=meta,
-                )
-            )
-    if not corpus:
-        splits = f" of dataset.corpus_splits={list(corpus_splits)}" if corpus_splits else ""
-        raise DataError(f"subset {name}: the corpus{splits} is empty (sources: {', '.join(sources) or 'none'})")
-    orphans = [q for q in questions if q.context_id not in corpus]
-    if orphans:
-        q = orphans[0]
-        raise DataError(
-            f"dataset.corpus_splits={list(corpus_splits or [])} leaves out the gold context of {len(orphans)} {name} question(s) "
-            f"(e.g. id {q.id!r}, split {q.split!r}); allowed: splits that hold them, or dataset.question_splits limited to the corpus's"
-        )
-    if stats["non_numeric_gold"]:
-        log.warning("subset %s: %d questions have a non-numeric gold answer; excluded from NM", name, stats["non_numeric_gold"])
-    return Subset(name=name, questions=questions, corpus=list(corpus.values()), sources=sources, stats=stats)
 
 
 def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame]]:
@@ -370,9 +180,9 @@ def load_subsets(
 
 
 def loader_args(cfg: Any) -> dict[str, Any]:
-    """The :func:`load_subsets` arguments of an app config: the app, its pre-flight check and
-    ``t2exp.score`` load the same questions from it (a run recorded before a key existed gets the
-    schema's default)."""
+    """The :func:`load_subsets` arguments of a composed app config (every key is there: the schema
+    fills what an option leaves out): the app, its pre-flight check and ``t2exp score`` load the
+    same questions from it."""
     ds = cfg.dataset
     return dict(
         subsets=list(ds.subsets),
@@ -383,12 +193,12 @@ def loader_args(cfg: Any) -> dict[str, Any]:
         limit=ds.get("limit"),
         seed=int(cfg.seed),
         hub_revision=ds.get("hub_revision"),
-        skip_empty_questions=bool(ds.get("skip_empty_questions", DatasetConfig.skip_empty_questions)),
+        skip_empty_questions=bool(ds.skip_empty_questions),
         corpus_size=ds.get("corpus_size"),
         corpus_seed=ds.get("corpus_seed"),
         folds=ds.get("folds"),
         fold=ds.get("fold"),
-        fold_role=str(ds.get("fold_role", DatasetConfig.fold_role)),
-        fold_seed=int(ds.get("fold_seed", DatasetConfig.fold_seed)),
+        fold_role=str(ds.fold_role),
+        fold_seed=int(ds.fold_seed),
     )
 

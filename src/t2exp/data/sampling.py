@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from t2exp.data.loader import Question, Subset
+from t2exp.data.records import Question, Subset
 
 
 def sample_questions(questions: list[Question], limit: int | None, seed: int) -> list[Question]:

@@ -1,6 +1,6 @@
 """Where answers go wrong: each scored prediction of a run gets one error category.
 
-``python -m t2exp.report --errors RUN`` (a run id or a ``predictions.jsonl`` path) prints the
+``t2exp report --errors RUN`` (a run id or a ``predictions.jsonl`` path) prints the
 breakdown per subset. The categories are tried in this order; the first that fits is the one:
 
 - ``correct``: Number Match holds (``nm`` = 1).
@@ -36,9 +36,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from t2exp.answering.safe_eval import program_literals
+from t2exp.answering.safe_exec import program_literals
 from t2exp.evaluation.metrics import recall_at
-from t2exp.evaluation.numbers import number_match
+from t2exp.text.numbers import number_match
 
 CATEGORIES = ("correct", "not_retrieved", "no_number", "runaway", "near_miss", "growth_vs_level", "inverted", "ungrounded",
               "wrong_lookup", "wrong_operation", "wrong_value")

@@ -16,7 +16,7 @@ from typing import SupportsFloat, cast
 
 import numpy as np
 
-from t2exp.evaluation.numbers import is_degenerate, number_match, number_match_bare, number_match_strict
+from t2exp.text.numbers import is_degenerate, number_match, number_match_bare, number_match_strict
 
 RECALL_KS = (1, 3, 5)
 # how the app aggregates a run: 1000 bootstrap resamples drawn with seed 0, 95 % CIs
@@ -41,9 +41,15 @@ def paper_order_names(k: int) -> list[str]:
     return [f"mrr_at_{k}{PAPER_ORDER}", f"recall_at_1{PAPER_ORDER}"]
 
 
+def question_metric_names(k: int) -> list[str]:
+    """T²-RAGBench's metrics of one question: the Number Match readings, MRR@k and Recall@1/3/5
+    (what a trace's feedback and the MLflow GenAI scorers give)."""
+    return [*NM_METRICS, f"mrr_at_{k}", *(f"recall_at_{r}" for r in RECALL_KS)]
+
+
 def metric_names(k: int) -> list[str]:
     """The metrics a run logs for MRR@k (the paper-order ones only where a method kept dense scores)."""
-    return [*NM_METRICS, f"mrr_at_{k}"] + [f"recall_at_{r}" for r in RECALL_KS] + paper_order_names(k)
+    return question_metric_names(k) + paper_order_names(k)
 
 
 def paper_order(ranked: Sequence[str], dense: Sequence[float | None]) -> list[str]:
@@ -93,7 +99,7 @@ def question_metrics(
     (:func:`t2exp.answering.answers.answer_text`; ``pred`` itself when not given) that ``nm_bare`` reads
     with bare ``float()``. Every NM reading is ``None`` for a non-numeric gold (``gold is None``),
     so all three cover the same questions. ``degenerate`` is 1 for a degenerate prediction
-    (:func:`t2exp.evaluation.numbers.is_degenerate`), 0 otherwise, whatever the gold. ``dense``
+    (:func:`t2exp.text.numbers.is_degenerate`), 0 otherwise, whatever the gold. ``dense``
     (aligned with ``ranked``: each document's dense similarity, ``None`` for BM25-only hits) adds
     the authors' re-sorted MRR@k and Recall@1 (:func:`paper_order` of the top k, the list their
     retriever returns); without it they are ``None``. ``ranked_depth``: how many documents the

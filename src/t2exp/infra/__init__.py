@@ -1,3 +1,4 @@
-"""Infrastructure every stage uses and none owns: where files live (``paths``), the on-disk
-caches and locks (``cache``), MLflow tracking and redaction (``tracking``), the sweep's parent/child
-runs (``callbacks``), and the stop request of a run (``stop``)."""
+"""Infrastructure every stage uses and none owns (it imports no stage): where files live and the
+default MLflow store (``paths``), the on-disk caches, logs and locks (``cache``), a stage's
+progress line (``progress``), remote calls with retries (``remote``), secrets kept out of logs
+(``redaction``) and hub models loaded as one line when they cannot be had (``model_hub``)."""

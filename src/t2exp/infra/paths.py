@@ -77,3 +77,15 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("t2exp_cwd", lambda: str(work_dir()))
     if not OmegaConf.has_resolver("t2exp_resource"):
         OmegaConf.register_new_resolver("t2exp_resource", lambda name: str(resource_dir(name)))
+
+
+# the default MLflow store and artifact root, under the working directory: the schema's
+# tracking.uri / tracking.artifact_location and the commands' --tracking-uri all start here
+DEFAULT_STORE = "mlruns/mlflow.db"
+DEFAULT_ARTIFACTS = "mlruns/artifacts"
+
+
+def default_tracking_uri() -> str:
+    """The store ``python -m t2exp`` writes by default (``tracking.uri``'s schema default), under
+    the working directory (:func:`work_dir`)."""
+    return f"sqlite:///{work_dir() / DEFAULT_STORE}"

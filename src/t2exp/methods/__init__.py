@@ -12,13 +12,12 @@ A method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from t2exp.config.components import build, target_class
-from t2exp.data.loader import Question, Subset
+from t2exp.data.records import Question, Subset
 from t2exp.errors import ConfigError
 from t2exp.index.build import Index, build_index
 from t2exp.methods.queries import QueryBuilder
@@ -120,10 +119,3 @@ class RetrievingMethod:
 
     def stats(self) -> dict[str, float]:
         return {}
-
-
-def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMethod:
-    """The method a ``rag_method`` config names by ``_target_`` (``reranker`` for methods that
-    rescore candidates: ``needs_reranker``)."""
-    kwargs = {"reranker": reranker} if getattr(target_class(cfg["_target_"], "rag_method._target_"), "needs_reranker", False) else {}
-    return build(cfg, f"rag_method={cfg.get('name')}", **kwargs)

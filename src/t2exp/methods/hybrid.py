@@ -1,4 +1,4 @@
-"""Hybrid: BM25 and dense rankings fused (``t2exp.methods.fusion``).
+"""Hybrid: BM25 and dense rankings fused (``t2exp.index.fusion``).
 
 ``lexical=store`` uses the store's native BM25 (and its hybrid query); ``lexical=bm25s`` /
 ``rank_bm25`` use an in-memory BM25 index (``t2exp.index.lexical``; default the paper's tokenisation,
@@ -8,7 +8,7 @@ by the same fusion function. Both candidate lists have ``max(k, candidate_depth)
 ``alpha=0`` (and an in-memory BM25) nothing is embedded, neither the corpus nor the query: the
 lexical ranking is the result.
 
-``fusion=paper`` is the T²-RAGBench authors' procedure (``t2exp.methods.fusion.fuse_paper``): the dense
+``fusion=paper`` is the T²-RAGBench authors' procedure (``t2exp.index.fusion.fuse_paper``): the dense
 list is the run's top-k (``k``, not ``candidate_depth``), the lexical list every document of the
 corpus with its BM25 score; the fused order is returned to the retrieval depth, so its first k are
 the authors' top-k and R@5 reads the same order further down.
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from t2exp.index.build import lexical_index
+from t2exp.index.fusion import WHOLE_CORPUS, fuse, fuse_paper
 from t2exp.methods import Ranking, RetrievingMethod
-from t2exp.methods.fusion import WHOLE_CORPUS, fuse, fuse_paper
 
 LEXICAL = ("bm25s", "rank_bm25", "fielded", "store")
 WHOLE_CORPUS_LEXICAL = ("rank_bm25", "bm25s")  # in-memory indexes that score every document (rank_all)

@@ -5,7 +5,7 @@ Documents are indexed with their metadata prepended (``document.variant=metadata
 the question names the document's company (normalised name, legal suffixes dropped, or its
 ticker) and when it names the report year or one of the ``year_window`` years before it (reports
 discuss prior years). Boosts are added to the fused scores mapped onto [0, 1]
-(``t2exp.methods.fusion.unit_scale``), so a boost means the same under relative-score fusion, RRF and
+(``t2exp.index.fusion.unit_scale``), so a boost means the same under relative-score fusion, RRF and
 alpha 0 / 1.
 
 ``company_match=filter`` uses the company mention as a filter instead: when the question names the
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
+from t2exp.index.fusion import unit_scale
 from t2exp.methods import Ranking
-from t2exp.methods.fusion import unit_scale
 from t2exp.methods.hybrid import Hybrid
 
 _SUFFIXES = {

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from t2exp.config.schema import QueryConfig
-from t2exp.data.loader import Question
+from t2exp.data.records import Question
 from t2exp.errors import DataError
 
 
@@ -24,8 +23,9 @@ class _Fields(dict):
 
 @dataclass(frozen=True)
 class QueryBuilder:
-    template: str = QueryConfig.template  # defaults: the schema's (one owner)
-    instruction: str | None = QueryConfig.instruction
+    # the defaults of query.* in the schema (QueryConfig); tests/test_defaults.py holds them equal
+    template: str = "{question}"
+    instruction: str | None = None
 
     def __call__(self, q: Question) -> str:
         fields = _Fields({k: "" if v is None else str(v) for k, v in q.metadata.items()})

@@ -11,25 +11,19 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
-from t2exp.answering.demos import DemoPool
-from t2exp.answering.evidence import Evidence
-from t2exp.answering.prompts import PromptLibrary
-from t2exp.config.components import GeneratorConfig, build
-from t2exp.data.loader import load_subsets, loader_args
 from t2exp.errors import ConfigError, T2ExpError, TrackingError
 from t2exp.evaluation.metrics import metric_label
-from t2exp.generators import Sampling
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
-from t2exp.methods import build_method
-from t2exp.methods.queries import QueryBuilder
-from t2exp.pipeline.experiment import Components, Result, cell_key, data_fingerprint, run_experiment
+from t2exp.pipeline.build import build_components, to_dict
+from t2exp.pipeline.experiment import Components, Result, run_experiment
+from t2exp.pipeline.identity import cell_key, data_fingerprint
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
@@ -37,92 +31,10 @@ from t2exp.tracking.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")
 
-# keys of a generator config that configure the run, not the backend's constructor
-GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
-
-
 # seconds between the first SIGTERM/SIGINT (finish the requests in flight, write their
 # predictions, stop) and the hard stop; a second signal stops at once
 STOP_GRACE_ENV = "T2EXP_STOP_GRACE_SECONDS"
 DEFAULT_STOP_GRACE = 5.0
-
-
-def _to_dict(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved plain dict of a config node (``OmegaConf.to_container`` of a DictConfig is a dict)."""
-    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
-
-
-def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
-    if cfg is None or cfg.get("_target_") is None:
-        return None
-    d = _to_dict(cfg)
-    for key in GENERATOR_RUN_KEYS:
-        d.pop(key, None)
-    return build(d, str(d.get("name", d["_target_"])), **kwargs)
-
-
-def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
-    """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
-    from t2exp.answering.answers import ANSWER_SCHEMA, MODE_STOPS
-
-    d = _to_dict(cfg) if cfg is not None else {}
-    stop = d.pop("stop", None)
-    schema = ANSWER_SCHEMA if answer_mode == "json" else None
-    return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop), json_schema=schema)
-
-
-def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Components:
-    """Load data and build every component from config (no work on the corpus yet)."""
-    subsets = load_subsets(**loader_args(cfg))
-    reranker = _instantiate(cfg.get("reranker"))
-    method = build_method(_to_dict(cfg.rag_method), reranker=reranker)
-    embedder = _instantiate(cfg.embedder) if method.needs_index else None
-    store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
-    generator = _instantiate(cfg.generator)
-    gen_cfg = cfg.generator
-    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
-    aux = gen_cfg.get("aux_sampling")
-    # auxiliary calls (HyDE passages, summaries) have no answer mode: ``stop: null`` is no stop sequence
-    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=160, seed=sampling.seed)
-    cache_dir = Path(cfg.paths.cache)
-    prompts = PromptLibrary(cfg.paths.prompts)
-    return Components(
-        subsets=subsets,
-        method=method,
-        embedder=embedder,
-        store_factory=store_factory,
-        generator=generator,
-        prompts=prompts,
-        sampling=sampling,
-        answer_mode=str(gen_cfg.get("answer_mode", GeneratorConfig.answer_mode)),
-        answer_prompt=gen_cfg.get("prompt"),
-        grounding=str(gen_cfg.get("grounding", GeneratorConfig.grounding)),
-        demos=_demo_pool(cfg, prompts) if generator else None,
-        demos_k=int(gen_cfg.get("demos_k", GeneratorConfig.demos_k)),
-        k=int(cfg.k),
-        variant=str(cfg.document.variant),
-        cache_dir=cache_dir,
-        run_dir=cache_dir / "runs" / cell_key(_to_dict(cfg), data_fingerprint(subsets)),
-        aux_sampling=aux_sampling,
-        stop=stop or StopRequest(),
-        query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
-        evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),
-                          str(cfg.context.header), cfg.context.documents),
-    )
-
-
-def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
-    """``generator.demos``' pool, after checking that the answer template shows demonstrations."""
-    name = cfg.generator.get("demos")
-    if not name:
-        return None
-    from t2exp.answering.answers import answer_template
-
-    template = answer_template(str(cfg.generator.get("answer_mode", "direct")), cfg.generator.get("prompt"))
-    if "demos" not in prompts.variables(template):
-        raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
-                          "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")
-    return DemoPool.load(cfg.paths.prompts, str(name))
 
 
 def objective_name(cfg: DictConfig) -> str:
@@ -173,6 +85,8 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
             stop.request(name)
             return
         if stop.is_set() or grace <= 0:
+            if stop.defer_stop_now(name):  # inside an atomic block: raised at its end
+                return
             raise Interrupted(name)
         stop.request(name)
         log.warning("%s: stopping after the requests in flight (at most %.0fs; send %s again to stop now)", name, grace, name)
@@ -217,14 +131,14 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
 
 
 def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], stop: StopRequest) -> Result:
-    resolved = _to_dict(cfg)
+    resolved = to_dict(cfg)
     components = build_components(cfg, stop)
-    key = cell_key(resolved, data_fingerprint(components.subsets))
+    key = cell_key(resolved, data_fingerprint(components.parts.subsets))
 
     def waiting() -> None:
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", key)
 
-    with cell_lock(components.cache_dir / "locks", f"cell-{key}", on_wait=waiting):
+    with cell_lock(components.settings.cache_dir / "locks", f"cell-{key}", on_wait=waiting):
         return _run_cell(cfg, overrides, restore, resolved, components, key)
 
 
@@ -238,7 +152,7 @@ def _run_cell(
             mirror = mirror_into_sweep(tr.uri, tr.experiment, tr.get("artifact_location"), done, _run_name(cfg))
             log.info("resume: cell %s already FINISHED as MLflow run %s; skipped%s", key, done.info.run_id,
                      f" (listed under this sweep as run {mirror})" if mirror else "")
-            return Result(metrics=dict(done.data.metrics), predictions_path=components.run_dir / "predictions.jsonl", skipped=True)
+            return Result(metrics=dict(done.data.metrics), predictions_path=components.settings.run_dir / "predictions.jsonl", skipped=True)
     components.stop.check()
     tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
     tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), _run_name(cfg), tags)
@@ -246,9 +160,9 @@ def _run_cell(
     status = "FAILED"
     try:
         params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
-        params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.subsets})
+        params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.parts.subsets})
         tracker.log_params(params)
-        tracker.log_inputs(components.subsets)
+        tracker.log_inputs(components.parts.subsets)
         result = run_experiment(components)
         tracker.log_metrics(result.metrics)
         _log_artifacts(tracker, cfg, components, result)
@@ -260,12 +174,12 @@ def _run_cell(
         status = "KILLED"
         exc.args = (
             f"interrupted by {exc.signal_name}; MLflow run {tracker.run_id} marked KILLED; the predictions so far "
-            f"are kept in {components.run_dir}: run the same command again to resume",
+            f"are kept in {components.settings.run_dir}: run the same command again to resume",
         )
         log.error("%s", exc.args[0])
         raise
     except TrackingError as exc:  # the store failed: what the run made is on disk, a re-run logs it
-        raise TrackingError(f"{exc}; the predictions so far are kept in {components.run_dir}: "
+        raise TrackingError(f"{exc}; the predictions so far are kept in {components.settings.run_dir}: "
                             f"run the same command again to resume and log them") from None
     except T2ExpError as exc:
         tracker.set_tags({"t2exp.error": str(exc)})
@@ -285,17 +199,17 @@ def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Res
         pred_text = redact_text(result.predictions_path.read_text(encoding="utf-8"), secrets)
         atomic_write_text(tmp_p / "predictions.jsonl", pred_text)
         tracker.log_artifact(tmp_p / "predictions.jsonl")
-        tracker.log_artifact(c.run_dir / "leaderboard.jsonl")
-        cfg_text = OmegaConf.to_yaml(OmegaConf.create(flatten({k: v for k, v in _to_dict(cfg).items() if k != "hydra"})))
+        tracker.log_artifact(c.settings.run_dir / "leaderboard.jsonl")
+        cfg_text = OmegaConf.to_yaml(OmegaConf.create(flatten({k: v for k, v in to_dict(cfg).items() if k != "hydra"})))
         atomic_write_text(tmp_p / "config.yaml", redact_text(cfg_text, secrets))
         tracker.log_artifact(tmp_p / "config.yaml")
         atomic_write_text(tmp_p / "metrics.json", json.dumps(result.table, indent=2))
         tracker.log_artifact(tmp_p / "metrics.json")
         pdir = tmp_p / "prompts"
         pdir.mkdir()
-        for name, text in c.prompts.used.items():
+        for name, text in c.parts.prompts.used.items():
             (pdir / f"{name}.j2").write_text(text, encoding="utf-8")
-        if c.prompts.used:
+        if c.parts.prompts.used:
             tracker.log_artifact(pdir)
 
 
@@ -304,19 +218,19 @@ def _log_views(tracker: Tracker, cfg: DictConfig, c: Components, result: Result)
     an MLflow table, and (up to ``tracking.trace_limit`` questions, or as ``tracking.traces`` says)
     one trace per question."""
     rows = list(read_jsonl(result.predictions_path))
-    what = f"**{_run_name(cfg)}** on {', '.join(f'{s.name} ({len(s.questions)} questions)' for s in c.subsets)}"
-    tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, c.k), what)})
+    what = f"**{_run_name(cfg)}** on {', '.join(f'{s.name} ({len(s.questions)} questions)' for s in c.parts.subsets)}"
+    tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, c.settings.k), what)})
     tracker.log_table(predictions_table(rows), TABLE_FILE)
     wanted = cfg.tracking.get("traces")
     if wanted or (wanted is None and len(rows) <= int(cfg.tracking.get("trace_limit", 500))):
-        tracker.log_traces(rows, c.k)
+        tracker.log_traces(rows, c.settings.k, result.spans)
 
 
 def _print_summary(result: Result, c: Components, tracker: Tracker, cfg: DictConfig) -> None:
-    text = results_table(result.table, c.k) + "\n" + run_footer(
+    text = results_table(result.table, c.settings.k) + "\n" + run_footer(
         tracker.run_id, str(cfg.tracking.experiment), str(tracker.experiment_id), str(cfg.tracking.uri), result.predictions_path)
     print(text, file=sys.stderr)
     if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log
         avg = result.table.get("avg", {})
-        shown = ", ".join(f"{metric_label(n)} {avg[n]['mean']:.1f}" for n in ("nm", f"mrr_at_{c.k}") if n in avg)
+        shown = ", ".join(f"{metric_label(n)} {avg[n]['mean']:.1f}" for n in ("nm", f"mrr_at_{c.settings.k}") if n in avg)
         log.info("cell done: %s: %s (MLflow run %s)", _run_name(cfg), shown or "no metrics", tracker.run_id)

@@ -5,6 +5,8 @@ handler and to the experiment; nothing is shared through module state."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class Interrupted(BaseException):
@@ -19,6 +21,8 @@ class StopRequest:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._signal = "SIGTERM"
+        self._held = 0  # depth of atomic() blocks in progress
+        self._deferred: str | None = None  # a stop-now that arrived inside one
 
     def request(self, signal_name: str) -> None:
         self._signal = signal_name
@@ -36,3 +40,25 @@ class StopRequest:
         """At a safe point: raise ``Interrupted`` if a stop was requested."""
         if self._event.is_set():
             raise Interrupted(self._signal)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """A block a stop-now does not cut in two (a prediction's line and the record that it was
+        written: cut between them, the answer was written twice). A stop-now signal that arrives
+        inside raises ``Interrupted`` when the block ends."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+        if not self._held and self._deferred is not None:
+            name, self._deferred = self._deferred, None
+            raise Interrupted(name)
+
+    def defer_stop_now(self, signal_name: str) -> bool:
+        """For the signal handler: inside :meth:`atomic`, remember a stop-now and return True
+        (the block raises it at its end); outside, return False (stop at once)."""
+        if self._held:
+            self._deferred = signal_name
+            return True
+        return False

@@ -11,7 +11,7 @@ run once more, through the same launcher, with ``dataset.fold_role=eval``: the h
 questions no trial saw. Both runs are children of the sweep's MLflow parent; the parent gets the
 tuned parameters (``tune.best.<key>``), the objective, the tuning and held-out scores
 (``tune/tune_score``, ``tune/eval_score``) and what each was measured on (``t2exp.tuned_on``,
-``t2exp.reported_on``). ``python -m t2exp.report`` puts the pair side by side.
+``t2exp.reported_on``). ``t2exp report`` puts the pair side by side.
 
 ``hydra.sweeper.held_out=false`` runs the plain Optuna sweep (no folds needed, no held-out run):
 its best value is then a score on the questions it was chosen on, and is logged as such.

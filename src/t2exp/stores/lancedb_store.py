@@ -1,7 +1,7 @@
 """Embedded default store: LanceDB (in-process, persistent, no server).
 
 Dense search is LanceDB's vector search with cosine distance (score = 1 - distance); BM25 is
-LanceDB's native full-text index; hybrid is our fusion (``t2exp.methods.fusion``) over both candidate
+LanceDB's native full-text index; hybrid is our fusion (``t2exp.index.fusion``) over both candidate
 lists, so ``alpha`` means what it means in Weaviate.
 
 LanceDB answers one full-text query per call (~150-300 queries/s). With ``lexical_batch`` (the
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from t2exp.index.fusion import fuse
 from t2exp.index.lexical import BM25sIndex
-from t2exp.methods.fusion import fuse
 
 log = logging.getLogger(__name__)
 

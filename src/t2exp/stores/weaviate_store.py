@@ -2,7 +2,7 @@
 
 One collection per index key, vectors self-provided (our embedder), cosine HNSW. Dense search is
 ``near_vector`` (score = 1 - cosine distance), BM25 is Weaviate's keyword search over ``text``,
-hybrid is either Weaviate's own ``query.hybrid`` (``native_hybrid=true``) or ``t2exp.methods.fusion.fuse``
+hybrid is either Weaviate's own ``query.hybrid`` (``native_hybrid=true``) or ``t2exp.index.fusion.fuse``
 over the ``near_vector`` and ``bm25`` candidate lists, exactly like ``LanceDBStore``. In both modes
 ``alpha=1`` is exactly ``dense()`` and ``alpha=0`` exactly ``bm25()``. In between the two modes
 agree when both see every candidate (a corpus of at most ``candidate_depth`` objects): Weaviate's
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.index.fusion import fuse
 from t2exp.infra.redaction import register_secret
-from t2exp.methods.fusion import fuse
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ class WeaviateStore:
     def hybrid(
         self, queries: Sequence[str], query_vectors: np.ndarray, k: int, alpha: float, fusion: str = "relative_score"
     ) -> list[Hits]:
-        # the extremes are exactly one search, in both modes (as in t2exp.methods.fusion.fuse)
+        # the extremes are exactly one search, in both modes (as in t2exp.index.fusion.fuse)
         if alpha == 1.0:
             return self.dense(query_vectors, k)
         if alpha == 0.0:

@@ -57,7 +57,7 @@ class MLflowSweepCallback(Callback):
         self.parent_id = run.info.run_id
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)
-        if "joblib" in str(config.hydra.launcher.get("_target_", "")):
+        if is_joblib_launcher(config.hydra.launcher):
             _forward_signals_to_workers()
         log.info("MLflow parent run %s for sweep: %s", self.parent_id, overrides)
 
@@ -90,7 +90,7 @@ class MLflowSweepCallback(Callback):
         """The Table-3/Table-4 report of the finished cells, logged on the parent run; a sweep
         whose report cannot be made (no finished cell) still ends normally."""
         from t2exp.errors import T2ExpError
-        from t2exp.evaluation.report.cli import report_parent
+        from t2exp.evaluation.reporting.build import report_parent
 
         assert self.parent_id is not None and self.uri is not None, "on_multirun_start created the parent"
         try:
@@ -101,20 +101,34 @@ class MLflowSweepCallback(Callback):
 
     def _close_if_running(self) -> None:
         """At exit: a parent still RUNNING (a job raised, a signal ended the sweep) becomes
-        KILLED when a signal ended it, else FAILED."""
+        KILLED when a signal ended it, else FAILED; after a signal passed on to local cells, so
+        does any child those cells left RUNNING."""
         if self.parent_id is None:
             return
         try:
             from mlflow.tracking import MlflowClient
 
             client = MlflowClient(tracking_uri=self.uri)
-            if client.get_run(self.parent_id).info.status == "RUNNING":
-                client.set_terminated(self.parent_id, status="KILLED" if _forwarded else "FAILED")
+            parent = client.get_run(self.parent_id)
+            if parent.info.status != "RUNNING":
+                return
+            client.set_terminated(self.parent_id, status="KILLED" if _forwarded else "FAILED")
+            if _forwarded:
+                # the local cells were stopped by the passed-on signal, and joblib ends the other
+                # workers as soon as the first cell raises: one may be gone before it closed its run
+                running = f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'"
+                for child in client.search_runs([parent.info.experiment_id], filter_string=running):
+                    client.set_terminated(child.info.run_id, status="KILLED")
         except Exception:  # best effort at interpreter exit
             pass
 
 
 _forwarded: list[str] = []  # the signals the launching process passed on to its cell processes
+
+
+def is_joblib_launcher(launcher: Any) -> bool:
+    """``hydra.launcher`` is joblib's (``hydra/launcher=local_parallel``: cells in loky workers)."""
+    return "joblib" in str(launcher.get("_target_", ""))
 
 
 def child_pids(pid: int) -> list[int]:

@@ -16,6 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from t2exp.evaluation.metrics import question_metric_names
+from t2exp.tracking.genai import rationale
+
 # the experiment kind the MLflow UI opens on: "custom_model_development" is the runs table
 # (an experiment without it may be inferred as GenAI and open on an empty traces overview)
 KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
@@ -86,31 +89,70 @@ def predictions_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]
     return {c: [cell(r.get(c)) for r in rows] for c in TABLE_COLUMNS}
 
 
-def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapping[str, Any]], k: int) -> int:
-    """One trace per question, linked to the run: ``retrieve`` (ranked ids and scores),
-    ``generate`` (prompt tokens, raw output, finish reason), ``score`` (the NM readings, MRR@k)."""
-    n = 0
+def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapping[str, Any]], k: int,
+               spans: Mapping[str, Mapping[str, tuple[int, int]]] | None = None, tracking_uri: str | None = None) -> int:
+    """One trace per question, linked to the run: ``retrieve`` (the query's ranked ids and
+    scores), ``generate`` (prompt tokens, raw output, finish reason), ``score`` (the parsed answer
+    and its metrics), each span with its real start and end (``spans``: the run's
+    ``Tally.spans``; a question resumed from an earlier process has none and shows when it was
+    logged). The trace carries the gold answer and document as expectations and every metric
+    of the question as CODE feedback with a one-line rationale (:func:`assess`)."""
+    spans = spans or {}
+    traced = []
     for r in rows:
+        times = spans.get(str(r["id"]), {})
         root = client.start_trace(f"question {r['id']}", span_type="CHAIN", experiment_id=experiment_id, run_id=run_id,
                                   inputs={"question": r.get("question"), "subset": r.get("subset")},
-                                  tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))})
+                                  tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))},
+                                  start_time_ns=min((t[0] for t in times.values()), default=None))
         tid, pid = root.trace_id, root.span_id
         if r.get("retrieved") is not None:
-            sp = client.start_span("retrieve", tid, pid, span_type="RETRIEVER", inputs={"k": k})
-            client.end_span(tid, sp.span_id, outputs={"retrieved": r.get("retrieved"), "scores": r.get("scores"),
-                                                      "gold_context_id": r.get("context_id")})
+            _span(client, tid, pid, "retrieve", "RETRIEVER", times.get("retrieve"), inputs={"question": r.get("question"), "k": k},
+                  outputs={"retrieved": r.get("retrieved"), "scores": r.get("scores")})
         if r.get("generation") is not None:
-            sp = client.start_span("generate", tid, pid, span_type="LLM", inputs={"contexts": r.get("n_contexts")},
-                                   attributes={"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")})
-            client.end_span(tid, sp.span_id, outputs={"generation": r.get("generation"), "finish_reason": r.get("finish_reason")})
-        scores = {m: r.get(m) for m in ("nm", "nm_bare", "nm_strict", f"mrr_at_{k}", "recall_at_1") if r.get(m) is not None}
-        sp = client.start_span("score", tid, pid, span_type="EVALUATOR",
-                               inputs={"prediction": r.get("prediction"), "gold": r.get("gold")})
-        client.end_span(tid, sp.span_id, outputs=scores)
-        client.end_trace(tid, outputs={"prediction": r.get("prediction"), **scores})
-        n += 1
-    if n:  # traces are exported in the background: every one is in the store before the run ends, not at process exit
+            _span(client, tid, pid, "generate", "LLM", times.get("generate"), inputs={"contexts": r.get("n_contexts")},
+                  outputs={"generation": r.get("generation"), "finish_reason": r.get("finish_reason")},
+                  attributes={"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")})
+        scores = {m: r.get(m) for m in question_metric_names(k) if r.get(m) is not None}
+        _span(client, tid, pid, "score", "EVALUATOR", times.get("score"), inputs={"answer_text": r.get("answer_text")},
+              outputs={"prediction": r.get("prediction"), **scores})
+        client.end_trace(tid, outputs={"prediction": r.get("prediction"), **scores},
+                         end_time_ns=max((t[1] for t in times.values()), default=None))
+        traced.append((tid, r))
+    if traced:  # traces are exported in the background: every one is in the store before the run ends, not at process exit
         import mlflow
 
         mlflow.flush_trace_async_logging()
-    return n
+        assess(tracking_uri, traced, k)
+    return len(traced)
+
+
+def _span(client: Any, tid: str, pid: str, name: str, kind: str, window: tuple[int, int] | None, *, inputs: Any, outputs: Any,
+          attributes: dict[str, Any] | None = None) -> None:
+    start, end = window if window is not None else (None, None)
+    sp = client.start_span(name, tid, pid, span_type=kind, inputs=inputs, attributes=attributes, start_time_ns=start)
+    client.end_span(tid, sp.span_id, outputs=outputs, end_time_ns=end)
+
+
+def assess(tracking_uri: str | None, traced: Sequence[tuple[str, Mapping[str, Any]]], k: int) -> None:
+    """Each question's trace gets the gold answer and the gold document id as expectations and
+    every metric of its prediction row (the values in ``predictions.jsonl``) as feedback from a
+    CODE source, each with the rationale :func:`t2exp.tracking.genai.rationale` writes (the one
+    the MLflow GenAI scorers give)."""
+    from mlflow.entities import AssessmentSource, Expectation, Feedback
+    from mlflow.tracing.client import TracingClient
+
+    client = TracingClient(tracking_uri)
+    source = AssessmentSource(source_type="CODE", source_id="t2exp")
+    for tid, r in traced:
+        expected = {"expected_response": r.get("gold_raw"), "context_id": r.get("context_id")}
+        for name, value in expected.items():
+            if value not in (None, ""):
+                client.log_assessment(tid, Expectation(name=name, value=value, source=source))
+        outputs = {"answer": r.get("answer_text") if r.get("answer_text") is not None else r.get("prediction"),
+                   "retrieved": r.get("retrieved") or []}
+        for name in question_metric_names(k):
+            value = r.get(name)
+            if value is not None:
+                client.log_assessment(tid, Feedback(name=name, value=value, source=source,
+                                                    rationale=rationale(name, value, outputs, expected)))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from t2exp.evaluation.metrics import metric_label
+from t2exp.evaluation.metrics import metric_label, question_metric_names
 
 
 def _cell(v: Mapping[str, Any] | None) -> str:
@@ -21,7 +21,8 @@ def _cell(v: Mapping[str, Any] | None) -> str:
 
 def _rows(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> list[list[str]]:
     """Header + one row per subset (+ ``avg``); a metric no row has (NM of a retrieval-only run) is left out."""
-    names = [n for n in ("nm", f"mrr_at_{k}", "recall_at_1", "recall_at_3", "recall_at_5") if any(n in v for v in table.values())]
+    shown = [n for n in question_metric_names(k) if n not in ("nm_bare", "nm_strict")]  # the headline NM reading
+    names = [n for n in shown if any(n in v for v in table.values())]
     rows = [["subset", *(metric_label(n) for n in names), "n"]]
     for subset, vals in table.items():
         n = max((int(v["n"]) for v in vals.values()), default=0)

@@ -3,7 +3,7 @@
 ``score(predictions, dataset="bundled")`` takes a path (JSONL, JSON, CSV, parquet), a list of
 dicts, a dict ``id → prediction`` or a pandas DataFrame with at least ``id`` and ``prediction``
 (optional ``subset``, ``context_id``, ``retrieved``) and returns a :class:`ScoreResult`.
-``python -m t2exp.score`` is the command line around it.
+``t2exp score`` is the command line around it.
 
 Gold answers come from the dataset: ``dataset`` names a ``conf/dataset/*.yaml`` option and is
 composed with Hydra from the project's ``conf/`` exactly as ``python -m t2exp dataset=NAME``
@@ -41,7 +41,7 @@ id), an unknown id (not among the gold questions; ids that are in the dataset bu
 ``limit`` sample are counted apart as ``outside_sample``) or a duplicate id (a later row of an
 id already seen: the first is kept). A prediction without a number ("N/A", "", null) is
 ``unparsable`` and wrong. ``prediction`` may be a number or free text ("$1,234.5 million"):
-numbers are read with :func:`t2exp.evaluation.numbers.extract_number`. A file whose ``prediction`` is empty
+numbers are read with :func:`t2exp.text.numbers.extract_number`. A file whose ``prediction`` is empty
 in every row is a retrieval-only submission: no NM is computed (as for a run without a
 generator) and the output says so.
 
@@ -51,7 +51,7 @@ Next to ``nm`` (and computed by the same evaluator, over the same questions: a n
 left out of all of them) come ``nm_bare`` (the authors' bare-``float()`` reading of the answer
 string, with their small-gold rule) and ``nm_strict`` (relative error < ε, no power-of-ten shift),
 plus ``<subset>/degenerate_predictions`` and the total ``degenerate_predictions``
-(:func:`t2exp.evaluation.numbers.is_degenerate`). The answer string is the ``answer_text`` column
+(:func:`t2exp.text.numbers.is_degenerate`). The answer string is the ``answer_text`` column
 when the file has one (a run's ``predictions.jsonl``, whose ``prediction`` is the parsed number),
 else the raw ``prediction``.
 """
@@ -59,10 +59,11 @@ else the raw ``prediction``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from t2exp.data.loader import Question, Subset
+from t2exp.data.records import Question, Subset
 from t2exp.errors import ConfigError
 from t2exp.evaluation.metrics import (
     CI_SEED,
@@ -84,6 +85,7 @@ from t2exp.evaluation.scoring.gold import (
     gold_from,
     load_gold,
 )
+from t2exp.evaluation.scoring.notes import submission_notes
 from t2exp.evaluation.scoring.predictions import (
     Predictions,
     Submitted,
@@ -112,108 +114,31 @@ def score_rows(
     """Match submitted rows to gold questions and compute the metrics."""
     if k < 1:
         raise ConfigError(f"k={k}: must be at least 1")
-    by_id: dict[str, list[Question]] = {}
-    for q in gold.questions:
-        by_id.setdefault(q.id, []).append(q)
-    all_by_id: dict[str, set[str]] = {}
-    for subset, qid in gold.all_ids:
-        all_by_id.setdefault(qid, set()).add(subset)
-
     counts = Counts(rows=len(subs), gold=len(gold.questions))
-    first: dict[tuple[str, str], Submitted] = {}
-    unknown: list[str] = []
-    duplicates: list[str] = []
-    ambiguous = 0
-    s: Submitted | None
-    for s in subs:
-        cands = by_id.get(s.id, [])
-        if s.subset is not None and len(cands) > 1:
-            cands = [q for q in cands if q.subset == s.subset]
-        if len(cands) != 1:
-            counts.unknown_ids += 1
-            unknown.append(s.id)
-            ambiguous += len(cands) > 1
-            if not cands and s.id in all_by_id:
-                counts.outside_sample += 1
-            continue
-        q = cands[0]
-        key = (q.subset, q.id)
-        if key in first:
-            counts.duplicate_ids += 1
-            duplicates.append(s.id)
-            continue
-        first[key] = s
-        counts.subset_mismatch += s.subset is not None and s.subset != q.subset
-
+    matched = _match(subs, gold, counts)
     retrieval = _retrieval_mode(subs, columns)
     with_nm = any(s.prediction is not None for s in subs)
-    names = (list(NM_METRICS) if with_nm else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
-    names += {"ranked": [f"recall_at_{r}" for r in RECALL_KS], "rank1": ["recall_at_1"], "none": []}[retrieval]
-    if retrieval == "ranked" and any(s.dense is not None for s in subs):
-        names += paper_order_names(k)
-
-    rows: list[dict[str, Any]] = []
-    submitted_rows: list[dict[str, Any]] = []
-    subset_counts: dict[str, dict[str, int]] = {}
-    no_ranking = 0
-    for q in gold.questions:
-        s = first.get((q.subset, q.id))
-        sc = subset_counts.setdefault(q.subset, {"questions": 0, "scored": 0, "missing": 0, "unparsable": 0})
-        sc["questions"] += 1
-        counts.non_numeric_gold += q.gold is None
-        if s is None:
-            sc["missing"] += 1
-            counts.missing += 1
-        else:
-            sc["scored"] += 1
-            counts.scored += 1
-            if s.value is None and with_nm:
-                sc["unparsable"] += 1
-                counts.unparsable += 1
-        ranked: list[str] | None = None
-        if retrieval == "ranked":
-            ranked = (s.retrieved if s is not None else None) or []
-            no_ranking += s is not None and not s.retrieved
-        elif retrieval == "rank1":
-            ranked = [s.context_id] if s is not None and s.context_id is not None else []
-        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text,
-                             dense=[] if s is None else s.dense,  # a missing question is a miss in every order
-                             ranked_depth=None if s is None else s.depth)
-        row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
-        if s is not None and with_nm:
-            row[DEGENERATE] = m[DEGENERATE]
-        rows.append(row)
-        if s is not None and with_nm:
-            submitted_rows.append({"subset": q.subset, "nm_submitted": m["nm"]})
+    names = _scored_names(subs, retrieval, with_nm, k)
+    per_q = _per_question(gold, matched.first, retrieval, with_nm, names, k, counts)
 
     ci = n_boot > 0
-    agg = aggregate(rows, names, ci=ci, n_boot=max(n_boot, 1), seed=seed)
+    agg = aggregate(per_q.rows, names, ci=ci, n_boot=max(n_boot, 1), seed=seed)
     if with_nm:
-        extra = aggregate(submitted_rows, ["nm_submitted"], ci=ci, n_boot=max(n_boot, 1), seed=seed)
+        extra = aggregate(per_q.submitted, ["nm_submitted"], ci=ci, n_boot=max(n_boot, 1), seed=seed)
         for subset, vals in extra.items():
             agg.setdefault(subset, {}).update(vals)
-    subset_counts = {s: subset_counts[s] for s in sorted(subset_counts)}  # aggregate's order, then avg
+    subset_counts = {s: per_q.subset_counts[s] for s in sorted(per_q.subset_counts)}  # aggregate's order, then avg
     subset_counts["avg"] = {key: sum(v[key] for v in subset_counts.values()) for key in ("questions", "scored", "missing", "unparsable")}
     table: dict[str, dict[str, MetricValue]] = {}
     for subset, sc in subset_counts.items():
         cov = MetricValue(100.0 * sc["scored"] / sc["questions"], sc["questions"]) if sc["questions"] else MetricValue(0.0, 0)
         table[subset] = {"coverage": cov, **agg.get(subset, {})}
     shown = (["nm", "nm_submitted"] if with_nm else []) + [n for n in names if n != "nm"]
-    degenerate = degenerate_counts(rows) if with_nm else {}
+    degenerate = degenerate_counts(per_q.rows) if with_nm else {}
     counts.degenerate_predictions = sum(degenerate.values())
-
-    metrics = flatten_table(table)
-    for subset, sc in subset_counts.items():
-        if subset != "avg":
-            metrics[f"{subset}/questions"] = float(sc["questions"])
-            metrics[f"{subset}/scored"] = float(sc["scored"])
-            metrics[f"{subset}/missing"] = float(sc["missing"])
-            metrics[f"{subset}/unparsable"] = float(sc["unparsable"])
-            if with_nm:
-                metrics[f"{subset}/degenerate_predictions"] = float(degenerate.get(subset, 0))
-    metrics.update({name: float(v) for name, v in counts.as_dict().items()})
-
-    notes = _notes(counts, retrieval, with_nm, k, unknown, duplicates, ambiguous, no_ranking, gold)
+    metrics = _flat_metrics(table, subset_counts, degenerate if with_nm else None, counts)
+    notes = submission_notes(counts, retrieval, with_nm, k, matched.unknown, matched.duplicates, matched.ambiguous,
+                             per_q.no_ranking, gold.params.get("dataset.limit"))
     return ScoreResult(
         metrics=metrics,
         table=table,
@@ -231,48 +156,109 @@ def score_rows(
     )
 
 
-def _examples(ids: list[str]) -> str:
-    shown = ", ".join(repr(i) for i in ids[:5])
-    return shown + (f", … ({len(ids) - 5} more)" if len(ids) > 5 else "")
+@dataclass
+class _Matched:
+    """Submitted rows matched to gold questions: the first row of each (subset, id), and the rows
+    that match none (or several) and that repeat an id."""
+
+    first: dict[tuple[str, str], Submitted] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    ambiguous: int = 0
 
 
-def _notes(
-    c: Counts, retrieval: str, with_nm: bool, k: int, unknown: list[str], duplicates: list[str], ambiguous: int, no_ranking: int, gold: Gold
-) -> list[str]:
-    notes: list[str] = []
-    if retrieval == "rank1":
-        notes.append(
-            f"retrieval from a single context_id per row (no ranked `retrieved` list): rank-1 metrics only, "
-            f"so MRR@{k} = R@1; R@3 and R@5 are not computed"
-        )
-    elif retrieval == "none":
-        notes.append("no retrieval metrics: no `retrieved` list (or it is empty in every row) and no `context_id`")
-    if not with_nm:
-        notes.append("`prediction` is empty in every row: retrieval-only submission, NM not computed")
-    if c.missing:
-        notes.append(f"{c.missing} gold questions have no prediction: wrong in NM (headline), absent from NM (submitted)")
-    if unknown:
-        note = f"{c.unknown_ids} rows have an id that is not a gold question, not scored: {_examples(unknown)}"
-        if c.outside_sample:
-            limit = gold.params.get("dataset.limit")
-            note += (
-                f"; {c.outside_sample} of them are in the dataset but outside its limit={limit} sample "
-                "(score against every question with --limit none / limit=None)"
-            )
-        if ambiguous:
-            note += f"; {ambiguous} ids are in more than one subset: add a `subset` column"
-        notes.append(note)
-    if duplicates:
-        notes.append(f"{c.duplicate_ids} rows repeat an id already seen; the first row of each id is kept: {_examples(duplicates)}")
-    if c.unparsable and with_nm:
-        notes.append(f"{c.unparsable} predictions have no number (e.g. 'N/A', empty): wrong in NM")
-    if no_ranking:
-        notes.append(f"{no_ranking} scored rows have an empty `retrieved` list: misses in MRR/R@k")
-    if c.subset_mismatch:
-        notes.append(f"{c.subset_mismatch} rows name a different subset than their gold question; scored under the gold subset")
-    if c.non_numeric_gold:
-        notes.append(f"{c.non_numeric_gold} gold questions have no numeric answer: not counted in NM (as in a run)")
-    return notes
+def _match(subs: list[Submitted], gold: Gold, counts: Counts) -> _Matched:
+    by_id: dict[str, list[Question]] = {}
+    for q in gold.questions:
+        by_id.setdefault(q.id, []).append(q)
+    all_by_id: dict[str, set[str]] = {}
+    for subset, qid in gold.all_ids:
+        all_by_id.setdefault(qid, set()).add(subset)
+    out = _Matched()
+    for s in subs:
+        cands = by_id.get(s.id, [])
+        if s.subset is not None and len(cands) > 1:
+            cands = [q for q in cands if q.subset == s.subset]
+        if len(cands) != 1:
+            counts.unknown_ids += 1
+            out.unknown.append(s.id)
+            out.ambiguous += len(cands) > 1
+            counts.outside_sample += not cands and s.id in all_by_id
+            continue
+        q = cands[0]
+        if (q.subset, q.id) in out.first:
+            counts.duplicate_ids += 1
+            out.duplicates.append(s.id)
+            continue
+        out.first[(q.subset, q.id)] = s
+        counts.subset_mismatch += s.subset is not None and s.subset != q.subset
+    return out
+
+
+def _scored_names(subs: list[Submitted], retrieval: str, with_nm: bool, k: int) -> list[str]:
+    """The metrics a submission can be scored on: NM when it has predictions, MRR@k and R@r as its
+    retrieval columns allow, the paper-order readings when it has dense scores."""
+    names = (list(NM_METRICS) if with_nm else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
+    names += {"ranked": [f"recall_at_{r}" for r in RECALL_KS], "rank1": ["recall_at_1"], "none": []}[retrieval]
+    if retrieval == "ranked" and any(s.dense is not None for s in subs):
+        names += paper_order_names(k)
+    return names
+
+
+@dataclass
+class _PerQuestion:
+    rows: list[dict[str, Any]] = field(default_factory=list)  # every gold question's metrics (a missing one: a miss)
+    submitted: list[dict[str, Any]] = field(default_factory=list)  # NM of the answered questions only
+    subset_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    no_ranking: int = 0
+
+
+def _per_question(gold: Gold, first: dict[tuple[str, str], Submitted], retrieval: str, with_nm: bool, names: list[str], k: int,
+                  counts: Counts) -> _PerQuestion:
+    out = _PerQuestion()
+    for q in gold.questions:
+        s = first.get((q.subset, q.id))
+        sc = out.subset_counts.setdefault(q.subset, {"questions": 0, "scored": 0, "missing": 0, "unparsable": 0})
+        sc["questions"] += 1
+        counts.non_numeric_gold += q.gold is None
+        if s is None:
+            sc["missing"] += 1
+            counts.missing += 1
+        else:
+            sc["scored"] += 1
+            counts.scored += 1
+        if s is not None and s.value is None and with_nm:
+            sc["unparsable"] += 1
+            counts.unparsable += 1
+        ranked: list[str] | None = None
+        if retrieval == "ranked":
+            ranked = (s.retrieved if s is not None else None) or []
+            out.no_ranking += s is not None and not s.retrieved
+        elif retrieval == "rank1":
+            ranked = [s.context_id] if s is not None and s.context_id is not None else []
+        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text,
+                             dense=[] if s is None else s.dense,  # a missing question is a miss in every order
+                             ranked_depth=None if s is None else s.depth)
+        row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
+        if s is not None and with_nm:
+            row[DEGENERATE] = m[DEGENERATE]
+            out.submitted.append({"subset": q.subset, "nm_submitted": m["nm"]})
+        out.rows.append(row)
+    return out
+
+
+def _flat_metrics(table: dict[str, dict[str, MetricValue]], subset_counts: dict[str, dict[str, int]],
+                  degenerate: dict[str, int] | None, counts: Counts) -> dict[str, float]:
+    """The table as ``<subset>/<metric>`` numbers, each subset's counts and the overall counts."""
+    metrics = flatten_table(table)
+    for subset, sc in subset_counts.items():
+        if subset != "avg":
+            for key in ("questions", "scored", "missing", "unparsable"):
+                metrics[f"{subset}/{key}"] = float(sc[key])
+            if degenerate is not None:
+                metrics[f"{subset}/degenerate_predictions"] = float(degenerate.get(subset, 0))
+    metrics.update({name: float(v) for name, v in counts.as_dict().items()})
+    return metrics
 
 
 def score(

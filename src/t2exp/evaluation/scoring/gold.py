@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from t2exp.data.loader import Question, Subset, load_subsets, loader_args
+from t2exp.data.loader import load_subsets, loader_args
+from t2exp.data.records import Question, Subset
 from t2exp.data.sampling import sample_questions
 from t2exp.errors import ConfigError, DataError
 

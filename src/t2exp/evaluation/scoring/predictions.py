@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import DataError
-from t2exp.evaluation.numbers import extract_number
+from t2exp.text.numbers import extract_number
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,0 +1,109 @@
+"""Report, the ablation ladder: runs that set ``rung`` (``+rung=<name>``, conf/rung/), one row per
+rung in name order, each with its 95 % CIs and its paired difference to the rung before it (a
+paired bootstrap CI and a sign-flip permutation p on the same questions). Rungs named ``l<i>_...``
+form the ladder; rungs named ``alt_...`` (a baseline, a variant) are compared with the last ``l``
+rung, the full method. When the runs hold both fold roles, only the held-out runs
+(``dataset.fold_role=eval``) are rows: the tuned-on scores are in the tuning table."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from t2exp.evaluation.metrics import metric_label
+from t2exp.evaluation.paired import compare_values, format_p, pair_predictions
+from t2exp.evaluation.reporting.runs import RunInfo
+from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource, Delta
+from t2exp.evaluation.reporting.tuning import ROLE, questions_of
+
+KEY = "rung"
+
+
+@dataclass
+class Ladder:
+    runs: list[RunInfo]
+    columns: list[tuple[str, str]]
+    cells: dict[tuple[str, str, str], Cell]
+    primary: str
+    against: dict[str, str] = field(default_factory=dict)  # run_id -> the run it is compared with
+    deltas: dict[str, Delta] = field(default_factory=dict)
+
+
+def ladder_runs(runs: Sequence[RunInfo]) -> list[RunInfo]:
+    rungs = [r for r in runs if r.label(KEY) != "-"]
+    if {r.params.get(ROLE) for r in rungs} >= {"eval", "tune"}:
+        rungs = [r for r in rungs if r.params.get(ROLE) == "eval"]
+    chain = sorted((r for r in rungs if not r.label(KEY).startswith("alt")), key=lambda r: r.label(KEY))
+    alts = sorted((r for r in rungs if r.label(KEY).startswith("alt")), key=lambda r: r.label(KEY))
+    return chain + alts
+
+
+def build_ladder(runs: Sequence[RunInfo], subsets: Sequence[str], k: int, source: CellSource, n_boot: int, seed: int) -> Ladder | None:
+    rows = ladder_runs(runs)
+    if len(rows) < 2:
+        return None
+    primary = f"mrr_at_{k}"
+    columns = [(s, primary) for s in [*subsets, AVG]] + [(AVG, "recall_at_3")]
+    cells = {(r.run_id, s, m): source.cell(r, s, m) for r in rows for s, m in columns}
+    lad = Ladder(rows, columns, cells, primary)
+    chain = [r for r in rows if not r.label(KEY).startswith("alt")]
+    for prev, r in zip(chain, chain[1:], strict=False):
+        lad.against[r.run_id] = prev.run_id
+    if chain:
+        for r in rows:
+            if r.label(KEY).startswith("alt"):
+                lad.against[r.run_id] = chain[-1].run_id
+    for run_id, ref in lad.against.items():
+        a, b = source.predictions(run_id), source.predictions(ref)
+        if a is None or b is None:
+            continue
+        paired = pair_predictions(a, b, primary)
+        if paired.only_a or paired.only_b or paired.n == 0:
+            continue  # other questions: no paired difference
+        xs = [v for vs, _ in paired.values.values() for v in vs]
+        ys = [v for _, vs in paired.values.values() for v in vs]
+        c = compare_values(AVG, xs, ys, n_boot, seed)
+        lad.deltas[run_id] = Delta(c.diff, c.ci_low, c.ci_high, c.p_value, c.n)
+    return lad
+
+
+def _fmt(c: Cell) -> str:
+    if c.mean is None:
+        return "–"
+    return f"{c.mean:.1f}" + (f" [{c.low:.1f}, {c.high:.1f}]" if c.low is not None and c.high is not None else "")
+
+
+def render_ladder(lad: Ladder) -> str:
+    label = {r.run_id: r.label(KEY) for r in lad.runs}
+    heads = ["rung", "questions"] + [f"{'Avg' if s == AVG else s} {metric_label(m)}" for s, m in lad.columns]
+    heads += [f"Δ Avg {metric_label(lad.primary)} [95 % CI] (p)", "vs"]
+    lines = ["## Ablation ladder", "", "| " + " | ".join(heads) + " |",
+             "|" + "|".join(["---", "---"] + ["---:"] * (len(lad.columns) + 1) + ["---"]) + "|"]
+    for r in lad.runs:
+        d = lad.deltas.get(r.run_id)
+        delta = "–" if d is None else f"{d.diff:+.1f} [{d.low:+.1f}, {d.high:+.1f}] (p{'' if format_p(d.p).startswith('<') else '='}" \
+                                      f"{format_p(d.p)})"
+        ref = label.get(lad.against.get(r.run_id, ""), "–")
+        lines.append("| " + " | ".join([label[r.run_id], questions_of(r)] + [_fmt(lad.cells[(r.run_id, s, m)]) for s, m in lad.columns]
+                                       + [delta, ref]) + " |")
+    lines += ["", "Rows: the rungs in order (l0 → the full method), then the alternatives (alt_*), each against the full method. "
+              "Δ: paired difference to the row named in 'vs' on the same questions (paired bootstrap 95 % CI, two-sided sign-flip "
+              "permutation p). Values in %, 95 % bootstrap CIs."]
+    return "\n".join(lines) + "\n"
+
+
+def write_ladder_csv(lad: Ladder, path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["rung", "run_id", "questions"] + [f"{s}/{m}" for s, m in lad.columns]
+                   + ["vs", "delta", "delta_ci_low", "delta_ci_high", "delta_p", "delta_n"])
+        label = {r.run_id: r.label(KEY) for r in lad.runs}
+        for r in lad.runs:
+            d = lad.deltas.get(r.run_id)
+            row = [label[r.run_id], r.run_id, questions_of(r)]
+            row += ["" if (v := lad.cells[(r.run_id, s, m)].mean) is None else repr(v) for s, m in lad.columns]
+            row += [label.get(lad.against.get(r.run_id, ""), "")]
+            row += ["", "", "", "", ""] if d is None else [repr(d.diff), repr(d.low), repr(d.high), repr(d.p), str(d.n)]
+            w.writerow(row)

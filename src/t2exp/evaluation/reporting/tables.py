@@ -1,0 +1,245 @@
+"""Report, compute: which runs are rows, their cells (through the evaluator), Δ vs best and the
+corpus-size curve."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from t2exp.data.loader import SUBSETS
+from t2exp.errors import T2ExpError
+from t2exp.evaluation.metrics import (
+    CI_SEED,
+    METRIC,
+    N_BOOT,
+    NM_METRICS,
+    aggregate,
+    metric_label,
+    paper_order_names,
+    question_value,
+)
+from t2exp.evaluation.paired import compare_values, pair_predictions
+from t2exp.evaluation.reporting.runs import RunInfo
+
+AVG = "avg"
+# the paper's methods in its table order, then t2exp's (every conf/rag_method option; a test checks)
+METHOD_ORDER = ("pretrained_only", "oracle", "base", "hybrid", "bm25", "reranker", "hyde", "summarization", "sumcontext",
+                "metadata_hybrid", "bm25f")
+SEED_KEYS = ("dataset.corpus_seed", "seed")
+
+
+def swept_keys(runs: Sequence[RunInfo]) -> list[str]:
+    """Keys whose value differs between runs: override keys first, then the main groups and k."""
+    candidates: list[str] = ["generator", "rag_method", "protocol"]
+    for r in runs:
+        for key in r.overrides:
+            if key not in candidates:
+                candidates.append(key)
+    for key in ("embedder", "k", "reranker", "store", "dataset"):
+        if key not in candidates:
+            candidates.append(key)
+    return [k for k in candidates if len({r.label(k) for r in runs}) > 1]
+
+
+def _sort_value(key: str, value: str) -> tuple[Any, ...]:
+    if key == "rag_method" and value in METHOD_ORDER:
+        return (0, METHOD_ORDER.index(value), "")
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1 if value in ("null", "-") else 0, math.inf, value)
+
+
+def label_keys(runs: Sequence[RunInfo], first: Sequence[str]) -> list[str]:
+    keys = list(first) + [k for k in swept_keys(runs) if k not in first]
+    if len({tuple(r.label(k) for k in keys) for r in runs}) < len(runs):
+        keys.append("run")  # identical labels (e.g. a config key set outside the overrides): tell them apart
+    return keys
+
+
+def sort_runs(runs: Sequence[RunInfo], keys: Sequence[str]) -> list[RunInfo]:
+    return sorted(runs, key=lambda r: tuple(_sort_value(k, r.label(k)) for k in keys))
+
+
+def find_subsets(runs: Sequence[RunInfo]) -> list[str]:
+    found: set[str] = set()
+    for r in runs:
+        for name in r.metrics:
+            subset, _, metric = name.partition("/")
+            if subset != AVG and METRIC.match(metric):
+                found.add(subset)
+    return sorted(found, key=lambda s: (SUBSETS.index(s) if s in SUBSETS else len(SUBSETS), s))
+
+
+
+@dataclass(frozen=True)
+class Cell:
+    mean: float | None
+    low: float | None = None
+    high: float | None = None
+    derived: bool = False
+
+
+class CellSource:
+    """Logged metrics first; a missing retrieval metric is recomputed from predictions.jsonl."""
+
+    def __init__(self, loader: Callable[[str], list[dict[str, Any]] | None]) -> None:
+        self._loader = loader
+        self._preds: dict[str, list[dict[str, Any]] | None] = {}
+
+    def predictions(self, run_id: str) -> list[dict[str, Any]] | None:
+        if run_id not in self._preds:
+            try:
+                self._preds[run_id] = self._loader(run_id)
+            except T2ExpError:
+                self._preds[run_id] = None
+        return self._preds[run_id]
+
+    def cell(self, run: RunInfo, subset: str, metric: str) -> Cell:
+        key = f"{subset}/{metric}"
+        if key in run.metrics:
+            return Cell(run.metrics[key], run.metrics.get(f"{key}_ci_low"), run.metrics.get(f"{key}_ci_high"))
+        if metric in NM_METRICS:
+            return Cell(None)
+        # the evaluator on the run's own rows, aggregated as the app aggregates a run
+        rows = [{"subset": r.get("subset"), metric: question_value(r, metric)} for r in self.predictions(run.run_id) or []]
+        mv = aggregate(rows, [metric], ci=True, n_boot=N_BOOT, seed=CI_SEED).get(subset, {}).get(metric)
+        if mv is None:
+            return Cell(None)
+        return Cell(mv.mean, mv.ci_low, mv.ci_high, derived=True)
+
+
+@dataclass
+class Delta:
+    diff: float
+    low: float
+    high: float
+    p: float
+    n: int
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    keys: list[str]
+    runs: list[RunInfo]
+    columns: list[tuple[str, str]]  # (subset, metric)
+    cells: dict[tuple[str, str, str], Cell]  # (run_id, subset, metric)
+    primary: str | None = None
+    best: str | None = None
+    deltas: dict[str, Delta] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def readings_columns(subsets: Sequence[str], k: int) -> list[tuple[str, str]]:
+    """The metric readings side by side (the authors' protocol next to t2exp's): per subset NM and
+    MRR@k in both orders; for the weighted average every NM reading, MRR@k and R@1 in both orders
+    and R@5."""
+    mrr, (mrr_paper, r1_paper) = f"mrr_at_{k}", paper_order_names(k)
+    cols = [(s, m) for s in subsets for m in ("nm", mrr, mrr_paper)]
+    return cols + [(AVG, m) for m in (*NM_METRICS, mrr, mrr_paper, "recall_at_1", r1_paper, "recall_at_5")]
+
+
+def build_table(name: str, title: str, runs: Sequence[RunInfo], keys: list[str], subsets: Sequence[str],
+                metrics: Sequence[str], source: CellSource, columns: Sequence[tuple[str, str]] | None = None) -> Table:
+    ordered = sort_runs(runs, keys)
+    if columns is None:
+        columns = [(s, m) for s in [*subsets, AVG] for m in metrics]
+    else:
+        metrics = list(dict.fromkeys(m for _, m in columns))
+    cells = {(r.run_id, s, m): source.cell(r, s, m) for r in ordered for s, m in columns}
+    used = [(s, m) for s, m in columns if any(cells[(r.run_id, s, m)].mean is not None for r in ordered)]
+    t = Table(name, title, keys, ordered, used, cells)
+    empty = [m for m in metrics if all((s, m) not in used for s in [*subsets, AVG])]
+    if empty:
+        t.notes.append(f"Not computed by any run (left out): {', '.join(metric_label(m) for m in empty)}"
+                       + (" — retrieval-only runs (generator=none) have no NM" if "nm" in empty else ""))
+    return t
+
+
+def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot: int, seed: int) -> None:
+    """Δ vs best: each row against the row with the best question-weighted average."""
+    primary = next((m for m in metrics if any(table.cells[(r.run_id, AVG, m)].mean is not None for r in table.runs)), None)
+    if primary is None or len(table.runs) < 2:
+        return
+    means = [(table.cells[(r.run_id, AVG, primary)].mean, r) for r in table.runs]
+    scored = [(v, r) for v, r in means if v is not None]
+
+    def rank(item: tuple[float, RunInfo]) -> tuple[float, ...]:  # ties: the later metrics decide
+        later = [table.cells[(item[1].run_id, AVG, m)].mean for m in metrics[metrics.index(primary) + 1 :]]
+        return (item[0], *[-math.inf if v is None else v for v in later])
+
+    best = max(scored, key=rank)[1]
+    table.primary, table.best = primary, best.run_id
+    best_rows = source.predictions(best.run_id)
+    if best_rows is None:
+        table.notes.append("Δ vs best: the best run has no predictions.jsonl artifact")
+        return
+    other_questions = 0
+    for _, r in scored:
+        if r.run_id == best.run_id:
+            continue
+        rows = source.predictions(r.run_id)
+        if rows is None:
+            continue
+        paired = pair_predictions(rows, best_rows, primary)
+        if paired.only_a or paired.only_b:
+            # other questions (another corpus subsample or sample): the paired difference would not
+            # be the difference of the table's averages, so none is shown
+            other_questions += 1
+            continue
+        if paired.n == 0:
+            continue
+        a = [v for xs, _ in paired.values.values() for v in xs]
+        b = [v for _, ys in paired.values.values() for v in ys]
+        c = compare_values(AVG, a, b, n_boot, seed)
+        table.deltas[r.run_id] = Delta(c.diff, c.ci_low, c.ci_high, c.p_value, c.n)
+    if other_questions:
+        table.notes.append(f"Δ vs best: not shown for {other_questions} row(s) asked other questions than the best row")
+
+
+
+@dataclass
+class CurvePoint:
+    group: tuple[str, ...]
+    subset: str
+    size: str  # the dataset.corpus_size param ("null" = full corpus)
+    docs: float  # indexed documents (the logged <subset>/corpus_size)
+    mean: float
+    std: float
+    n: int
+    questions: float
+    values: list[float]
+
+
+def corpus_curve(runs: Sequence[RunInfo], keys: Sequence[str], subsets: Sequence[str], metric: str,
+                 source: CellSource) -> tuple[list[str], list[CurvePoint]]:
+    group_keys = [k for k in keys if k not in ("dataset.corpus_size", "run", *SEED_KEYS)
+                  and len({r.label(k) for r in runs}) > 1]
+    buckets: dict[tuple[tuple[str, ...], str, str], list[RunInfo]] = {}
+    for r in runs:
+        g = tuple(r.label(k) for k in group_keys)
+        for s in subsets:
+            buckets.setdefault((g, s, r.label("dataset.corpus_size")), []).append(r)
+    points: list[CurvePoint] = []
+    for (g, s, size), rs in buckets.items():
+        vals, docs, qs = [], [], []
+        for r in rs:
+            c = source.cell(r, s, metric)
+            d = r.metrics.get(f"{s}/corpus_size")
+            if c.mean is None or d is None:
+                continue
+            vals.append(c.mean)
+            docs.append(d)
+            qs.append(r.metrics.get(f"{s}/questions", float("nan")))
+        if vals:
+            std = statistics.stdev(vals) if len(vals) > 1 else 0.0
+            points.append(
+                CurvePoint(g, s, size, statistics.fmean(docs), statistics.fmean(vals), std, len(vals), statistics.fmean(qs), vals)
+            )
+    points.sort(key=lambda p: (p.group, subsets.index(p.subset), p.docs))
+    return group_keys, points

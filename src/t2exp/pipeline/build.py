@@ -1,0 +1,114 @@
+"""Build a run's components from its config: the data, the method (and its reranker), embedder,
+store, generator, prompts, sampling and the run's settings, each constructor called through the
+config's ``_target_`` (:func:`t2exp.config.components.build`). No work on the corpus yet."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from omegaconf import DictConfig, OmegaConf
+
+from t2exp.answering.answers import ANSWER_SCHEMA, MODE_STOPS, answer_template
+from t2exp.answering.demos import DemoPool
+from t2exp.answering.evidence import Evidence
+from t2exp.answering.prompts import PromptLibrary
+from t2exp.config.components import build, target_class
+from t2exp.config.generators import GeneratorConfig
+from t2exp.data.loader import load_subsets, loader_args
+from t2exp.errors import ConfigError
+from t2exp.generators import Sampling
+from t2exp.methods import RagMethod
+from t2exp.methods.queries import QueryBuilder
+from t2exp.pipeline.experiment import Components, Parts, Settings
+from t2exp.pipeline.identity import cell_key, data_fingerprint
+from t2exp.pipeline.stop import StopRequest
+
+# keys of a generator config that configure the run, not the backend's constructor
+GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
+
+
+def to_dict(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved plain dict of a config node (``OmegaConf.to_container`` of a DictConfig is a dict)."""
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+
+
+def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
+    if cfg is None or cfg.get("_target_") is None:
+        return None
+    d = to_dict(cfg)
+    for key in GENERATOR_RUN_KEYS:
+        d.pop(key, None)
+    return build(d, str(d.get("name", d["_target_"])), **kwargs)
+
+
+def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
+    """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
+    d = to_dict(cfg) if cfg is not None else {}
+    stop = d.pop("stop", None)
+    schema = ANSWER_SCHEMA if answer_mode == "json" else None
+    return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop), json_schema=schema)
+
+
+def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Components:
+    """Load data and build every component from config (no work on the corpus yet)."""
+    subsets = load_subsets(**loader_args(cfg))
+    reranker = _instantiate(cfg.get("reranker"))
+    method = build_method(to_dict(cfg.rag_method), reranker=reranker)
+    embedder = _instantiate(cfg.embedder) if method.needs_index else None
+    store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
+    generator = _instantiate(cfg.generator)
+    gen_cfg = cfg.generator
+    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
+    aux = gen_cfg.get("aux_sampling")
+    # auxiliary calls (HyDE passages, summaries) have no answer mode: ``stop: null`` is no stop sequence
+    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=160, seed=sampling.seed)
+    cache_dir = Path(cfg.paths.cache)
+    prompts = PromptLibrary(cfg.paths.prompts)
+    return Components(
+        parts=Parts(
+            subsets=subsets,
+            method=method,
+            embedder=embedder,
+            store_factory=store_factory,
+            generator=generator,
+            prompts=prompts,
+            demos=_demo_pool(cfg, prompts) if generator else None,
+        ),
+        settings=Settings(
+            sampling=sampling,
+            answer_mode=str(gen_cfg.get("answer_mode", GeneratorConfig.answer_mode)),
+            answer_prompt=gen_cfg.get("prompt"),
+            grounding=str(gen_cfg.get("grounding", GeneratorConfig.grounding)),
+            demos_k=int(gen_cfg.get("demos_k", GeneratorConfig.demos_k)),
+            k=int(cfg.k),
+            variant=str(cfg.document.variant),
+            cache_dir=cache_dir,
+            run_dir=cache_dir / "runs" / cell_key(to_dict(cfg), data_fingerprint(subsets)),
+            aux_sampling=aux_sampling,
+            query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
+            evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),
+                              str(cfg.context.header), cfg.context.documents),
+        ),
+        stop=stop or StopRequest(),
+    )
+
+
+def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
+    """``generator.demos``' pool, after checking that the answer template shows demonstrations."""
+    name = cfg.generator.get("demos")
+    if not name:
+        return None
+    template = answer_template(str(cfg.generator.get("answer_mode", "direct")), cfg.generator.get("prompt"))
+    if "demos" not in prompts.variables(template):
+        raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
+                          "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")
+    return DemoPool.load(cfg.paths.prompts, str(name))
+
+
+def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMethod:
+    """The method a ``rag_method`` config names by ``_target_`` (``reranker`` for methods that
+    rescore candidates: ``needs_reranker``)."""
+    kwargs = {"reranker": reranker} if getattr(target_class(cfg["_target_"], "rag_method._target_"), "needs_reranker", False) else {}
+    return build(cfg, f"rag_method={cfg.get('name')}", **kwargs)

@@ -1,0 +1,149 @@
+"""A run's predictions: one row per question, written by :class:`PredictionWriter` the moment it
+exists (a resumed run reads them back and asks nothing twice), and the leaderboard file."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from t2exp.answering import answer_choice
+from t2exp.data.records import Question
+from t2exp.evaluation.metrics import DEGENERATE, NM_METRICS, RECALL_KS, question_metrics
+from t2exp.generators import Generation
+from t2exp.infra.cache import JsonlLog, atomic_write_text
+from t2exp.infra.progress import Stage
+from t2exp.pipeline.stop import StopRequest
+
+log = logging.getLogger("t2exp.pipeline.experiment")
+
+
+@dataclass
+class Tally:
+    """What a run counts as it goes: seconds per stage, per-subset facts, the generator's tokens."""
+
+    timings: dict[str, float] = field(default_factory=lambda: {"index_seconds": 0.0, "retrieve_seconds": 0.0, "generate_seconds": 0.0})
+    extra: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, float] = field(default_factory=lambda: {
+        "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0})
+    generated: int = 0
+    # question id -> stage (retrieve, generate, score) -> (start, end) in ns since the epoch: the
+    # real times of each question's stages, which its MLflow trace shows (a batch's window for
+    # the questions it held; a generation ends when its answer arrived)
+    spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+
+    def span(self, question_id: str, stage: str, start_ns: int, end_ns: int) -> None:
+        self.spans.setdefault(question_id, {})[stage] = (start_ns, end_ns)
+
+    def answer(self, g: Generation) -> None:
+        self.generated += 1
+        if not g.cached:
+            self.tokens["model_seconds"] += g.seconds
+        self.tokens["prompt_tokens"] += g.prompt_tokens
+        self.tokens["completion_tokens"] += g.completion_tokens
+        self.tokens["reasoning_tokens"] += int(g.extra.get("reasoning_tokens", 0) or 0)
+        self.tokens["truncated_generations"] += int(g.finish_reason == "length")
+
+
+class PredictionWriter:
+    """Writes each question's row once (:func:`prediction_row`) to ``predictions.jsonl``: in question
+    order normally, as answers arrive when the run is stopping or a request failed. The rows
+    already in the file (a resumed run) count as written."""
+
+    def __init__(self, path: Path, stop: StopRequest, tally: Tally, *, answer_mode: str, grounding: str, k: int) -> None:
+        self.log = JsonlLog(path)
+        self.done: dict[str, dict[str, Any]] = {r["id"]: r for r in self.log.read()}
+        if self.done:
+            log.info("resuming: %d predictions already in %s", len(self.done), self.log.path)
+        self.stop, self.tally = stop, tally
+        self.answer_mode, self.grounding, self.k = answer_mode, grounding, k
+        self.bar: Stage | None = None  # the generate stage's progress, while one is shown
+
+    @property
+    def path(self) -> Path:
+        return self.log.path
+
+    def todo(self, questions: list[Question]) -> list[Question]:
+        return [q for q in questions if q.id not in self.done]
+
+    def write(self, q: Question, hits, contexts: list[str], gen: Generation | None) -> None:
+        if q.id in self.done:
+            return
+        t0 = time.time_ns()
+        row = prediction_row(q, hits, contexts, gen, self.answer_mode, self.grounding, self.k)
+        self.tally.span(q.id, "score", t0, time.time_ns())
+        if gen is not None:
+            self.tally.answer(gen)
+            if self.bar is not None:
+                self.bar.advance()
+                if gen.cached:
+                    self.bar.tally("from the LLM cache")
+        with self.stop.atomic():  # a second Ctrl-C between the two wrote the answer twice
+            self.log.write(row)
+            self.done[q.id] = row
+
+
+def prediction_row(q: Question, hits, contexts: list[str], gen: Generation | None, answer_mode: str, grounding: str,
+                   k: int) -> dict[str, Any]:
+    """The prediction row of ``q``: what was retrieved (ids, scores, dense similarities), what the
+    generator read and answered, the chosen answer and its per-question metrics."""
+    ranked = None if hits is None else [cid for cid, _ in hits]
+    parsed = None
+    if gen is not None:
+        parsed = answer_choice.choose(answer_mode, [gen.text, *gen.extra.get("samples", [])], contexts, grounding)
+    pred = parsed.value if parsed else None
+    text = parsed.text if parsed else None
+    dense = _dense_of(hits)
+    depth = getattr(hits, "depth", None)
+    m = question_metrics(ranked, q.context_id, k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=depth)
+    if gen is None:
+        for name in (*NM_METRICS, DEGENERATE):
+            m[name] = None
+    return {
+        "id": q.id,
+        "subset": q.subset,
+        "split": q.split,
+        "context_id": q.context_id,
+        "question": q.question,
+        "retrieved": ranked,
+        "scores": None if hits is None else [round(s, 6) for _, s in hits],
+        # the dense similarity of each retrieved document the method's dense retriever returned
+        # (None: BM25-only); what the authors' metrics re-sort by (methods.Ranking)
+        "retrieved_dense": dense,
+        # how many documents the method ranked, where that is fewer than R@5 reads: R@r past it is undefined
+        **({"ranked_depth": depth} if depth is not None and depth < max(RECALL_KS) else {}),
+        "n_contexts": len(contexts),
+        "generation": None if gen is None else gen.text,
+        "program": parsed.program if parsed else None,
+        "program_error": parsed.program_error if parsed else None,
+        **(parsed.fields if parsed else {}),
+        "answer_text": text,  # the model's answer string (answers.answer_text): what nm_bare reads
+        "prediction": pred,
+        "gold": q.gold,
+        "gold_raw": q.gold_raw,
+        "finish_reason": None if gen is None else gen.finish_reason,
+        "prompt_tokens": None if gen is None else gen.prompt_tokens,
+        "completion_tokens": None if gen is None else gen.completion_tokens,
+        # the model's seconds for this answer (when it came from the LLM cache: when it was made)
+        "generate_seconds": None if gen is None else round(gen.seconds, 3),
+        **m,
+    }
+
+
+def _dense_of(hits) -> list[float | None] | None:
+    dense = getattr(hits, "dense", None)
+    if not dense:
+        return None
+    return [None if cid not in dense else round(float(dense[cid]), 6) for cid, _ in hits]
+
+
+def write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:
+    """The official submission format: id, subset, context_id, prediction (one JSON per line)."""
+    lines = [
+        json.dumps({"id": r["id"], "subset": r["subset"], "context_id": (r["retrieved"] or [None])[0], "prediction": r["prediction"]})
+        for r in rows
+    ]
+    atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))

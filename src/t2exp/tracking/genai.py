@@ -1,0 +1,107 @@
+"""T²-RAGBench's metrics for ``mlflow.genai.evaluate``: scorers any MLflow user can run on their
+own RAG app, and the benchmark's questions as MLflow evaluation data::
+
+    import mlflow
+    from t2exp.tracking.genai import evaluation_data, scorers
+
+    def my_rag(question: str) -> dict:
+        ...  # retrieve, generate
+        return {"answer": "12.5", "retrieved": ["<context_id>", ...]}  # or the answer string alone
+
+    result = mlflow.genai.evaluate(data=evaluation_data("bundled"), predict_fn=my_rag, scorers=scorers(k=3))
+    result.metrics  # {"nm/mean": ..., "mrr_at_3/mean": ..., "recall_at_1/mean": ...}
+
+Each scorer gives one question's value, computed by the functions ``t2exp score`` uses (the
+predictions reader of :mod:`t2exp.evaluation.scoring.predictions` and
+:func:`t2exp.evaluation.metrics.question_metrics`): 1 or 0 for the Number Match readings and
+Recall@r, the reciprocal rank for MRR@k. MLflow's mean of a metric is therefore ``t2exp score``'s
+question-weighted ``avg`` divided by 100. A question without a numeric gold answer gets no NM
+value (left out of the mean, as ``t2exp score`` leaves it out of NM); an app that returns no
+``retrieved`` list gets no retrieval values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from t2exp.evaluation.metrics import question_metric_names, question_metrics
+from t2exp.evaluation.scoring.gold import FROM_CONFIG, compose_config, load_gold
+from t2exp.evaluation.scoring.predictions import parse_rows
+
+RATIONALES = {
+    "nm": "Number Match (paper §3): equal within 1 % after a power-of-ten shift",
+    "nm_strict": "strict Number Match: within 1 %, no power-of-ten shift",
+    "nm_bare": "the authors' reading: bare float() of the answer text",
+}
+
+
+def evaluation_data(dataset: str = "bundled", *, limit: int | None | str = FROM_CONFIG, dataset_path: str | None = None,
+                    question_splits: Sequence[str] | None = None, overrides: Sequence[str] = (),
+                    input_fields: Sequence[str] = ("question",)) -> list[dict[str, Any]]:
+    """The questions of a ``conf/dataset`` option (``bundled``: the seeded sample a default run
+    asks; ``limit=None``: every question; local files with ``dataset_path``) as rows of
+    ``{"inputs": ..., "expectations": ...}``. ``inputs`` holds ``input_fields`` (the question,
+    and any of its metadata, e.g. ``company_name``, ``report_year``: the arguments of your
+    ``predict_fn``); ``expectations`` the gold answer (``expected_response``, and ``gold`` when it
+    is a number), the gold context id, the question id and its subset."""
+    cfg = compose_config(dataset, dataset_path=dataset_path, question_splits=question_splits, limit=limit,  # type: ignore[arg-type]
+                         overrides=list(overrides))
+    rows = []
+    for q in load_gold(cfg).questions:
+        fields = {"question": q.question, **q.metadata}
+        expectations: dict[str, Any] = {"expected_response": q.gold_raw, "context_id": q.context_id, "question_id": q.id,
+                                        "subset": q.subset}
+        if q.gold is not None:
+            expectations["gold"] = q.gold
+        rows.append({"inputs": {f: fields.get(f, "") for f in input_fields}, "expectations": expectations})
+    return rows
+
+
+def question_values(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -> dict[str, float | None]:
+    """Every metric of one answered question, as ``t2exp score`` computes it: ``outputs`` is the
+    answer (a string or number) or a mapping with ``answer`` (or ``prediction``) and optionally
+    ``retrieved`` (context ids, best first)."""
+    if isinstance(outputs, Mapping):
+        answer = outputs.get("answer", outputs.get("prediction"))
+        retrieved = outputs.get("retrieved")
+    else:
+        answer, retrieved = outputs, None
+    row: dict[str, Any] = {"id": str(expectations.get("question_id", "")), "prediction": answer}
+    if retrieved is not None:
+        row["retrieved"] = list(retrieved)
+    (sub,), _ = parse_rows([row], "mlflow.genai outputs")
+    ranked = (sub.retrieved or []) if retrieved is not None else None
+    return question_metrics(ranked, str(expectations["context_id"]), k, sub.value, expectations.get("gold"), pred_text=sub.text)
+
+
+def scorers(k: int = 3) -> list[Any]:
+    """MLflow scorers of every T²-RAGBench metric: ``nm``, ``nm_strict``, ``nm_bare``,
+    ``mrr_at_<k>`` and ``recall_at_1/3/5``, each with a one-line rationale."""
+    return [_scorer(name, k) for name in question_metric_names(k)]
+
+
+def _scorer(name: str, k: int) -> Any:
+    from mlflow.entities import Feedback
+    from mlflow.genai.scorers import scorer
+
+    def score(outputs: Any, expectations: dict[str, Any]) -> Any:
+        value = question_values(outputs, expectations, k).get(name)
+        if value is None:
+            return None  # not applicable: no numeric gold, or no retrieved list
+        return Feedback(name=name, value=value, rationale=rationale(name, value, outputs, expectations))
+
+    return scorer(score, name=name)
+
+
+def rationale(name: str, value: float, outputs: Any, expectations: Mapping[str, Any]) -> str:
+    """One line a reader understands: what was compared and why it counts or not."""
+    if name in RATIONALES:
+        answer = outputs.get("answer", outputs.get("prediction")) if isinstance(outputs, Mapping) else outputs
+        verdict = "match" if value else "no match"
+        return f"{str(answer)[:60]!r} vs gold {expectations.get('expected_response')!r}: {verdict} ({RATIONALES[name]})"
+    retrieved = list(outputs.get("retrieved") or []) if isinstance(outputs, Mapping) else []
+    gold = expectations.get("context_id")
+    cut = int(name.rsplit("_", 1)[1])
+    where = f"rank {retrieved.index(gold) + 1}" if gold in retrieved else "not retrieved"
+    return f"gold document {gold!r}: {where} of {len(retrieved)} (cut-off {cut})"

@@ -1,0 +1,119 @@
+"""T²-RAGBench's metrics as MLflow GenAI scorers (``t2exp.tracking.genai``): ``mlflow.genai.evaluate``
+with them on a set of recorded answers gives exactly ``t2exp score``'s numbers."""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from t2exp.evaluation import score
+from t2exp.tracking.genai import evaluation_data, question_values, rationale, scorers
+
+
+def _answers(data: list[dict]) -> dict[str, dict]:
+    """Recorded answers of every kind: right, right after a power-of-ten shift, wrong, no number;
+    the gold document first, second, missing."""
+    out = {}
+    for i, row in enumerate(data):
+        exp = row["expectations"]
+        gold = exp.get("gold")
+        answer = {0: gold, 1: None if gold is None else gold * 10, 2: 1234.5, 3: "N/A"}[i % 4]
+        retrieved = [[exp["context_id"], "other"], ["other", exp["context_id"]], ["other"]][i % 3]
+        out[row["inputs"]["question"]] = {"answer": "" if answer is None else str(answer), "retrieved": retrieved,
+                                          "id": exp["question_id"], "subset": exp["subset"]}
+    return out
+
+
+def test_mlflow_genai_evaluate_with_the_scorers_gives_t2exp_scores_numbers(tmp_path):
+    data = evaluation_data("bundled")
+    assert len({r["inputs"]["question"] for r in data}) == len(data) == 12  # the default run's sample, one answer per question
+    answers = _answers(data)
+    rows = [{"id": a["id"], "subset": a["subset"], "prediction": a["answer"], "retrieved": a["retrieved"]} for a in answers.values()]
+    expected = score(rows, dataset="bundled", n_boot=0).metrics
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    try:
+        mlflow.set_experiment("genai")
+        result = mlflow.genai.evaluate(data=data, predict_fn=lambda question: answers[question], scorers=scorers(k=3))
+    finally:
+        mlflow.set_tracking_uri(previous)
+    names = ["nm", "nm_strict", "nm_bare", "mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5"]
+    got = {n: 100 * result.metrics[f"{n}/mean"] for n in names}
+    assert got == pytest.approx({n: expected[f"avg/{n}"] for n in names}, abs=1e-9)
+    assert 0 < got["nm"] < 100 and got["nm_strict"] < got["nm"] and 0 < got["mrr_at_3"] < 100  # the cases differ
+
+
+def test_question_values_and_rationales_read_like_the_paper():
+    exp = {"expected_response": "9.4", "gold": 9.4, "context_id": "c1", "question_id": "q1", "subset": "FinQA"}
+    shifted = question_values({"answer": "94.0", "retrieved": ["c0", "c1"]}, exp)
+    assert (shifted["nm"], shifted["nm_strict"], shifted["mrr_at_3"], shifted["recall_at_1"]) == (1.0, 0.0, 0.5, 0.0)
+    assert "'94.0' vs gold '9.4': match" in rationale("nm", 1.0, {"answer": "94.0"}, exp)
+    assert "no match" in rationale("nm_strict", 0.0, {"answer": "94.0"}, exp)
+    assert rationale("mrr_at_3", 0.5, {"retrieved": ["c0", "c1"]}, exp) == "gold document 'c1': rank 2 of 2 (cut-off 3)"
+    bare = question_values("9.4", exp)  # an answer string alone: no retrieval values
+    assert bare["nm"] == 1.0 and bare["mrr_at_3"] is None
+    no_gold = question_values("9.4", {**{k: v for k, v in exp.items() if k != "gold"}})
+    assert no_gold["nm"] is None  # no numeric gold: left out of NM, as t2exp score leaves it out
+
+
+def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
+    """Each question's trace: spans with the real times (a generator that takes 0.4 s an answer
+    shows it in its generate span), the gold answer and document as expectations, and every
+    metric of predictions.jsonl as CODE feedback with a rationale."""
+    import json
+    import time
+
+    from conftest import mlflow_runs, run_app
+    try:
+        from tests.fakes.openai_server import FakeOpenAIServer
+    except ImportError:
+        from fakes.openai_server import FakeOpenAIServer
+
+    def slow(messages) -> str:
+        time.sleep(0.4)  # the generator's known time per answer: what the span must show
+        return "Final answer: 7"
+
+    with FakeOpenAIServer(model="m", reply=slow) as srv:
+        run_app(["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", f"generator.base_url={srv.base_url}",
+                 "generator.model=m", "generator.max_concurrency=1", "generator.max_retries=0"], tmp_path / "cache", tmp_path)
+    client, (run,) = mlflow_runs(tmp_path)
+    preds = {r["id"]: r for r in map(json.loads, open(next((tmp_path / "cache" / "runs").glob("*/predictions.jsonl")), encoding="utf-8"))}
+    traces = client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id)
+    assert len(traces) == len(preds) == 3
+    for t in traces:
+        row = preds[t.info.tags["t2exp.question_id"]]
+        spans = {s.name: s for s in t.data.spans}
+        generate = spans["generate"]
+        assert (generate.end_time_ns - generate.start_time_ns) / 1e9 >= 0.4  # the real time, not 0 s
+        assert spans["retrieve"].start_time_ns <= spans["retrieve"].end_time_ns <= generate.end_time_ns <= spans["score"].end_time_ns
+        expectations = {a.name: a.value for a in t.info.assessments if a.expectation is not None}
+        assert expectations == {"expected_response": row["gold_raw"], "context_id": row["context_id"]}
+        feedback = {a.name: a for a in t.info.assessments if a.feedback is not None}
+        assert {n: f.value for n, f in feedback.items()} == {
+            n: row[n] for n in ("nm", "nm_strict", "nm_bare", "mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5")}
+        assert all(f.source.source_type == "CODE" and f.rationale for f in feedback.values())
+        assert "vs gold" in feedback["nm"].rationale and "gold document" in feedback["mrr_at_3"].rationale
+
+
+def test_a_resumed_run_traces_each_question_once(tmp_path):
+    """A run that failed after one answer logs no traces; the run that resumes it traces every
+    question once, the kept answer included."""
+    from conftest import mlflow_runs, run_app
+    try:
+        from tests.fakes.openai_server import FakeOpenAIServer
+    except ImportError:
+        from fakes.openai_server import FakeOpenAIServer
+
+    args = ["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", "generator.model=m",
+            "generator.max_concurrency=1", "generator.max_retries=0"]
+    with FakeOpenAIServer(model="m", script=["ok", "500"], reply=lambda messages: "Final answer: 7") as srv:
+        first = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, check=False)
+        assert first.returncode == 2, first.stderr[-2000:]
+        run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path)
+    client, runs = mlflow_runs(tmp_path)
+    counts = {r.info.status: len(client.search_traces(locations=[r.info.experiment_id], run_id=r.info.run_id)) for r in runs}
+    assert counts == {"FAILED": 0, "FINISHED": 3}
+    (finished,) = [r for r in runs if r.info.status == "FINISHED"]
+    ids = [t.info.tags["t2exp.question_id"] for t in client.search_traces(locations=[finished.info.experiment_id],
+                                                                          run_id=finished.info.run_id)]
+    assert len(set(ids)) == 3
