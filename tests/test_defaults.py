@@ -167,3 +167,43 @@ def test_the_report_orders_every_shipped_method():
     shipped = {f.stem for f in (CONF_DIR / "rag_method").glob("*.yaml")}
     assert shipped - set(METHOD_ORDER) == set()
     assert len(set(METHOD_ORDER)) == len(METHOD_ORDER)
+
+
+def test_one_resampling_default_for_every_command():
+    """A run's CIs, t2exp score, compare and report draw the same number of resamples with the
+    same seed (they were 1000, 10000 and 2000): stats.N_BOOT / CI_SEED, nowhere a literal."""
+    from t2exp.cli import compare as compare_cli
+    from t2exp.cli import report as report_cli
+    from t2exp.cli import score as score_cli
+    from t2exp.evaluation import metrics, paired, stats
+    from t2exp.evaluation.reporting import build
+
+    def defaults(fn, *names):
+        sig = inspect.signature(fn)
+        return [sig.parameters[n].default for n in names]
+
+    seen = {
+        "compare --n-boot/--seed": [compare_cli.build_parser().get_default(d) for d in ("n_boot", "seed")],
+        "report --n-boot/--seed": [report_cli.build_parser().get_default(d) for d in ("n_boot", "seed")],
+        "score --bootstrap/--seed": [score_cli.build_parser().get_default(d) for d in ("bootstrap", "seed")],
+        "compare_runs": defaults(paired.compare_runs, "n_boot", "seed"),
+        "compare": defaults(paired.compare, "n_boot", "seed"),
+        "report": defaults(build.report, "n_boot", "seed"),
+        "make_report": defaults(build.make_report, "n_boot", "seed"),
+        "paired_bootstrap": defaults(stats.paired_bootstrap, "n_boot", "seed"),
+        "permutation_test": defaults(stats.permutation_test, "n_perm", "seed"),
+        "aggregate": defaults(metrics.aggregate, "n_boot", "seed"),
+        "bootstrap_ci": defaults(metrics.bootstrap_ci, "n_boot", "seed"),
+    }
+    assert {k: v for k, v in seen.items() if v != [stats.N_BOOT, stats.CI_SEED]} == {}
+
+
+def test_a_run_ci_and_a_paired_ci_share_one_resampler():
+    # bootstrap_ci of x is the paired bootstrap of (x, 0): same resamples, same percentiles
+    from t2exp.evaluation.metrics import bootstrap_ci
+    from t2exp.evaluation.stats import paired_bootstrap
+
+    xs = [1.0, 0.0, 0.5, 1.0, 0.0, 0.25, 1.0]
+    lo, hi = bootstrap_ci(xs)
+    b = paired_bootstrap(xs, [0.0] * len(xs))
+    assert (lo, hi) == pytest.approx((100 * b.ci_low, 100 * b.ci_high), rel=1e-12)

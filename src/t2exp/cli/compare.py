@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.paired import compare_runs, format_table
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri
 
 
@@ -22,8 +23,8 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
         "--metric", default="auto",
         help="nm | nm_bare | nm_strict | mrr_at_<k> | recall_at_<r> | auto (default: nm if both runs have it, else MRR@k)",
     )
-    p.add_argument("--n-boot", type=int, default=10000, help="bootstrap resamples and permutation sign patterns (default 10000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples and permutation sign patterns (default {N_BOOT})")
+    p.add_argument("--seed", type=int, default=CI_SEED)
     p.add_argument(
         "--tracking-uri", default=default_tracking_uri(), help="MLflow tracking URI (default: mlruns/mlflow.db in the current directory)"
     )

@@ -16,6 +16,7 @@ from t2exp.evaluation.diagnosis import breakdown, render
 from t2exp.evaluation.paired import load_source
 from t2exp.evaluation.reporting.build import report
 from t2exp.evaluation.reporting.runs import ReportError
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri
 
 
@@ -41,8 +42,8 @@ def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
     p.add_argument("--tables", default="auto",
                    help="auto (table3; + table4 for embedder sweeps; + readings for protocol sweeps) or a list: "
                         "table3,table4,readings")
-    p.add_argument("--n-boot", type=int, default=2000, help="resamples / sign patterns for 'Δ vs best' (default 2000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"resamples / sign patterns for 'Δ vs best' (default {N_BOOT})")
+    p.add_argument("--seed", type=int, default=CI_SEED)
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
     return p
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import T2ExpError
-from t2exp.evaluation.metrics import CI_SEED, N_BOOT
 from t2exp.evaluation.scoring.compute import score
 from t2exp.evaluation.scoring.gold import compose_config
 from t2exp.evaluation.scoring.result import ScoreResult
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.tracking.mlflow_run import Tracker
 
 

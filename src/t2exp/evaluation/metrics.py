@@ -16,12 +16,10 @@ from typing import SupportsFloat, cast
 
 import numpy as np
 
+from t2exp.evaluation.stats import CI_SEED, N_BOOT, percentile_ci
 from t2exp.text.numbers import is_degenerate, number_match, number_match_bare, number_match_strict
 
 RECALL_KS = (1, 3, 5)
-# how the app aggregates a run: 1000 bootstrap resamples drawn with seed 0, 95 % CIs
-N_BOOT = 1000
-CI_SEED = 0
 RANK_METRIC = re.compile(r"^(mrr|recall)_at_(\d+)$")
 # the Number Match readings, every one over the same questions (those with a numeric gold):
 # nm: paper §3 on t2exp's number extraction; nm_bare: the authors' bare-float() reading with their
@@ -158,14 +156,10 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, seed: int = CI_S
     """Percentile bootstrap CI of the mean, in percent."""
     # not scipy.stats.bootstrap: it draws the same resamples but its percentiles differ from these
     # in the last bits, and logged CIs must stay reproducible (tests/test_metrics.py checks both)
-    arr = np.asarray(values, dtype=float)
+    arr = np.asarray(values, dtype=float) * 100.0
     if arr.size == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, arr.size, size=(n_boot, arr.size))
-    means = arr[idx].mean(axis=1) * 100.0
-    lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
-    return float(lo), float(hi)
+    return percentile_ci(arr, n_boot, seed, level)
 
 
 def aggregate(

@@ -27,7 +27,7 @@ from typing import Any
 from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.metrics import NM_METRICS, RANK_METRIC, question_value
-from t2exp.evaluation.stats import paired_bootstrap, permutation_test
+from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
 from t2exp.infra.paths import default_tracking_uri
 
 OVERALL = "overall"
@@ -146,7 +146,7 @@ def compare_values(subset: str, a: Sequence[float], b: Sequence[float], n_boot: 
     )
 
 
-def compare(paired: Paired, n_boot: int = 10000, seed: int = 0) -> list[ComparisonRow]:
+def compare(paired: Paired, n_boot: int = N_BOOT, seed: int = CI_SEED) -> list[ComparisonRow]:
     """One row per subset (sorted) plus ``overall`` over every paired question."""
     rows = [compare_values(s, a, b, n_boot, seed) for s, (a, b) in sorted(paired.values.items())]
     all_a = [v for a, _ in paired.values.values() for v in a]
@@ -185,7 +185,7 @@ class Comparison:
         return {"only_in_a": p.only_a, "only_in_b": p.only_b, "missing_value": p.missing_value, "duplicate_rows": p.duplicates}
 
 
-def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = 10000, seed: int = 0,
+def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED,
                  tracking_uri: str | None = None) -> Comparison:
     """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
     question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises

@@ -24,6 +24,12 @@ import numpy as np
 
 _CHUNK = 1000  # resamples per block: bounds memory at _CHUNK * n values
 
+# The one resampling default of every command (a run's CIs, t2exp.score, compare, report): 1000
+# resamples (bootstrap) or sign patterns (permutation) drawn with seed 0, 95 % intervals. ranx's
+# default too; pass n_boot for more.
+N_BOOT = 1000
+CI_SEED = 0
+
 
 @dataclass(frozen=True)
 class BootstrapResult:
@@ -55,7 +61,7 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np
 
 
 def paired_bootstrap(
-    a: Sequence[float], b: Sequence[float], n_boot: int = 10000, seed: int = 0, level: float = 0.95
+    a: Sequence[float], b: Sequence[float], n_boot: int = N_BOOT, seed: int = CI_SEED, level: float = 0.95
 ) -> BootstrapResult:
     """Mean difference ``mean(a) - mean(b)`` and its percentile bootstrap CI over paired questions."""
     # ours, not scipy.stats.bootstrap: same resamples, but its percentiles differ in the last bits
@@ -64,16 +70,24 @@ def paired_bootstrap(
     if n == 0:
         nan = float("nan")
         return BootstrapResult(nan, nan, nan, nan, nan, 0)
+    lo, hi = percentile_ci(d, n_boot, seed, level)
+    return BootstrapResult(float(xa.mean()), float(xb.mean()), float(d.mean()), lo, hi, n)
+
+
+def percentile_ci(values: np.ndarray, n_boot: int = N_BOOT, seed: int = CI_SEED, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of ``values`` (resampled with replacement, ``n_boot``
+    times in blocks of ``_CHUNK``): the one resampler of a run's CIs and of paired differences."""
     if n_boot < 1:
         raise ValueError("n_boot must be >= 1")
+    n = values.size
     rng = np.random.default_rng(seed)
     means = np.empty(n_boot)
     for start in range(0, n_boot, _CHUNK):
         m = min(_CHUNK, n_boot - start)
         idx = rng.integers(0, n, size=(m, n))
-        means[start : start + m] = d[idx].mean(axis=1)
+        means[start : start + m] = values[idx].mean(axis=1)
     lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
-    return BootstrapResult(float(xa.mean()), float(xb.mean()), float(d.mean()), float(lo), float(hi), n)
+    return float(lo), float(hi)
 
 
 def _at_least(stats: np.ndarray, observed: float) -> int:
@@ -82,7 +96,7 @@ def _at_least(stats: np.ndarray, observed: float) -> int:
     return int(np.count_nonzero(stats >= observed - tol))
 
 
-def permutation_test(a: Sequence[float], b: Sequence[float], n_perm: int = 10000, seed: int = 0) -> PermutationResult:
+def permutation_test(a: Sequence[float], b: Sequence[float], n_perm: int = N_BOOT, seed: int = CI_SEED) -> PermutationResult:
     """Two-sided paired sign-flip permutation test of H0: mean(a - b) = 0."""
     # ours, not scipy.stats.permutation_test: the exact p is the same (tests/test_oracles.py), but
     # scipy draws its Monte Carlo sign patterns differently, so logged p-values would change

@@ -22,10 +22,11 @@ from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
-from t2exp.evaluation.metrics import CI_SEED, N_BOOT, RECALL_KS, metric_names
+from t2exp.evaluation.metrics import RECALL_KS, metric_names
 from t2exp.evaluation.scoring.compute import score_rows
 from t2exp.evaluation.scoring.gold import gold_from
 from t2exp.evaluation.scoring.predictions import parse_rows
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.index.build import Index, truncation_fraction

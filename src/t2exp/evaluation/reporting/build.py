@@ -63,6 +63,7 @@ from t2exp.evaluation.reporting.tables import (
     swept_keys,
 )
 from t2exp.evaluation.reporting.tuning import build_tuning, render_tuning, write_tuning_csv
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri, work_dir
 
 TABLES = ("auto", "table3", "table4", "readings")
@@ -85,8 +86,8 @@ def _common_k(runs: Sequence[RunInfo]) -> int:
     return 3
 
 
-def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None = None, n_boot: int = 2000,
-                seed: int = 0, tables: Sequence[str] = ("auto",)) -> ReportResult:
+def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None = None, n_boot: int = N_BOOT,
+                seed: int = CI_SEED, tables: Sequence[str] = ("auto",)) -> ReportResult:
     """Every table ``tables`` asks for (``auto``: those the runs call for), written to ``out_dir``
     as Markdown, CSV and plots, and ``report.md`` holding them all."""
     runs = target.runs
@@ -223,7 +224,7 @@ def default_out_dir(target: str) -> Path:
 
 
 def report(target: str, out: str | Path | None = None, *, tracking_uri: str | None = None, k: int | None = None,
-           tables: str | Sequence[str] = "auto", n_boot: int = 2000, seed: int = 0, log: bool = True) -> ReportResult:
+           tables: str | Sequence[str] = "auto", n_boot: int = N_BOOT, seed: int = CI_SEED, log: bool = True) -> ReportResult:
     """The report of ``target`` (a sweep's parent run id or an experiment name) written to ``out``
     (default ``outputs/reports/<target>`` under the current directory) and, with ``log``, logged to
     MLflow. Raises :class:`ReportError` (one line) when there is nothing to report."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.paired import format_p
 from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
+from t2exp.evaluation.stats import N_BOOT
 
 HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Protocol", "embedder": "Embedder", "k": "k", "run": "Run"}
 
@@ -45,7 +46,7 @@ def render_markdown(t: Table) -> str:
             cells.append("best" if r.run_id == t.best else ("–" if d is None else f"{d.diff:+.1f} (p{_p_text(d.p)})"))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Values in %, 95 % bootstrap CI in brackets (1,000 resamples of questions, as logged by each run); "
+    lines.append(f"Values in %, 95 % bootstrap CI in brackets ({N_BOOT:,} resamples of questions, as logged by each run); "
                  "Avg = question-weighted over subsets.")
     if any(c.derived for c in t.cells.values()):
         lines.append("† not logged by the run (its k differs): recomputed from its predictions.jsonl as the app computes it.")

@@ -12,9 +12,7 @@ from typing import Any
 from t2exp.data.loader import SUBSETS
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.metrics import (
-    CI_SEED,
     METRIC,
-    N_BOOT,
     NM_METRICS,
     aggregate,
     metric_label,
@@ -23,6 +21,7 @@ from t2exp.evaluation.metrics import (
 )
 from t2exp.evaluation.paired import compare_values, pair_predictions
 from t2exp.evaluation.reporting.runs import RunInfo
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 
 AVG = "avg"
 # the paper's methods in its table order, then t2exp's (every conf/rag_method option; a test checks)

@@ -6,7 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from t2exp.evaluation.metrics import CI_SEED, N_BOOT, MetricValue, metric_label
+from t2exp.evaluation.metrics import MetricValue, metric_label
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 
 if TYPE_CHECKING:
     import pandas as pd
