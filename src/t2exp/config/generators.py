@@ -10,6 +10,8 @@ from omegaconf import MISSING
 
 from t2exp.config.checks import at_least, one_of, require
 from t2exp.config.schema import SamplingConfig
+from t2exp.infra.devices import DTYPES
+from t2exp.infra.option_meta import OptionMeta
 
 
 # --- generator ------------------------------------------------------------------------------------
@@ -30,6 +32,7 @@ class NoGeneratorConfig:
 class GeneratorConfig:
     _target_: str = MISSING
     name: str = MISSING
+    meta: OptionMeta = field(default_factory=OptionMeta)
     answer_mode: str = "direct"  # direct | cot | program | code | json
     # the answer prompt: a template in prompts/; null = answer_<answer_mode>
     prompt: str | None = None
@@ -64,7 +67,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
     size: int | None = None
     models_dir: str = MISSING
     device: str = "auto"  # cuda if present, else cpu
-    dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float32
+    dtype: str = "auto"  # auto: bfloat16 where the CPU/GPU computes it natively, else float16 on GPU, float32 on CPU (infra.devices)
     threads: int = 0  # 0 = torch default
     reuse_prefix: bool = True  # reuse the KV cache of the prompt prefix shared with the previous prompt
     prompt_lookup: int = 0  # prompt-lookup decoding: draft tokens copied from the prompt (0 = off; benchmarks/prompt_lookup.py)
@@ -75,7 +78,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
         super().__post_init__()
         require(bool(self.model) or bool(self.gguf_parts), "generator.model", self.model,
                 "a model id or local path (or generator.gguf_parts)")
-        one_of("generator.dtype", self.dtype, ("auto", "float32", "bfloat16", "float16"))
+        one_of("generator.dtype", self.dtype, DTYPES)
         at_least("generator.threads", self.threads, 0)
         at_least("generator.prompt_lookup", self.prompt_lookup, 0)
         at_least("generator.max_context_tokens", self.max_context_tokens, 1)

@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from omegaconf import MISSING
 
 from t2exp.config.checks import at_least, between, one_of, require
+from t2exp.infra.option_meta import OptionMeta
 
 
 @dataclass
 class RagMethodConfig:
     _target_: str = MISSING
     name: str = MISSING
+    meta: OptionMeta = field(default_factory=OptionMeta)
 
 
 @dataclass

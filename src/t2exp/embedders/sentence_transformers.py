@@ -8,10 +8,10 @@ from functools import cached_property
 
 import numpy as np
 
-from t2exp.embedders import resolve_device
 from t2exp.errors import ConfigError
 from t2exp.infra import model_hub
 from t2exp.infra.cache import content_key
+from t2exp.infra.devices import resolve_device, resolve_dtype
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +44,15 @@ class SentenceTransformerEmbedder:
         self.document_template = document_template
         self.batch_size = batch_size
         self.device = resolve_device(device)
-        self.dtype = dtype
+        self.dtype = resolve_dtype(dtype, self.device)
         self.normalize = normalize
         self.trust_remote_code = trust_remote_code
 
     @property
     def fingerprint(self) -> str:
         return content_key(
-            "sentence-transformers", self.model_id, self.revision, self.max_tokens, self.normalize, self._torch_dtype_name
+            "sentence-transformers", self.model_id, self.revision, self.max_tokens, self.normalize, self.dtype
         )[:16]
-
-    @property
-    def _torch_dtype_name(self) -> str:
-        if self.dtype != "auto":
-            return self.dtype
-        return "float16" if self.device.startswith("cuda") else "float32"
 
     @cached_property
     def model(self):  # sentence_transformers.SentenceTransformer
@@ -74,7 +68,7 @@ class SentenceTransformerEmbedder:
                     f"embedder.package={self.package!r}: not installed; pip install {self.package.replace('_', '-')}"
                 ) from None
             path = str(mod.get_model_path())
-        dtype = getattr(torch, self._torch_dtype_name)
+        dtype = getattr(torch, self.dtype)
 
         def load():
             m = model_hub.load(
@@ -85,7 +79,7 @@ class SentenceTransformerEmbedder:
             m.max_seq_length = self.max_tokens
             return m
 
-        key = ("embedder", path, self.revision, self.device, self._torch_dtype_name, self.trust_remote_code, self.max_tokens)
+        key = ("embedder", path, self.revision, self.device, self.dtype, self.trust_remote_code, self.max_tokens)
         m = model_hub.shared(key, load)
         dim = m.get_embedding_dimension()
         if self.dim and dim != self.dim:

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from t2exp.answering.safe_exec import program_literals
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import recall_at
 from t2exp.text.numbers import number_match
 
@@ -89,14 +90,14 @@ def breakdown(rows: Iterable[Mapping[str, Any]]) -> dict[str, Counter[str]]:
 def render(counts: Mapping[str, Counter[str]], title: str = "") -> str:
     """A Markdown table: one row per category, per subset the count and its share of the questions."""
     subsets: Sequence[str] = [s for s in sorted(counts) if s != "all"] + ["all"]
-    head = "| category | " + " | ".join(f"{s} n | {s} %" for s in subsets) + " |"
-    lines = [f"errors of {title}" if title else "errors", "", head, "|---|" + "---:|" * (2 * len(subsets))]
+    head = ["category", *(f"{s} {unit}" for s in subsets for unit in ("n", "%"))]
+    rows = []
     for cat in CATEGORIES:
-        cells = []
+        cells = [cat]
         for s in subsets:
             total = sum(counts[s].values())
             n = counts[s].get(cat, 0)
-            cells += [str(n), f"{100 * n / total:.1f}" if total else "–"]
-        lines.append(f"| {cat} | " + " | ".join(cells) + " |")
-    lines.append("| scored | " + " | ".join(f"{sum(counts[s].values())} | 100.0" for s in subsets) + " |")
-    return "\n".join(lines)
+            cells += [str(n), tabular.value(100 * n / total if total else None)]
+        rows.append(cells)
+    rows.append(["scored", *(v for s in subsets for v in (str(sum(counts[s].values())), tabular.value(100.0)))])
+    return "\n".join([f"errors of {title}" if title else "errors", "", tabular.markdown(head, rows)])

@@ -26,6 +26,7 @@ from typing import Any
 
 from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import T2ExpError
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import NM_METRICS, RANK_METRIC, question_value
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
 from t2exp.infra.paths import default_tracking_uri
@@ -162,13 +163,18 @@ def format_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def p_text(p: float) -> str:
+    """``p<0.001`` or ``p=0.042``: a p-value as a table cell shows it."""
+    text = format_p(p)
+    return "p" + (text if text.startswith("<") else f"={text}")
+
+
 def format_table(rows: Sequence[ComparisonRow], metric: str, label_a: str = "A", label_b: str = "B") -> str:
-    head = f"{'subset':<10}{'n':>6}{'mean ' + label_a:>12}{'mean ' + label_b:>12}{'diff A-B':>10}{'95% CI':>20}{'p':>9}"
-    lines = [f"metric: {metric} (percent); diff = A - B; paired bootstrap CI, sign-flip permutation p", head]
-    for r in rows:
-        ci = f"[{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
-        lines.append(f"{r.subset:<10}{r.n:>6}{r.mean_a:>12.2f}{r.mean_b:>12.2f}{r.diff:>+10.2f}{ci:>20}{format_p(r.p_value):>9}")
-    return "\n".join(lines)
+    head = ["subset", "n", f"mean {label_a}", f"mean {label_b}", f"diff {label_a}-{label_b} [95% CI]", "p"]
+    body = [[r.subset, str(r.n), tabular.value(r.mean_a), tabular.value(r.mean_b),
+             tabular.value(r.diff, r.ci_low, r.ci_high, signed=True), format_p(r.p_value)] for r in rows]
+    title = f"metric: {metric} (percent); diff = A - B; paired bootstrap CI, sign-flip permutation p"
+    return title + "\n" + tabular.aligned(head, body)
 
 
 @dataclass

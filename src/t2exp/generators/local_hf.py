@@ -17,11 +17,11 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from t2exp.embedders import resolve_device, resolve_dtype
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra import model_hub
 from t2exp.infra.cache import build_lock, content_key
+from t2exp.infra.devices import resolve_device, resolve_dtype
 
 log = logging.getLogger(__name__)
 

@@ -17,13 +17,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
 from t2exp.errors import ConfigError, T2ExpError, TrackingError
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.pipeline.build import build_components, to_dict
 from t2exp.pipeline.experiment import Components, Result, run_experiment
-from t2exp.pipeline.identity import cell_key, data_fingerprint
+from t2exp.pipeline.identity import cell_key, data_fingerprint, without_meta
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
@@ -159,7 +160,7 @@ def _run_cell(
     log.info("MLflow run %s (%s) in %s", tracker.run_id, _run_name(cfg), tr.uri)
     status = "FAILED"
     try:
-        params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
+        params = flatten({k: v for k, v in without_meta(resolved).items() if k != "hydra"})
         params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.parts.subsets})
         tracker.log_params(params)
         tracker.log_inputs(components.parts.subsets)
@@ -232,5 +233,5 @@ def _print_summary(result: Result, c: Components, tracker: Tracker, cfg: DictCon
     print(text, file=sys.stderr)
     if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log
         avg = result.table.get("avg", {})
-        shown = ", ".join(f"{metric_label(n)} {avg[n]['mean']:.1f}" for n in ("nm", f"mrr_at_{c.settings.k}") if n in avg)
+        shown = ", ".join(f"{metric_label(n)} {tabular.value(avg[n]['mean'])}" for n in ("nm", f"mrr_at_{c.settings.k}") if n in avg)
         log.info("cell done: %s: %s (MLflow run %s)", _run_name(cfg), shown or "no metrics", tracker.run_id)

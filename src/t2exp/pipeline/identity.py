@@ -9,6 +9,7 @@ from typing import Any
 
 from t2exp.data.records import Subset
 from t2exp.infra.cache import content_key
+from t2exp.infra.option_meta import META_KEY
 from t2exp.infra.redaction import is_secret_key
 
 # component settings that change where a cell runs or how a server is reached, not what it
@@ -27,7 +28,7 @@ def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
     (``OPERATIONAL_KEYS``: locations, endpoints, timeouts, concurrency), plus the content of the
     prompt templates (an edited prompt is a new cell, never a resume) and ``data``, a fingerprint of
     the loaded corpora and questions (it stands in for ``dataset.path``)."""
-    semantic = {k: v for k, v in resolved.items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
+    semantic = {k: v for k, v in without_meta(resolved).items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
     for group in COMPONENT_GROUPS:
         if isinstance(semantic.get(group), dict):
             semantic[group] = {k: v for k, v in semantic[group].items() if k not in OPERATIONAL_KEYS}
@@ -35,6 +36,12 @@ def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
     semantic["_prompts"] = prompts_fingerprint(prompts_dir) if prompts_dir else None
     semantic["_data"] = data
     return content_key(_mask_secrets(semantic))[:16]
+
+
+def without_meta(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config without the options' ``meta:`` blocks (what a reader shows of an option,
+    not what it computes: no part of a cell's identity or of its params)."""
+    return {k: ({kk: vv for kk, vv in v.items() if kk != META_KEY} if isinstance(v, dict) else v) for k, v in resolved.items()}
 
 
 def data_fingerprint(subsets: list[Subset]) -> str:

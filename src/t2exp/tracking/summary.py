@@ -7,16 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label, question_metric_names
 
 
 def _cell(v: Mapping[str, Any] | None) -> str:
-    if v is None:
-        return "–"
-    text = f"{v['mean']:.1f}"
-    if v.get("ci_low") is not None and v.get("ci_high") is not None:
-        text += f" [{v['ci_low']:.1f}, {v['ci_high']:.1f}]"
-    return text
+    return tabular.value(None) if v is None else tabular.value(v["mean"], v.get("ci_low"), v.get("ci_high"))
 
 
 def _rows(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> list[list[str]]:
@@ -35,19 +31,13 @@ NOTE = "values in %, 95 % bootstrap CI in brackets; n = questions scored (NM ski
 
 def results_markdown(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> str:
     head, *rows = _rows(table, k)
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows), "", NOTE])
+    return "\n".join([tabular.markdown(head, rows), "", NOTE])
 
 
 def results_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], k: int) -> str:
     """The run's results as aligned text for the terminal."""
     head, *rows = _rows(table, k)
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
-
-    return "\n".join([line(head), *(line(r) for r in rows), NOTE])
+    return "\n".join([tabular.aligned(head, rows), NOTE])
 
 
 def ui_command(uri: str) -> str:

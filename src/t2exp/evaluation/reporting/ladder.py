@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import compare_values, format_p, pair_predictions
+from t2exp.evaluation.paired import compare_values, p_text, pair_predictions
 from t2exp.evaluation.reporting.runs import RunInfo
 from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource, Delta
 from t2exp.evaluation.reporting.tuning import ROLE, questions_of
@@ -70,24 +71,21 @@ def build_ladder(runs: Sequence[RunInfo], subsets: Sequence[str], k: int, source
 
 
 def _fmt(c: Cell) -> str:
-    if c.mean is None:
-        return "–"
-    return f"{c.mean:.1f}" + (f" [{c.low:.1f}, {c.high:.1f}]" if c.low is not None and c.high is not None else "")
+    return tabular.value(c.mean, c.low, c.high)
 
 
 def render_ladder(lad: Ladder) -> str:
     label = {r.run_id: r.label(KEY) for r in lad.runs}
     heads = ["rung", "questions"] + [f"{'Avg' if s == AVG else s} {metric_label(m)}" for s, m in lad.columns]
     heads += [f"Δ Avg {metric_label(lad.primary)} [95 % CI] (p)", "vs"]
-    lines = ["## Ablation ladder", "", "| " + " | ".join(heads) + " |",
-             "|" + "|".join(["---", "---"] + ["---:"] * (len(lad.columns) + 1) + ["---"]) + "|"]
+    rows = []
     for r in lad.runs:
         d = lad.deltas.get(r.run_id)
-        delta = "–" if d is None else f"{d.diff:+.1f} [{d.low:+.1f}, {d.high:+.1f}] (p{'' if format_p(d.p).startswith('<') else '='}" \
-                                      f"{format_p(d.p)})"
+        delta = "–" if d is None else f"{tabular.value(d.diff, d.low, d.high, signed=True)} ({p_text(d.p)})"
         ref = label.get(lad.against.get(r.run_id, ""), "–")
-        lines.append("| " + " | ".join([label[r.run_id], questions_of(r)] + [_fmt(lad.cells[(r.run_id, s, m)]) for s, m in lad.columns]
-                                       + [delta, ref]) + " |")
+        rows.append([label[r.run_id], questions_of(r)] + [_fmt(lad.cells[(r.run_id, s, m)]) for s, m in lad.columns] + [delta, ref])
+    # the last column names a rung: a label, but Markdown aligns by column, so it stays right of the numbers
+    lines = ["## Ablation ladder", "", tabular.markdown(heads, rows, left=2)]
     lines += ["", "Rows: the rungs in order (l0 → the full method), then the alternatives (alt_*), each against the full method. "
               "Δ: paired difference to the row named in 'vs' on the same questions (paired bootstrap 95 % CI, two-sided sign-flip "
               "permutation p). Values in %, 95 % bootstrap CIs."]

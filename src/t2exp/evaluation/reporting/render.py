@@ -6,8 +6,9 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import format_p
+from t2exp.evaluation.paired import p_text
 from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
 from t2exp.evaluation.stats import N_BOOT
 
@@ -15,17 +16,9 @@ HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Pr
 
 
 def _fmt_cell(c: Cell) -> str:
-    if c.mean is None:
-        return "–"
-    text = f"{c.mean:.1f}"
-    if c.low is not None and c.high is not None:
-        text += f" [{c.low:.1f}, {c.high:.1f}]"
-    return text + ("†" if c.derived else "")
+    text = tabular.value(c.mean, c.low, c.high)
+    return text + ("†" if c.derived and c.mean is not None else "")
 
-
-def _p_text(p: float) -> str:
-    text = format_p(p)
-    return text if text.startswith("<") else f"={text}"
 
 
 def _col_header(subset: str, metric: str) -> str:
@@ -37,15 +30,14 @@ def render_markdown(t: Table) -> str:
     with_delta = t.best is not None
     if with_delta:
         heads.append("Δ vs best (p)")
-    lines = [f"## {t.title}", "", "| " + " | ".join(heads) + " |",
-             "|" + "|".join(["---"] * len(t.keys) + ["---:"] * (len(heads) - len(t.keys))) + "|"]
+    rows = []
     for r in t.runs:
         cells = [r.label(k) for k in t.keys] + [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
         if with_delta:
             d = t.deltas.get(r.run_id)
-            cells.append("best" if r.run_id == t.best else ("–" if d is None else f"{d.diff:+.1f} (p{_p_text(d.p)})"))
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+            cells.append("best" if r.run_id == t.best else ("–" if d is None else f"{tabular.value(d.diff, signed=True)} ({p_text(d.p)})"))
+        rows.append(cells)
+    lines = [f"## {t.title}", "", tabular.markdown(heads, rows, left=len(t.keys)), ""]
     lines.append(f"Values in %, 95 % bootstrap CI in brackets ({N_BOOT:,} resamples of questions, as logged by each run); "
                  "Avg = question-weighted over subsets.")
     if any(c.derived for c in t.cells.values()):
@@ -88,13 +80,10 @@ def write_csv(t: Table, path: Path) -> None:
 
 def render_curve(group_keys: Sequence[str], points: Sequence[CurvePoint], metric: str) -> str:
     gh = [HEADERS.get(k, k) for k in group_keys]
-    lines = [f"## {metric_label(metric)} vs corpus size", "",
-             "| " + " | ".join(gh + ["Subset", "corpus_size", "Documents", "Questions (mean)", "Seeds",
-                                      f"{metric_label(metric)} mean", "std"]) + " |",
-             "|" + "|".join(["---"] * (len(gh) + 2) + ["---:"] * 5) + "|"]
-    for p in points:
-        lines.append("| " + " | ".join([*p.group, p.subset, p.size, f"{p.docs:.0f}", f"{p.questions:.1f}", str(p.n),
-                                        f"{p.mean:.1f}", f"{p.std:.1f}"]) + " |")
+    head = gh + ["Subset", "corpus_size", "Documents", "Questions (mean)", "Seeds", f"{metric_label(metric)} mean", "std"]
+    rows = [[*p.group, p.subset, p.size, f"{p.docs:.0f}", f"{p.questions:.1f}", str(p.n), tabular.value(p.mean), tabular.value(p.std)]
+            for p in points]
+    lines = [f"## {metric_label(metric)} vs corpus size", "", tabular.markdown(head, rows, left=len(gh) + 2)]
     lines += ["", "Mean ± sample std over the runs of a cell (the corpus seeds); corpus_size=null is the full corpus."]
     return "\n".join(lines) + "\n"
 

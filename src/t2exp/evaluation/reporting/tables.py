@@ -3,6 +3,7 @@ corpus-size curve."""
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -22,11 +23,18 @@ from t2exp.evaluation.metrics import (
 from t2exp.evaluation.paired import compare_values, pair_predictions
 from t2exp.evaluation.reporting.runs import RunInfo
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.infra.option_meta import display_order, option_metas
+from t2exp.infra.paths import CONF_DIR
 
 AVG = "avg"
-# the paper's methods in its table order, then t2exp's (every conf/rag_method option; a test checks)
-METHOD_ORDER = ("pretrained_only", "oracle", "base", "hybrid", "bm25", "reranker", "hyde", "summarization", "sumcontext",
-                "metadata_hybrid", "bm25f")
+
+
+@functools.cache
+def method_order() -> tuple[str, ...]:
+    """The rag_method options in report order, from their own ``meta.order`` (the paper's Table 3
+    order, then t2exp's; ``t2exp.infra.option_meta``): one place, read from the shipped options."""
+    return tuple(display_order(option_metas(CONF_DIR, "rag_method")))
+
 SEED_KEYS = ("dataset.corpus_seed", "seed")
 
 
@@ -44,8 +52,8 @@ def swept_keys(runs: Sequence[RunInfo]) -> list[str]:
 
 
 def _sort_value(key: str, value: str) -> tuple[Any, ...]:
-    if key == "rag_method" and value in METHOD_ORDER:
-        return (0, METHOD_ORDER.index(value), "")
+    if key == "rag_method" and value in method_order():
+        return (0, method_order().index(value), "")
     try:
         return (0, float(value), "")
     except ValueError:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t2exp.data.folds import describe
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.reporting.runs import RunInfo
 from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource, sort_runs, swept_keys
@@ -70,9 +71,7 @@ def build_tuning(runs: Sequence[RunInfo], subsets: Sequence[str], metric: str, s
 
 
 def _fmt(c: Cell) -> str:
-    if c.mean is None:
-        return "–"
-    return f"{c.mean:.1f}" + (f" [{c.low:.1f}, {c.high:.1f}]" if c.low is not None and c.high is not None else "")
+    return tabular.value(c.mean, c.low, c.high)
 
 
 def render_tuning(t: TuningTable) -> str:
@@ -81,15 +80,15 @@ def render_tuning(t: TuningTable) -> str:
     heads = [HEADERS.get(k, k) for k in t.keys] + ["tuned on"]
     heads += [f"{'Avg' if s == AVG else s} {label} (tuned on)" for s in scopes] + ["reported on"]
     heads += [f"{'Avg' if s == AVG else s} {label} (reported on)" for s in scopes] + ["Avg reported − tuned"]
-    lines = ["## Tuned on vs reported on", "", "| " + " | ".join(heads) + " |",
-             "|" + "|".join(["---"] * len(t.keys) + ["---"] + ["---:"] * len(scopes) + ["---"] + ["---:"] * (len(scopes) + 1)) + "|"]
+    rows = []
     for p in t.pairs:
         tune_avg, eval_avg = t.cells[(p.tune.run_id, AVG)].mean, t.cells[(p.eval.run_id, AVG)].mean
-        gap = "–" if tune_avg is None or eval_avg is None else f"{eval_avg - tune_avg:+.1f}"
+        gap = tabular.value(None if tune_avg is None or eval_avg is None else eval_avg - tune_avg, signed=True)
         row = [p.eval.label(k) for k in t.keys] + [questions_of(p.tune)]
         row += [_fmt(t.cells[(p.tune.run_id, s)]) for s in scopes] + [questions_of(p.eval)]
         row += [_fmt(t.cells[(p.eval.run_id, s)]) for s in scopes] + [gap]
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    lines = ["## Tuned on vs reported on", "", tabular.markdown(heads, rows, left=len(t.keys) + 1)]
     lines += ["", "Each row: one config run on the questions its values were chosen on (tuned on) and on held-out questions of "
               "the same subsets (reported on; the corpus is the same). Quote the reported-on columns. 95 % bootstrap CIs."]
     return "\n".join(lines) + "\n"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import MetricValue, metric_label
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 
@@ -69,10 +69,8 @@ class ScoreResult:
             return str(self.subset_counts.get(subset, {}).get(name, ""))
         mv = self.table.get(subset, {}).get(name)
         if mv is None:
-            return "-"
-        if ci and mv.ci_low is not None and mv.ci_high is not None and not math.isnan(mv.ci_low):
-            return f"{mv.mean:.2f} [{mv.ci_low:.2f}, {mv.ci_high:.2f}]"
-        return f"{mv.mean:.2f}"
+            return tabular.value(None)
+        return tabular.value(mv.mean, mv.ci_low, mv.ci_high) if ci else tabular.value(mv.mean)
 
     def _grid(self) -> tuple[list[str], list[list[str]]]:
         cols = self.columns()
@@ -101,22 +99,15 @@ class ScoreResult:
 
     def __str__(self) -> str:
         header, body = self._grid()
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-
-        def fmt(r: list[str]) -> str:
-            return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=False)))
-
         title = (
             f"T²-RAGBench scores: {self.source} vs dataset {self.dataset} (k={self.k}; "
             + (f"95% bootstrap CI in brackets, {self.n_boot} resamples, seed {self.seed})" if self.n_boot else "no CIs)")
         )
-        return "\n".join([title, fmt(header), *(fmt(r) for r in body), *self._footer()])
+        return "\n".join([title, tabular.aligned(header, body), *self._footer()])
 
     def _repr_markdown_(self) -> str:
         header, body = self._grid()
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(lines) + "\n\n" + "  \n".join(self._footer())
+        return tabular.markdown(header, body) + "\n\n" + "  \n".join(self._footer())
 
     def to_frame(self) -> pd.DataFrame:
         """One row per subset (and ``avg``): counts, then each metric's mean, ci_low, ci_high."""

@@ -1,0 +1,42 @@
+"""The one results-table renderer: how a metric value is written (percent, one decimal, its 95 %
+CI in brackets) and how rows become a Markdown or an aligned terminal table. A run's closing
+summary, ``t2exp score``, the report's tables, the ladder, the tuning table and the error
+breakdown all write through it, so one number reads the same wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+DECIMALS = 1  # percent with one decimal: the paper's tables and every t2exp table
+MISSING = "–"
+
+
+def value(mean: float | None, low: float | None = None, high: float | None = None, *, signed: bool = False) -> str:
+    """``41.7 [35.0, 48.3]``; ``–`` for no value; the CI only when both ends are known."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return MISSING
+    sign = "+" if signed else ""
+    text = f"{mean:{sign}.{DECIMALS}f}"
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        text += f" [{low:{sign}.{DECIMALS}f}, {high:{sign}.{DECIMALS}f}]"
+    return text
+
+
+def markdown(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A Markdown table: the first ``left`` columns are labels (left-aligned), the others numbers."""
+    rule = ["---"] * left + ["---:"] * (len(head) - left)
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def aligned(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """The same table as aligned text for a terminal (labels left, numbers right)."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    return "\n".join([line(head), *(line(r) for r in rows)])
