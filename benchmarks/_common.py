@@ -70,9 +70,10 @@ def compose(overrides: Sequence[str] = ()) -> Any:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from t2exp.infra.paths import CONF_DIR, register_resolvers
+    from t2exp import config
+    from t2exp.infra.paths import CONF_DIR
 
-    register_resolvers()
+    config.register()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))

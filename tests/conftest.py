@@ -105,7 +105,10 @@ def compose_cfg(*overrides: str):
     """The app's config as ``python -m t2exp <overrides>`` composes it (schemas applied)."""
     from hydra import compose, initialize_config_dir
 
+    from t2exp import config
     from t2exp.infra.paths import CONF_DIR
+
+    config.register()
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("config", overrides=list(overrides))

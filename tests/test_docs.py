@@ -95,7 +95,7 @@ def test_results_tables_render_from_the_expected_files(hooks: tuple[ModuleType, 
     _, et = hooks
     md = et.results_table(ROOT / "expected", "reproduction")
     assert "| base, paper | 28.1 [25.5, 30.9] | 28.1 |" in md
-    assert "`python -m t2exp +experiment=reproduction protocol=paper rag_method=base`" in md
+    assert "`python -m t2exp +experiment=reproduction protocol=paper rag_method=base embedder.dtype=float32`" in md
     index = et.index_table(ROOT / "expected")
     assert "`t2exp reproduce main_job`" in index and "CI runs `default-retrieval`" in index
 

@@ -127,3 +127,21 @@ def test_runs_recorded_before_the_move_keep_their_cell_key(overrides):
     assert key == RECORDED_KEYS[overrides], (
         "the cell key changed: runs recorded before would not resume (if a prompt template or a default changed on purpose, "
         "record the new key here)")
+
+
+def test_importing_t2exp_registers_nothing():
+    """Importing t2exp (or its evaluation API) leaves Hydra's ConfigStore as it was: the schemas
+    are registered by what composes (``t2exp.config.register``: the app, t2exp score). A fresh
+    interpreter, because this one has composed long ago."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from hydra.core.config_store import ConfigStore\n"
+        "import t2exp, t2exp.evaluation, t2exp.evaluation.metrics, t2exp.config\n"
+        "before = 't2exp_schema.yaml' in ConfigStore.instance().repo\n"
+        "t2exp.config.register()\n"
+        "print(before, 't2exp_schema.yaml' in ConfigStore.instance().repo)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120).stdout.split()
+    assert out == ["False", "True"]

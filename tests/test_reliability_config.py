@@ -19,14 +19,14 @@ from t2exp import config
 from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.generators import vllm_backend
-from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import install_log_redaction, is_secret_key, redact_overrides, redact_text
 from t2exp.pipeline import cell
 from t2exp.pipeline.identity import cell_key
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.mlflow_run import flatten
 
-register_resolvers()
+config.register()
 KEY_ENVS = ("OPENAI_API_KEY", "OPENAI_COMPAT_API_KEY", "CO_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "VLLM_API_KEY", "WEAVIATE_API_KEY")
 
 

@@ -28,12 +28,13 @@ from typing import Any, NoReturn, cast
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from t2exp import config as t2exp_config
 from t2exp.errors import ConfigError, T2ExpError, exit_with, os_error_line
-from t2exp.infra.paths import CONF_DIR, register_resolvers
+from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
 
-register_resolvers()
+t2exp_config.register()  # the schemas and resolvers Hydra composes with (importing t2exp registers nothing)
 log = logging.getLogger("t2exp")
 
 SECRET_ENV_PREFIX = "T2EXP_SECRET_"

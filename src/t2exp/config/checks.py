@@ -5,10 +5,16 @@ Every message is one line: ``<key>=<value> is invalid; allowed: <what>``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from t2exp.errors import ConfigError
+
+# the grammar of a metric's name: what ``objective`` and the metric arguments of score, compare and
+# report may name, and what the evaluator writes (t2exp.evaluation.metrics reads it from here: the
+# config, below the evaluation, checks names before any run)
+METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_\d+|recall_at_\d+)$")
 
 
 def invalid(key: str, value: object, allowed: str) -> ConfigError:

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from t2exp.config.checks import at_least, one_of, require
+from t2exp.config.checks import METRIC, at_least, one_of, require
 from t2exp.infra.paths import DEFAULT_ARTIFACTS, DEFAULT_STORE
 
 
@@ -206,8 +206,6 @@ class Config:
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
 
     def __post_init__(self) -> None:
-        from t2exp.evaluation.metrics import METRIC
-
         at_least("k", self.k, 1)
         if self.objective is not None:
             scope, _, metric = self.objective.partition("/")

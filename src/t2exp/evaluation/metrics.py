@@ -16,6 +16,7 @@ from typing import SupportsFloat, cast
 
 import numpy as np
 
+from t2exp.config.checks import METRIC as METRIC  # the metric-name grammar (checked in configs too)
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, percentile_ci
 from t2exp.text.numbers import is_degenerate, number_match, number_match_bare, number_match_strict
 
@@ -27,7 +28,6 @@ RANK_METRIC = re.compile(r"^(mrr|recall)_at_(\d+)$")
 NM_METRICS = ("nm", "nm_bare", "nm_strict")
 # per question 0/1, summed (not averaged) into ``<subset>/degenerate_predictions``
 DEGENERATE = "degenerate"
-METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_\d+|recall_at_\d+)$")
 _LABELS = {"nm": "NM", "nm_bare": "NM-bare", "nm_strict": "NM-strict"}
 
 

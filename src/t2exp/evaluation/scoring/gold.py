@@ -49,12 +49,13 @@ def compose_config(
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from t2exp.infra.paths import CONF_DIR, register_resolvers
+    from t2exp import config
+    from t2exp.infra.paths import CONF_DIR
 
     options = dataset_options()
     if dataset not in options:
         raise ConfigError(f"dataset={dataset!r}: no conf/dataset/{dataset}.yaml; choose one of {', '.join(options)}")
-    register_resolvers()
+    config.register()
     ov = [f"dataset={dataset}", *overrides]
     try:
         if GlobalHydra.instance().is_initialized():  # inside a running Hydra app: use its search path
