@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from t2exp.cli import reproduce
+from t2exp.evaluation import expected as expected_files
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "expected"
@@ -18,10 +19,10 @@ CI_CONDITION = "main_job/default-retrieval"  # python -m t2exp generator=none: t
 
 
 def test_files_load_and_ci_conditions_are_cheap() -> None:
-    tables = reproduce.load_tables(EXPECTED)
+    tables = expected_files.load_tables(EXPECTED)
     keys = [c.key for t in tables for c in t.conditions]
     assert len(keys) == len(set(keys))
-    ci = reproduce.select(tables, [], ci=True)
+    ci = expected_files.select(tables, [], ci=True)
     assert CI_CONDITION in [c.key for c in ci]
     assert all(c.retrieval_only and "generator=none" in c.overrides for c in ci)  # what CI runs needs no generator
     for t in tables:  # every expected metric is a column of its table, every condition has a tolerance per metric
@@ -48,7 +49,7 @@ def test_a_malformed_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_verdicts_name_measured_and_expected(tmp_path: Path) -> None:
-    cond = reproduce.Condition(table="t", name="c", overrides=[], expected={"avg/mrr_at_3": 50.0, "avg/nm": 10.0},
+    cond = expected_files.Condition(table="t", name="c", overrides=[], expected={"avg/mrr_at_3": 50.0, "avg/nm": 10.0},
                                tolerance={"avg/mrr_at_3": 0.1, "avg/nm": 1.0})
     result = reproduce.RunResult(cond, tmp_path, 1.0, 0, {"avg/mrr_at_3": 50.04, "avg/nm": 12.5})
     (s1, l1), (s2, l2) = reproduce.verdicts(result)
@@ -109,23 +110,23 @@ def test_tolerances_per_metric_listing_and_selection(tmp_path: Path, capsys: pyt
         "  - {name: one, overrides: [generator=none], expected: {avg/nm: 1, avg/mrr_at_3: 2}, tolerance: {avg/nm: 0.2}, ci: true}\n"
         "  - {name: two, overrides: [k=5], expected: {avg/nm: 3}, intervals: {avg/nm: [2, 4]}}\n", encoding="utf-8")
     (tmp_path / "b.yaml").write_text("conditions:\n  - {name: one, overrides: [], expected: {avg/nm: 1}}\n", encoding="utf-8")
-    tables = reproduce.load_tables(tmp_path)
+    tables = expected_files.load_tables(tmp_path)
     one = tables[0].conditions[0]
     assert one.tolerance == {"avg/nm": 0.2, "avg/mrr_at_3": 0.5} and tables[0].conditions[1].intervals == {"avg/nm": (2.0, 4.0)}
-    assert [c.key for c in reproduce.select(tables, [], cheap=True)] == ["a/one", "a/two"]
-    assert [c.key for c in reproduce.select(tables, ["b"], ci=True)] == ["b/one", "a/one"]
-    assert len(reproduce.select(tables, [], every=True)) == 3
-    with pytest.raises(reproduce.ExpectedError, match="a condition of 2 tables; name one: a/one, b/one"):
-        reproduce.select(tables, ["one"])
+    assert [c.key for c in expected_files.select(tables, [], cheap=True)] == ["a/one", "a/two"]
+    assert [c.key for c in expected_files.select(tables, ["b"], ci=True)] == ["b/one", "a/one"]
+    assert len(expected_files.select(tables, [], every=True)) == 3
+    with pytest.raises(expected_files.ExpectedError, match="a condition of 2 tables; name one: a/one, b/one"):
+        expected_files.select(tables, ["one"])
     assert reproduce.main(["--list", "--expected", str(tmp_path)]) == 0
     listed = capsys.readouterr().out
     assert "a: a (2 conditions, retrieval only)" in listed and "  a/one [ci]: python -m t2exp generator=none" in listed
     assert "b: b (1 conditions, with a generator)" in listed
     (tmp_path / "empty").mkdir()
-    with pytest.raises(reproduce.ExpectedError, match="no \\*.yaml"):
-        reproduce.load_tables(tmp_path / "empty")
-    with pytest.raises(reproduce.ExpectedError, match="no such folder"):
-        reproduce.load_tables(tmp_path / "missing")
+    with pytest.raises(expected_files.ExpectedError, match="no \\*.yaml"):
+        expected_files.load_tables(tmp_path / "empty")
+    with pytest.raises(expected_files.ExpectedError, match="no such folder"):
+        expected_files.load_tables(tmp_path / "missing")
 
 
 def test_a_run_that_fails_is_an_error_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
 """The results tables of the docs, generated from the expected-numbers files (``expected/*.yaml``)
-that ``t2exp reproduce`` checks, read by the same loader (``t2exp.cli.reproduce.load_table``): the
+that ``t2exp reproduce`` checks, read by the same loader (``t2exp.evaluation.expected.load_table``): the
 prose and the checked numbers cannot drift apart."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from config_tables import cell, code
 
-from t2exp.cli.reproduce import Condition, Table, load_table, load_tables
+from t2exp.evaluation.expected import Condition, Table, load_table, load_tables
 
 
 def _num(v: float) -> str:

@@ -31,7 +31,7 @@ _pages: dict[str, str] = {}
 
 
 def _dirs() -> tuple[Path, Path]:
-    from t2exp.cli.reproduce import default_expected_dir
+    from t2exp.evaluation.expected import default_expected_dir
     from t2exp.infra.paths import CONF_DIR
 
     return CONF_DIR, default_expected_dir()
