@@ -145,3 +145,17 @@ def test_importing_t2exp_registers_nothing():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_one_helper_makes_a_message_one_line():
+    """errors.one_line is the one helper (there were a remote-only one and a dozen hand-written
+    ``' '.join(str(exc).split())[:N]``): collapse whitespace, cut with an ellipsis."""
+    import re
+
+    from t2exp.errors import one_line
+
+    assert one_line("a\n  b\tc") == "a b c"
+    assert one_line("x" * 10, 5) == "xxxx…" and one_line("short", 5) == "short"
+    twin = re.compile(r"""["']\s["']\.join\(str\([^()]*\)(\.split\([^()]*\)\[0\])?\.split\(\)\)""")
+    files = [p for p in PACKAGE.rglob("*.py") if p.name != "errors.py"]  # errors.py holds the helper
+    assert [str(p.relative_to(PACKAGE)) for p in files if twin.search(p.read_text(encoding="utf-8"))] == []

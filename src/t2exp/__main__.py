@@ -29,7 +29,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config as t2exp_config
-from t2exp.errors import ConfigError, T2ExpError, exit_with, os_error_line
+from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
@@ -222,7 +222,7 @@ def _compose_jobs(overrides: list[str], multirun: bool) -> tuple[list[DictConfig
                     if len(jobs) == 1:
                         raise
                     # a sweep would run the cells before this one first: stop now
-                    detail = str(_schema_error(exc) or " ".join(str(exc).split()))
+                    detail = str(_schema_error(exc) or one_line(exc))
                     raise ConfigError(f"sweep cell #{i} ({' '.join(job)}): {detail}") from None
     except _Skip:
         return None

@@ -27,9 +27,16 @@ class RemoteError(T2ExpError):
     """A remote endpoint (embedding, generation, reranking) failed after bounded retries."""
 
 
+def one_line(text: object, limit: int | None = None) -> str:
+    """Any message (an exception, a server's reply) as one line: whitespace and newlines collapsed,
+    cut to ``limit`` characters with an ellipsis. The one helper every one-line error goes through."""
+    s = " ".join(str(text).split())
+    return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
+
+
 def exit_with(message: str, status: int = 2) -> NoReturn:
     """End the process with the one line a user reads (``t2exp: error: ...``); callers redact first."""
-    print(f"t2exp: error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"t2exp: error: {one_line(message)}", file=sys.stderr)
     sys.exit(status)
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from t2exp.errors import T2ExpError
+from t2exp.errors import T2ExpError, one_line
 from t2exp.evaluation.paired import compare_runs, format_table
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri
@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp compare") -> int:
     try:
         result = compare_runs(args.run_a, args.run_b, args.metric, n_boot=args.n_boot, seed=args.seed, tracking_uri=args.tracking_uri)
     except T2ExpError as exc:
-        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     paired = result.paired
     if args.format == "json":

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from t2exp.errors import T2ExpError
+from t2exp.errors import T2ExpError, one_line
 from t2exp.evaluation.scoring.compute import score
 from t2exp.evaluation.scoring.gold import compose_config
 from t2exp.evaluation.scoring.result import ScoreResult
@@ -102,10 +102,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp score") -> int:
             except T2ExpError:
                 raise
             except Exception as exc:  # one line, not a traceback
-                raise T2ExpError(f"--mlflow: cannot log to {uri} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+                raise T2ExpError(f"--mlflow: cannot log to {uri} ({type(exc).__name__}: {one_line(exc, 200)})") from None
             print(f"{prog}: logged MLflow run {run_id} (experiment {experiment!r}) to {uri}", file=sys.stderr)
     except T2ExpError as exc:
-        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     return 0
 

@@ -16,7 +16,7 @@ from t2exp.config import components as c
 from t2exp.config import generators as g
 from t2exp.config.rules import check_overrides, check_rules
 from t2exp.config.schema import Config
-from t2exp.errors import ConfigError
+from t2exp.errors import ConfigError, one_line
 
 # (group, option) -> schema: YAMLs name them as ``/schema/<group>/<option>``
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -100,7 +100,7 @@ def config_error(exc: BaseException, cfg: Any = None) -> ConfigError:
     while cause.__cause__ is not None and not isinstance(cause, OmegaConfBaseException):
         cause = cause.__cause__
     key = getattr(cause, "full_key", None) or (_unresolvable_key(cfg) if cfg is not None else None) or "config"
-    text = " ".join(str(cause).split("\n")[0].split())
+    text = one_line(str(cause).split("\n")[0])
     if isinstance(cause, MissingMandatoryValue):
         return ConfigError(f"{key} is missing; set it (e.g. {key}=VALUE on the command line)")
     if isinstance(cause, ValidationError):

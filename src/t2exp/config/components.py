@@ -26,10 +26,9 @@ from t2exp.config.methods import LexicalConfig as LexicalConfig
 from t2exp.config.methods import MetadataHybridConfig as MetadataHybridConfig
 from t2exp.config.methods import RagMethodConfig as RagMethodConfig
 from t2exp.config.methods import RerankMethodConfig as RerankMethodConfig
-from t2exp.errors import ConfigError, T2ExpError
+from t2exp.errors import ConfigError, T2ExpError, one_line
 from t2exp.infra.devices import DTYPES
 from t2exp.infra.option_meta import META_KEY, OptionMeta
-from t2exp.infra.remote import one_line
 
 
 def target_class(target: str, key: str = "_target_") -> Any:

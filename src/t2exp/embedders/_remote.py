@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from t2exp.errors import ConfigError, RemoteError
+from t2exp.errors import ConfigError, RemoteError, one_line
 from t2exp.infra.cache import content_key
-from t2exp.infra.remote import Failure, backoff_delay, one_line, resolve_api_key, with_retries
+from t2exp.infra.remote import Failure, backoff_delay, resolve_api_key, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class RemoteEmbedder:
         what = f"HTTP {status} from" if isinstance(status, int) else f"{status} error reaching"
         return (
             f"embedder={self.name} ({self.provider} {self.model_id}): {what} {self.endpoint} after {attempts} "
-            f"attempt(s): {one_line(failure.message)}; hint: {self._hint(status)}"
+            f"attempt(s): {one_line(failure.message, 200)}; hint: {self._hint(status)}"
         )
 
     def _hint(self, status: int | str) -> str:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from t2exp.embedders._remote import RemoteEmbedder
-from t2exp.infra.remote import Failure, import_client, one_line, retry_after_seconds
+from t2exp.errors import one_line
+from t2exp.infra.remote import Failure, import_client, retry_after_seconds
 
 INPUT_TYPES = ("search_query", "search_document", "classification", "clustering")
 TRUNCATE = (None, "NONE", "START", "END")
@@ -23,7 +24,7 @@ def cohere_failure(exc: BaseException, api_error: type[Any]) -> Failure | None:
     if isinstance(exc, api_error) and getattr(exc, "status_code", None) is not None:
         body = exc.body
         msg = body.get("message") if isinstance(body, dict) and body.get("message") else body
-        return Failure(int(exc.status_code), one_line(msg), retry_after_seconds(exc.headers))
+        return Failure(int(exc.status_code), one_line(msg, 200), retry_after_seconds(exc.headers))
     return None
 
 

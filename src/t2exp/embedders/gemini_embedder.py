@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from t2exp.embedders._remote import RemoteEmbedder
-from t2exp.infra.remote import Failure, import_client, one_line, retry_after_seconds
+from t2exp.errors import one_line
+from t2exp.infra.remote import Failure, import_client, retry_after_seconds
 
 TASK_TYPES = (
     "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION", "CLUSTERING",
@@ -76,5 +77,5 @@ class GeminiEmbedder(RemoteEmbedder):
         if isinstance(exc, self._errors.APIError):
             headers = getattr(getattr(exc, "response", None), "headers", None)
             msg = exc.message or exc.status or str(exc)
-            return Failure(int(exc.code), one_line(msg), retry_after_seconds(headers))
+            return Failure(int(exc.code), one_line(msg, 200), retry_after_seconds(headers))
         return None

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from t2exp.embedders._remote import RemoteEmbedder
-from t2exp.infra.remote import Failure, import_client, one_line, retry_after_seconds
+from t2exp.errors import one_line
+from t2exp.infra.remote import Failure, import_client, retry_after_seconds
 
 
 class OpenAIEmbedder(RemoteEmbedder):
@@ -44,9 +45,9 @@ class OpenAIEmbedder(RemoteEmbedder):
         if isinstance(exc, o.APIStatusError):
             body = exc.body
             msg = body.get("message") if isinstance(body, dict) and body.get("message") else exc.message
-            return Failure(exc.status_code, one_line(msg), retry_after_seconds(exc.response.headers))
+            return Failure(exc.status_code, one_line(msg, 200), retry_after_seconds(exc.response.headers))
         if isinstance(exc, o.APITimeoutError):
             return Failure("timeout", f"no response within {self.timeout:g}s")
         if isinstance(exc, o.APIConnectionError):
-            return Failure("connection", one_line(exc.__cause__ or exc))
+            return Failure("connection", one_line(exc.__cause__ or exc, 200))
         return None

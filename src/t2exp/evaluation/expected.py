@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from t2exp.errors import one_line
+
 
 class ExpectedError(Exception):
     """A malformed expected-numbers file or a selection that names nothing."""
@@ -149,7 +151,7 @@ def load_table(path: Path) -> Table:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise ExpectedError(f"{path}: {' '.join(str(exc).split())}") from None
+        raise ExpectedError(f"{path}: {one_line(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("conditions"), list) or not doc["conditions"]:
         raise ExpectedError(f"{path}: a mapping with a non-empty list `conditions`")
     default_tol = _number(doc.get("tolerance", 0.1), f"{path}: tolerance")

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from t2exp.errors import ConfigError
+from t2exp.errors import ConfigError, one_line
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra.cache import content_key
 from t2exp.infra.redaction import register_secret
-from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, retry_after_seconds, with_retries
+from t2exp.infra.remote import Failure, backoff_delay, import_client, retry_after_seconds, with_retries
 from t2exp.text.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,6 @@ import importlib
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from t2exp.errors import ConfigError, RemoteError
+from t2exp.errors import ConfigError, RemoteError, one_line
 from t2exp.infra.redaction import register_secret
 
 log = logging.getLogger(__name__)
@@ -103,11 +102,6 @@ def retry_after_seconds(headers: Any) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except (TypeError, ValueError, AttributeError):
         return None
-
-
-def one_line(text: object, limit: int = 200) -> str:
-    s = re.sub(r"\s+", " ", str(text)).strip()
-    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 class _RemoteFailure(Exception):

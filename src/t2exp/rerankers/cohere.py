@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from t2exp.embedders.cohere_embedder import cohere_failure
-from t2exp.infra.remote import Failure, backoff_delay, import_client, one_line, resolve_api_key, with_retries
+from t2exp.errors import one_line
+from t2exp.infra.remote import Failure, backoff_delay, import_client, resolve_api_key, with_retries
 from t2exp.rerankers import TruncationCounter
 
 
@@ -43,7 +44,7 @@ class CohereReranker:
 
     def _error_line(self, failure: Failure, attempts: int | None) -> str:
         return (f"reranker={self.name} (cohere {self.model_id}): {failure.status} from {self.base_url} after "
-                f"{attempts} attempt(s): {one_line(failure.message)}; hint: check CO_API_KEY, reranker.model and reranker.base_url")
+                f"{attempts} attempt(s): {one_line(failure.message, 200)}; hint: check CO_API_KEY, reranker.model and reranker.base_url")
 
     def score(self, query: str, documents: list[str]) -> list[float]:
         docs = self.trunc.apply(documents)

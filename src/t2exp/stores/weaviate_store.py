@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from t2exp.errors import ConfigError, RemoteError
+from t2exp.errors import ConfigError, RemoteError, one_line
 from t2exp.index.fusion import fuse
 from t2exp.infra.redaction import register_secret
 
@@ -120,7 +120,7 @@ class WeaviateStore:
             # connection=cloud: the config checks require cluster_url and a set api_key_env (t2exp.config)
             return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)  # type: ignore[arg-type]
         except (WeaviateBaseError, OSError) as exc:
-            detail = " ".join(str(exc).split())[:300]
+            detail = one_line(exc, 300)
             fix = _DOCKER.format(http=self.http_port, grpc=self.grpc_port)
             raise RemoteError(
                 f"store=weaviate: cannot connect ({self._where()}): {detail} -- start a server with `{fix}` "
@@ -187,7 +187,7 @@ class WeaviateStore:
         if failed:
             raise RemoteError(
                 f"store=weaviate: {len(failed)} of {len(ids)} objects failed to import into {self.collection_name}; "
-                f"first: {' '.join(str(failed[0].message).split())[:300]}"
+                f"first: {one_line(failed[0].message, 300)}"
             )
         self.inserted += len(ids)
 

@@ -22,9 +22,8 @@ from typing import Any, cast
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.errors import exit_with
+from t2exp.errors import exit_with, one_line
 from t2exp.infra.redaction import redact_overrides, redact_text
-from t2exp.infra.remote import one_line
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ class MLflowSweepCallback(Callback):
             # Hydra turns a callback's exception into a warning and runs the sweep anyway, without
             # its parent run (orphan children, no report): the sweep ends here, before any cell
             exit_with(redact_text(f"tracking.uri={self.uri}: the sweep's parent run could not be created "
-                                  f"({type(exc).__name__}: {one_line(exc)}); check the tracking store and run the sweep again"))
+                                  f"({type(exc).__name__}: {one_line(exc, 200)}); check the tracking store and run the sweep again"))
         self.parent_id = run.info.run_id
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)

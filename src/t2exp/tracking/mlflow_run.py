@@ -10,10 +10,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from t2exp.errors import TrackingError
+from t2exp.errors import TrackingError, one_line
 from t2exp.infra.cache import build_lock
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
-from t2exp.infra.remote import one_line
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from t2exp.data.loader import load_subsets, loader_args
 from t2exp.data.records import Question, Subset
 from t2exp.data.sampling import sample_questions
-from t2exp.errors import ConfigError, DataError
+from t2exp.errors import ConfigError, DataError, one_line
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -71,7 +71,7 @@ def compose_config(
             OmegaConf.update(cfg, "dataset.limit", limit)
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(f"dataset={dataset}: cannot compose the config ({' '.join(str(exc).split())[:300]})") from None
+        raise ConfigError(f"dataset={dataset}: cannot compose the config ({one_line(exc, 300)})") from None
     return cfg
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
 from t2exp.data.loader import read_jsonl_objects
-from t2exp.errors import DataError
+from t2exp.errors import DataError, one_line
 from t2exp.text.numbers import extract_number
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     except UnicodeDecodeError:
         raise DataError(f"{path}: not UTF-8 text; is it really {kind}?") from None
     except Exception as exc:  # any reader failure becomes one clear line
-        raise DataError(f"{path}: cannot read as {kind} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        raise DataError(f"{path}: cannot read as {kind} ({type(exc).__name__}: {one_line(exc, 200)})") from None
 
 
 def _frame_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
