@@ -75,7 +75,7 @@ def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
 
     with FakeOpenAIServer(model="m", reply=slow) as srv:
         run_app(["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", f"generator.base_url={srv.base_url}",
-                 "generator.model=m", "generator.max_concurrency=1", "generator.max_retries=0"], tmp_path / "cache", tmp_path)
+                 "generator.model=m", "generator.max_concurrency=1", "generator.max_retries=0"], tmp_path / "cache", tmp_path, traces=True)
     client, (run,) = mlflow_runs(tmp_path)
     preds = {r["id"]: r for r in map(json.loads, open(next((tmp_path / "cache" / "runs").glob("*/predictions.jsonl")), encoding="utf-8"))}
     traces = client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id)
@@ -107,9 +107,9 @@ def test_a_resumed_run_traces_each_question_once(tmp_path):
     args = ["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", "generator.model=m",
             "generator.max_concurrency=1", "generator.max_retries=0"]
     with FakeOpenAIServer(model="m", script=["ok", "500"], reply=lambda messages: "Final answer: 7") as srv:
-        first = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, check=False)
+        first = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, check=False, traces=True)
         assert first.returncode == 2, first.stderr[-2000:]
-        run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path)
+        run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, traces=True)
     client, runs = mlflow_runs(tmp_path)
     counts = {r.info.status: len(client.search_traces(locations=[r.info.experiment_id], run_id=r.info.run_id)) for r in runs}
     assert counts == {"FAILED": 0, "FINISHED": 3}

@@ -64,7 +64,7 @@ def test_the_mlflow_ui_gets_datasets_description_table_and_traces(shared_cache, 
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3"], shared_cache, tmp_path)
+    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3"], shared_cache, tmp_path, traces=True)
     client, (run,) = mlflow_runs(tmp_path)
     exp = client.get_experiment(run.info.experiment_id)
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -90,6 +90,7 @@ def test_the_mlflow_ui_gets_datasets_description_table_and_traces(shared_cache, 
     retrieve = next(s for s in traces[0].data.spans if s.name == "retrieve")
     assert len(retrieve.outputs["retrieved"]) == 5
 
-    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3", "tracking.traces=false", "k=5"], shared_cache, tmp_path)
+    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3", "tracking.traces=false", "k=5"], shared_cache, tmp_path,
+            traces=True)  # the test's own tracking.traces=false is the subject
     _, runs = mlflow_runs(tmp_path)
     assert len(client.search_traces(locations=[run.info.experiment_id], run_id=runs[-1].info.run_id)) == 0
