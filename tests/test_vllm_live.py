@@ -87,18 +87,9 @@ def server_args(vllm_python: Path, model: Path) -> list[str]:
 def live_in_group(pgid: int) -> list[str]:
     """Processes (not zombies) whose process group or session is ``pgid``: the server started its
     own session, and vLLM renames its children (``VLLM::EngineCore``), so match on ids."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, pgrp, session = stat[stat.rfind(")") + 2 :].split()[:4]
-        if state != "Z" and pgid in (int(pgrp), int(session)):
-            found.append(f"{entry.name} {stat[stat.find('(') + 1 : stat.rfind(')')]}")
-    return found
+    from t2exp.generators.server_process import group_members
+
+    return group_members(pgid, session=True)
 
 
 def left_in_group(pgid: int, within: float = 15.0) -> list[str]:

@@ -148,10 +148,26 @@ class ServerProcess:
         log.warning("vllm server process group %d is still alive after SIGKILL; log %s", pgid, self.log_path)
 
 
+def group_members(pgid: int, *, session: bool = False) -> list[str]:
+    """``"pid comm"`` of each live process (zombies waiting for a reaper do not count) of group
+    ``pgid``, or of session ``pgid`` too (``session``), read from /proc (Linux)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, session, ...
+        if len(fields) > 3 and fields[0] != "Z" and (fields[2] == str(pgid) or (session and fields[3] == str(pgid))):
+            found.append(f"{entry.name} {stat[stat.find('(') + 1 : stat.rfind(')')]}")
+    return found
+
+
 def group_alive(pgid: int) -> bool:
     """Whether a process of group ``pgid`` still runs (zombies waiting for a reaper do not count)."""
-    proc_dir = Path("/proc")
-    if not proc_dir.is_dir():  # not Linux: signal 0 (counts zombies too)
+    if not Path("/proc").is_dir():  # not Linux: signal 0 (counts zombies too)
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -159,14 +175,4 @@ def group_alive(pgid: int) -> bool:
         except PermissionError:
             return True
         return True
-    for entry in proc_dir.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-            return True
-    return False
+    return bool(group_members(pgid))
