@@ -165,18 +165,21 @@ def load_subsets(
         subset.questions = select_fold(subset.questions, name, folds, fold, fold_role, fold_seed)
         subset.questions = sample_questions(subset.questions, limit, seed)
         if not subset.questions:
-            skipped = subset.stats.get("empty_questions_skipped", 0)
-            if skipped and not question_splits:
-                raise DataError(
-                    f"{', '.join(subset.sources)}: column 'question' is empty in all {skipped} rows of subset {name}; "
-                    "fill the questions, or check that the file is the right one"
-                )
-            raise DataError(
-                f"subset {name}: no questions left (question_splits={list(question_splits or [])}); "
-                "check dataset.question_splits"
-            )
+            raise _no_questions(subset, question_splits)
         out.append(subset)
     return out
+
+
+def _no_questions(subset: Subset, question_splits: Sequence[str] | None) -> DataError:
+    """Why a subset has no questions left, and what to check."""
+    skipped = subset.stats.get("empty_questions_skipped", 0)
+    if skipped and not question_splits:
+        return DataError(
+            f"{', '.join(subset.sources)}: column 'question' is empty in all {skipped} rows of subset {subset.name}; "
+            "fill the questions, or check that the file is the right one"
+        )
+    return DataError(f"subset {subset.name}: no questions left (question_splits={list(question_splits or [])}); "
+                     "check dataset.question_splits")
 
 
 def loader_args(cfg: Any) -> dict[str, Any]:

@@ -49,6 +49,17 @@ def _stop_server() -> None:
 atexit.register(_stop_server)
 
 
+def _check_backend(name: str, model: str, command: list[str] | str | None) -> None:
+    """A model to serve, and a python with vLLM to serve it (this one's, or ``generator.command``)."""
+    if not model:
+        raise ConfigError(f"generator={name}: generator.model is empty; set a Hugging Face id or a local path")
+    if command is None and not vllm_available():
+        raise ConfigError(
+            f"generator={name}: backend vllm_server needs the vllm package; {INSTALL_HINT}, "
+            "or set generator.command to a python that has it"
+        )
+
+
 class VLLMServerGenerator:
     def __init__(
         self,
@@ -78,13 +89,7 @@ class VLLMServerGenerator:
         backoff_base: float = 1.0,
         batch_size: int = 256,
     ) -> None:
-        if not model:
-            raise ConfigError(f"generator={name}: generator.model is empty; set a Hugging Face id or a local path")
-        if command is None and not vllm_available():
-            raise ConfigError(
-                f"generator={name}: backend vllm_server needs the vllm package; {INSTALL_HINT}, "
-                "or set generator.command to a python that has it"
-            )
+        _check_backend(name, model, command)
         self.name = name
         self.model = model
         self.served_model_name = served_model_name or model

@@ -116,6 +116,28 @@ class _Abandoned(Exception):
     """``abort`` was set while waiting to retry."""
 
 
+def _classified(call: Callable[[], Any], classify: Callable[[BaseException], Failure | None]) -> Callable[[], Any]:
+    """``call``, its remote failures raised as ``_RemoteFailure`` (anything else as it is)."""
+
+    def attempt() -> Any:
+        try:
+            return call()
+        except Exception as exc:  # classified here, re-raised when not remote
+            failure = classify(exc) or transport_failure(exc)
+            if failure is None:
+                raise
+            raise _RemoteFailure(failure) from exc
+
+    return attempt
+
+
+def _failure_of(state: Any) -> Failure:
+    """The Failure of a tenacity attempt that failed."""
+    exc = state.outcome.exception() if state.outcome is not None else None
+    assert isinstance(exc, _RemoteFailure)
+    return exc.failure
+
+
 def with_retries(
     call: Callable[[], Any],
     classify: Callable[[BaseException], Failure | None],
@@ -134,20 +156,6 @@ def with_retries(
     wait is cut short: ``error_line(failure, None)``."""
     import tenacity
 
-    def attempt() -> Any:
-        try:
-            return call()
-        except Exception as exc:  # classified here, re-raised when not remote
-            failure = classify(exc) or transport_failure(exc)
-            if failure is None:
-                raise
-            raise _RemoteFailure(failure) from exc
-
-    def failure_of(state: tenacity.RetryCallState) -> Failure:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        assert isinstance(exc, _RemoteFailure)
-        return exc.failure
-
     def retryable(exc: BaseException) -> bool:
         return isinstance(exc, _RemoteFailure) and exc.failure.retryable and not (abort is not None and abort.is_set())
 
@@ -161,7 +169,7 @@ def with_retries(
     last: list[BaseException | None] = []  # the failure a wait follows (a wait always follows one)
 
     def log_retry(state: tenacity.RetryCallState) -> None:
-        f = failure_of(state)
+        f = _failure_of(state)
         last[:] = [state.outcome.exception() if state.outcome is not None else None]
         pause = state.next_action.sleep if state.next_action is not None else 0.0
         log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, f.status, one_line(f.message, 120),
@@ -170,13 +178,13 @@ def with_retries(
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(max_retries + 1),
         retry=tenacity.retry_if_exception(retryable),
-        wait=lambda state: delay(state.attempt_number - 1, failure_of(state).retry_after),
+        wait=lambda state: delay(state.attempt_number - 1, _failure_of(state).retry_after),
         sleep=wait,
         before_sleep=log_retry,
         reraise=True,
     )
     try:
-        return retrying(attempt)
+        return retrying(_classified(call, classify))
     except (_Abandoned, _RemoteFailure) as exc:
         failed = last[0] if isinstance(exc, _Abandoned) else exc
         assert isinstance(failed, _RemoteFailure)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from t2exp.text.reasoning import split_reasoning
@@ -182,21 +183,28 @@ def _absolute(pred: float | None, gold: float | None) -> tuple[float, float] | N
     return (a_star, a) if math.isfinite(a_star) and math.isfinite(a) else None
 
 
-def number_match(pred: float | None, gold: float | None, eps: float = EPS) -> bool:
-    """T²-RAGBench Number Match on absolute values, invariant to powers of ten."""
+def _both_small_or(pred: float | None, gold: float | None, eps: float, rule: Callable[[float, float], bool]) -> bool:
+    """The opening every NM reading shares: absolute finite values, both below ``eps`` is a match,
+    else ``rule(|pred|, |gold|)``; a non-finite or missing side is no match."""
     pair = _absolute(pred, gold)
     if pair is None:
         return False
     a_star, a = pair
-    if a_star < eps and a < eps:
-        return True
-    if a_star == 0.0 or a == 0.0:
-        return False
+    return (a_star < eps and a < eps) or rule(a_star, a)
+
+
+def _shift_match(a_star: float, a: float, eps: float) -> bool:
     # q = (a*/a) * 10^-round(log10(a*/a)), computed in log space so that no ratio over- or
     # underflows a float
+    if a_star == 0.0 or a == 0.0:
+        return False
     log_ratio = math.log10(a_star) - math.log10(a)
-    q = 10.0 ** (log_ratio - round(log_ratio))
-    return abs(q - 1.0) < eps
+    return abs(10.0 ** (log_ratio - round(log_ratio)) - 1.0) < eps
+
+
+def number_match(pred: float | None, gold: float | None, eps: float = EPS) -> bool:
+    """T²-RAGBench Number Match on absolute values, invariant to powers of ten."""
+    return _both_small_or(pred, gold, eps, lambda a_star, a: _shift_match(a_star, a, eps))
 
 
 # a run of digits, possibly broken by thousands separators or one decimal point: "0.000000000000",
@@ -244,15 +252,7 @@ def number_match_strict(pred: float | None, gold: float | None, eps: float = EPS
     """Relative error without a power-of-ten shift: ``|a* - a| / |a| < eps`` on absolute values
     (sign ignored, as in :func:`number_match`); both below ``eps`` also counts. ``1e92`` for a
     gold ``1.0`` is wrong here (``number_match`` accepts it). nan/±inf on either side is wrong."""
-    pair = _absolute(pred, gold)
-    if pair is None:
-        return False
-    a_star, a = pair
-    if a_star < eps and a < eps:
-        return True
-    if a == 0.0:
-        return False
-    return abs(a_star - a) / a < eps
+    return _both_small_or(pred, gold, eps, lambda a_star, a: a != 0.0 and abs(a_star - a) / a < eps)
 
 
 def _runaway(number: str) -> bool:
