@@ -15,7 +15,7 @@ the expected value; exit status 0 when every metric is within its tolerance, 1 w
 
     python -m t2exp.cli.reproduce --list                  # every condition, its cost and its command
     python -m t2exp.cli.reproduce --ci                    # what CI runs (seconds)
-    python -m t2exp.cli.reproduce --cheap                 # every retrieval-only condition (about an hour on 2 cores)
+    python -m t2exp.cli.reproduce --cheap                 # every retrieval-only condition (18 min on 2 cores)
     python -m t2exp.cli.reproduce reproduction            # one table
     python -m t2exp.cli.reproduce ladder/l4_priors        # one condition
     python -m t2exp.cli.reproduce --all --print-commands  # the commands, run nothing
