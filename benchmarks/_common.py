@@ -80,17 +80,10 @@ def compose(overrides: Sequence[str] = ()) -> Any:
 
 
 def instantiate(node: Any) -> Any:
-    from hydra.utils import instantiate as hydra_instantiate
-    from omegaconf import OmegaConf
+    """A component from its config node, as the app builds it (``t2exp.pipeline.build``)."""
+    from t2exp.pipeline.build import build_component
 
-    from t2exp.pipeline.build import GENERATOR_RUN_KEYS
-
-    if node is None:
-        return None
-    d = OmegaConf.to_container(node, resolve=True)
-    for key in GENERATOR_RUN_KEYS:  # run keys, not constructor arguments
-        d.pop(key, None)
-    return hydra_instantiate(d)
+    return build_component(node)
 
 
 def method_config(name: str, extra: Sequence[str] = ()) -> tuple[dict, str, Any]:

@@ -34,7 +34,9 @@ def to_dict(cfg: DictConfig) -> dict[str, Any]:
     return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
 
 
-def _instantiate(cfg: DictConfig | None, **kwargs: Any) -> Any:
+def build_component(cfg: DictConfig | None, **kwargs: Any) -> Any:
+    """The object a component config names (None for none): its run keys (``GENERATOR_RUN_KEYS``)
+    and ``meta`` left out, the constructor called through ``_target_``."""
     if cfg is None or cfg.get("_target_") is None:
         return None
     d = to_dict(cfg)
@@ -54,11 +56,11 @@ def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
 def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Components:
     """Load data and build every component from config (no work on the corpus yet)."""
     subsets = load_subsets(**loader_args(cfg))
-    reranker = _instantiate(cfg.get("reranker"))
+    reranker = build_component(cfg.get("reranker"))
     method = build_method(to_dict(cfg.rag_method), reranker=reranker)
-    embedder = _instantiate(cfg.embedder) if method.needs_index else None
-    store_factory = (lambda: _instantiate(cfg.store)) if method.needs_index else None
-    generator = _instantiate(cfg.generator)
+    embedder = build_component(cfg.embedder) if method.needs_index else None
+    store_factory = (lambda: build_component(cfg.store)) if method.needs_index else None
+    generator = build_component(cfg.generator)
     gen_cfg = cfg.generator
     sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")
