@@ -239,3 +239,19 @@ def test_a_run_ci_and_a_paired_ci_share_one_resampler():
     lo, hi = bootstrap_ci(xs)
     b = paired_bootstrap(xs, [0.0] * len(xs))
     assert (lo, hi) == pytest.approx((100 * b.ci_low, 100 * b.ci_high), rel=1e-12)
+
+
+def test_a_plugin_option_without_a_schema_may_carry_meta():
+    """An untyped option (a plugin's YAML) is checked key by key against its constructor; its
+    meta block is for readers and passes (build leaves it out)."""
+    from omegaconf import OmegaConf
+
+    from t2exp.config.components import build
+    from t2exp.config.rules import check_untyped
+    from t2exp.errors import ConfigError
+
+    node = OmegaConf.create({"_target_": "t2exp.methods.base.Base", "name": "mine", "meta": {"display_name": "Mine", "order": 0}})
+    check_untyped("rag_method", node)
+    assert build(node, "rag_method").name == "mine"
+    with pytest.raises(ConfigError, match="rag_method.metta is not a setting"):
+        check_untyped("rag_method", OmegaConf.create({"_target_": "t2exp.methods.base.Base", "name": "mine", "metta": {}}))

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp.config.checks import require
 from t2exp.config.components import target_class
 from t2exp.errors import ConfigError
+from t2exp.infra.option_meta import META_KEY
 
 VLLM_HINT = "install t2exp[vllm] (GPU machines)"
 _FACTORY = "t2exp.generators.factory.make_generator"
@@ -48,7 +49,7 @@ def check_untyped(group: str, node: Any, extra: tuple[str, ...] = ()) -> None:
         return
     allowed = [n for n in params if n not in extra]
     for key in node:
-        if key != "_target_" and key not in params:
+        if key not in ("_target_", META_KEY) and key not in params:  # meta: for readers, never passed (build)
             raise ConfigError(f"{group}.{key} is not a setting of {node._target_}; allowed: {', '.join(allowed)}")
 
 
