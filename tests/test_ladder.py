@@ -40,6 +40,13 @@ def test_ladder_rows_deltas_and_tuning_pairs():
     assert tuning is not None and [(p.tune.run_id, p.eval.run_id) for p in tuning.pairs] == [("e", "b")]
     text = render_tuning(tuning)
     assert "folds != 0 of 5 (fold_seed 0)" in text and "83.3" in text and "-8.3" in text
+    # label columns left, numbers right: the ladder's rung, questions and "vs"; the tuning table's
+    # keys, "tuned on" and "reported on" (one FinQA column and Avg per side)
+    rule = next(ln for ln in md.splitlines() if ln.startswith("|---"))
+    assert rule.strip("|").split("|") == ["---", "---"] + ["---:"] * (len(lad.columns) + 1) + ["---"]
+    rule = next(ln for ln in text.splitlines() if ln.startswith("|---"))
+    keys = len(tuning.keys)
+    assert rule.strip("|").split("|") == ["---"] * (keys + 1) + ["---:"] * 2 + ["---"] + ["---:"] * 3
 
 
 def test_every_beyond_cell_composes_and_passes_the_check():

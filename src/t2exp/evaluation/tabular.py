@@ -7,7 +7,7 @@ breakdown all write through it, so one number reads the same wherever it is show
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 DECIMALS = 1  # percent with one decimal: the paper's tables and every t2exp table
 MISSING = "–"
@@ -24,19 +24,26 @@ def value(mean: float | None, low: float | None = None, high: float | None = Non
     return text
 
 
-def markdown(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    """A Markdown table: the first ``left`` columns are labels (left-aligned), the others numbers."""
-    rule = ["---"] * left + ["---:"] * (len(head) - left)
+def _labels(left: int | Collection[int], width: int) -> list[bool]:
+    """Which columns are labels (left-aligned): the first ``left``, or the indices ``left`` names."""
+    return [i < left if isinstance(left, int) else i in left for i in range(width)]
+
+
+def markdown(head: Sequence[str], rows: Sequence[Sequence[str]], left: int | Collection[int] = 1) -> str:
+    """A Markdown table: label columns (the first ``left``, or the indices it names) left-aligned,
+    the others, numbers, right-aligned."""
+    rule = ["---" if label else "---:" for label in _labels(left, len(head))]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def aligned(head: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+def aligned(head: Sequence[str], rows: Sequence[Sequence[str]], left: int | Collection[int] = 1) -> str:
     """The same table as aligned text for a terminal (labels left, numbers right)."""
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    labels = _labels(left, len(head))
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(c.ljust(w) if label else c.rjust(w) for c, w, label in zip(cells, widths, labels, strict=True))
 
     return "\n".join([line(head), *(line(r) for r in rows)])

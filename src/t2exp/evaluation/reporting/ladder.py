@@ -70,10 +70,6 @@ def build_ladder(runs: Sequence[RunInfo], subsets: Sequence[str], k: int, source
     return lad
 
 
-def _fmt(c: Cell) -> str:
-    return tabular.value(c.mean, c.low, c.high)
-
-
 def render_ladder(lad: Ladder) -> str:
     label = {r.run_id: r.label(KEY) for r in lad.runs}
     heads = ["rung", "questions"] + [f"{'Avg' if s == AVG else s} {metric_label(m)}" for s, m in lad.columns]
@@ -83,9 +79,8 @@ def render_ladder(lad: Ladder) -> str:
         d = lad.deltas.get(r.run_id)
         delta = "–" if d is None else f"{tabular.value(d.diff, d.low, d.high, signed=True)} ({p_text(d.p)})"
         ref = label.get(lad.against.get(r.run_id, ""), "–")
-        rows.append([label[r.run_id], questions_of(r)] + [_fmt(lad.cells[(r.run_id, s, m)]) for s, m in lad.columns] + [delta, ref])
-    # the last column names a rung: a label, but Markdown aligns by column, so it stays right of the numbers
-    lines = ["## Ablation ladder", "", tabular.markdown(heads, rows, left=2)]
+        rows.append([label[r.run_id], questions_of(r)] + [lad.cells[(r.run_id, s, m)].text for s, m in lad.columns] + [delta, ref])
+    lines = ["## Ablation ladder", "", tabular.markdown(heads, rows, left={0, 1, len(heads) - 1})]  # rung, questions, vs
     lines += ["", "Rows: the rungs in order (l0 → the full method), then the alternatives (alt_*), each against the full method. "
               "Δ: paired difference to the row named in 'vs' on the same questions (paired bootstrap 95 % CI, two-sided sign-flip "
               "permutation p). Values in %, 95 % bootstrap CIs."]

@@ -16,8 +16,7 @@ HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Pr
 
 
 def _fmt_cell(c: Cell) -> str:
-    text = tabular.value(c.mean, c.low, c.high)
-    return text + ("†" if c.derived and c.mean is not None else "")
+    return c.text + ("†" if c.derived and c.mean is not None else "")
 
 
 

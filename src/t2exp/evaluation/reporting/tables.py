@@ -12,6 +12,7 @@ from typing import Any
 
 from t2exp.data.loader import SUBSETS
 from t2exp.errors import T2ExpError
+from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import (
     METRIC,
     NM_METRICS,
@@ -88,6 +89,11 @@ class Cell:
     low: float | None = None
     high: float | None = None
     derived: bool = False
+
+    @property
+    def text(self) -> str:
+        """The value and its CI as every report table writes it (``evaluation.tabular``)."""
+        return tabular.value(self.mean, self.low, self.high)
 
 
 class CellSource:

@@ -70,10 +70,6 @@ def build_tuning(runs: Sequence[RunInfo], subsets: Sequence[str], metric: str, s
     return TuningTable(keys, found, list(subsets), metric, cells)
 
 
-def _fmt(c: Cell) -> str:
-    return tabular.value(c.mean, c.low, c.high)
-
-
 def render_tuning(t: TuningTable) -> str:
     label = metric_label(t.metric)
     scopes = [*t.subsets, AVG]
@@ -85,10 +81,11 @@ def render_tuning(t: TuningTable) -> str:
         tune_avg, eval_avg = t.cells[(p.tune.run_id, AVG)].mean, t.cells[(p.eval.run_id, AVG)].mean
         gap = tabular.value(None if tune_avg is None or eval_avg is None else eval_avg - tune_avg, signed=True)
         row = [p.eval.label(k) for k in t.keys] + [questions_of(p.tune)]
-        row += [_fmt(t.cells[(p.tune.run_id, s)]) for s in scopes] + [questions_of(p.eval)]
-        row += [_fmt(t.cells[(p.eval.run_id, s)]) for s in scopes] + [gap]
+        row += [t.cells[(p.tune.run_id, s)].text for s in scopes] + [questions_of(p.eval)]
+        row += [t.cells[(p.eval.run_id, s)].text for s in scopes] + [gap]
         rows.append(row)
-    lines = ["## Tuned on vs reported on", "", tabular.markdown(heads, rows, left=len(t.keys) + 1)]
+    keys = len(t.keys)  # labels: the keys, "tuned on" and "reported on" (the questions of each run)
+    lines = ["## Tuned on vs reported on", "", tabular.markdown(heads, rows, left={*range(keys + 1), keys + 1 + len(scopes)})]
     lines += ["", "Each row: one config run on the questions its values were chosen on (tuned on) and on held-out questions of "
               "the same subsets (reported on; the corpus is the same). Quote the reported-on columns. 95 % bootstrap CIs."]
     return "\n".join(lines) + "\n"
