@@ -477,3 +477,55 @@ def test_plugin_options_a_missing_name_and_a_refused_target_are_readable_lines(t
     line = str(e.value)
     assert "\n" not in line and line.startswith("rag_method: Target 'os.system' is blocklisted") and "cannot be authorized" in line
     assert not marker.exists()
+
+
+# --- a user's own option YAML (issue 42, item 1) ------------------------------------------------------------
+HYBRID = (CONF_DIR / "rag_method" / "hybrid.yaml").read_text(encoding="utf-8")
+
+
+def _user_conf(tmp_path, **options: str):
+    """A config directory of the user's: ``rag_method/<name>.yaml`` for each option given."""
+    conf = tmp_path / "my_conf"
+    (conf / "rag_method").mkdir(parents=True, exist_ok=True)
+    for name, text in options.items():
+        (conf / "rag_method" / f"{name}.yaml").write_text(text, encoding="utf-8")
+    return conf
+
+
+@pytest.mark.parametrize("how", ["searchpath", "config-dir"])
+def test_a_misspelt_key_in_a_users_typed_option_yaml_is_one_line_naming_it(tmp_path, how):
+    """A copy of conf/rag_method/hybrid.yaml with a misspelt key, also inside its meta: block, or a
+    value of the wrong type: Hydra's multi-line composition error (exit 1) was all it gave."""
+    conf = _user_conf(tmp_path, alpah=HYBRID + "alpah: 0.3\n", famly=HYBRID.replace("  family:", "  famly:"),
+                      typed=HYBRID + "alpha: abc\n", good=HYBRID + "alpha: 0.3\n")
+    where = [f"hydra.searchpath=[file://{conf}]"] if how == "searchpath" else ["--config-dir", str(conf)]
+
+    def error(option: str) -> str:
+        return one_line_error(*where, f"rag_method={option}", "generator=none")
+
+    assert error("alpah").startswith("rag_method/alpah.yaml (the option rag_method=alpah): rag_method.alpah is not a setting of "
+                                     "HybridConfig; allowed: _target_, name, meta, alpha, fusion")
+    assert error("famly") == ("rag_method/famly.yaml (the option rag_method=famly): rag_method.meta.famly is not a setting of "
+                              "OptionMeta; allowed: display_name, family, in_paper, order, licence, params")
+    assert error("typed").startswith("rag_method/typed.yaml (the option rag_method=typed): rag_method.alpha=abc is invalid; "
+                                     "allowed: a number")
+    assert preflight([*where, "rag_method=good", "generator=none"]) == 1
+    # a sweep cell made of such an option stops the sweep before its first cell, naming the file too
+    assert "rag_method/famly.yaml" in one_line_error("-m", *where, "rag_method=hybrid,famly", "generator=none")
+
+
+def test_the_meta_block_of_an_untyped_plugin_option_is_checked_against_the_meta_schema(tmp_path):
+    """An option with a _target_ and no schema: its keys were checked against the constructor, its
+    meta: block not at all."""
+    plugin = "_target_: t2exp.methods.base.Base\nname: mine\nmeta:\n"
+    conf = _user_conf(tmp_path, famly=plugin + "  famly: dense\n", order=plugin + "  order: first\n",
+                      flat="_target_: t2exp.methods.base.Base\nname: mine\nmeta: dense\n",
+                      good=plugin + "  display_name: Mine\n  family: dense\n  order: 0\n")
+    search = f"hydra.searchpath=[file://{conf}]"
+    assert one_line_error(search, "rag_method=famly", "generator=none") == (
+        "rag_method.meta.famly is not a setting of OptionMeta; allowed: display_name, family, in_paper, order, licence, params")
+    assert one_line_error(search, "rag_method=order", "generator=none").startswith("rag_method.meta.order=first is invalid; "
+                                                                                   "allowed: an integer")
+    assert one_line_error(search, "rag_method=flat", "generator=none").startswith("rag_method.meta='dense' is invalid; "
+                                                                                  "allowed: a mapping of display_name, family")
+    assert preflight([search, "rag_method=good", "generator=none"]) == 1

@@ -155,15 +155,10 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
 
 def _schema_error(exc: BaseException) -> ConfigError | None:
     """A one-line error when a composition failed on the typed schema (a wrong type, an unknown
-    key, a missing value), else ``None``."""
-    from omegaconf.errors import OmegaConfBaseException
+    key, a missing value; in an override or in an option's YAML), else ``None``."""
+    from t2exp.config.composition import composition_error
 
-    from t2exp.config import config_error
-
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, OmegaConfBaseException):
-        cause = cause.__cause__
-    return None if cause is None else config_error(exc)
+    return composition_error(exc)
 
 
 def preflight(argv: list[str]) -> int:
@@ -179,9 +174,10 @@ def preflight(argv: list[str]) -> int:
     return len(composed[0])
 
 
-def _app_overrides(argv: list[str]) -> tuple[list[str], bool] | None:
-    """The overrides and ``-m`` of an app command line, as Hydra reads them; None for a command
-    Hydra answers itself (--help, --cfg, --info, another config, a rerun) or cannot parse."""
+def _app_overrides(argv: list[str]) -> tuple[list[str], bool, str | None] | None:
+    """The overrides, ``-m`` and ``--config-dir`` of an app command line, as Hydra reads them; None
+    for a command Hydra answers itself (--help, --cfg, --info, another config, a rerun, a config dir
+    that is not there) or cannot parse."""
     from hydra._internal.utils import get_args_parser
 
     args_parser = get_args_parser()
@@ -196,21 +192,25 @@ def _app_overrides(argv: list[str]) -> tuple[list[str], bool] | None:
         args = args_parser.parse_args(argv)
     except (_Skip, SystemExit):
         return None
-    if args.cfg or args.info or args.shell_completion or args.config_path or args.config_name or args.config_dir:
+    if args.cfg or args.info or args.shell_completion or args.config_path or args.config_name:
         return None
-    if getattr(args, "experimental_rerun", None):
+    if getattr(args, "experimental_rerun", None) or (args.config_dir is not None and not os.path.isdir(args.config_dir)):
         return None
-    return list(args.overrides), bool(args.multirun)
+    return list(args.overrides), bool(args.multirun), args.config_dir
 
 
-def _compose_jobs(overrides: list[str], multirun: bool) -> tuple[list[DictConfig], list[list[str]]] | None:
+def _compose_jobs(
+    overrides: list[str], multirun: bool, config_dir: str | None = None
+) -> tuple[list[DictConfig], list[list[str]]] | None:
     """Every job's composed config and overrides; None when there are too many to compose up
     front or Hydra should report the problem in its own words (an unknown option, a syntax error)."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
+
+    from t2exp.config.composition import app_context
 
     cfgs = []
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="t2exp"):
+        with app_context(config_dir):
             jobs = _job_overrides(overrides, multirun)
             if len(jobs) > PREFLIGHT_MAX_JOBS:
                 log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))

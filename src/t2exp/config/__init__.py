@@ -10,10 +10,11 @@ from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException, ValidationError
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from t2exp.config import components as c
 from t2exp.config import generators as g
+from t2exp.config.checks import not_a_setting
 from t2exp.config.rules import check_overrides, check_rules
 from t2exp.config.schema import Config
 from t2exp.errors import ConfigError, one_line
@@ -81,11 +82,11 @@ def refuse_unknown_keys(node: Any, prefix: str = "") -> None:
     if not isinstance(node, DictConfig):
         return
     kind = OmegaConf.get_type(node)
-    if kind is not None and dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         allowed = [f.name for f in dataclasses.fields(kind)]
         for key in map(str, node.keys()):
             if key not in allowed:
-                raise ConfigError(f"{prefix}{key} is not a setting of {kind.__name__}; allowed: {', '.join(allowed)}")
+                raise not_a_setting(f"{prefix}{key}", kind)
     for key in map(str, node.keys()):
         refuse_unknown_keys(node._get_node(key), f"{prefix}{key}.")
 
@@ -96,11 +97,12 @@ _KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or fals
 def config_error(exc: BaseException, cfg: Any = None) -> ConfigError:
     """One line for an OmegaConf/Hydra error (a type error from the schema, an unknown key, a
     missing value, an interpolation that does not resolve)."""
-    cause = exc
-    while cause.__cause__ is not None and not isinstance(cause, OmegaConfBaseException):
-        cause = cause.__cause__
+    cause = omegaconf_cause(exc) or exc
     key = getattr(cause, "full_key", None) or (_unresolvable_key(cfg) if cfg is not None else None) or "config"
     text = one_line(str(cause).split("\n")[0])
+    schema = getattr(cause, "object_type", None)
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and isinstance(schema, type) and dataclasses.is_dataclass(schema):
+        return not_a_setting(key, schema)  # a key its typed node does not declare
     if isinstance(cause, MissingMandatoryValue):
         return ConfigError(f"{key} is missing; set it (e.g. {key}=VALUE on the command line)")
     if isinstance(cause, ValidationError):
@@ -114,6 +116,19 @@ def config_error(exc: BaseException, cfg: Any = None) -> ConfigError:
             f"{key} is not a setting of this config; allowed: the keys of its schema ({text[:160]}; `python -m t2exp --cfg job` lists them)"
         )
     return ConfigError(f"{key}: cannot resolve its value ({text[:200]})")
+
+
+def omegaconf_cause(exc: BaseException) -> OmegaConfBaseException | None:
+    """The OmegaConf error behind ``exc`` (Hydra's composition errors chain it as the cause, or
+    only as the context when a YAML of the config search path failed to merge), else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OmegaConfBaseException):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _override_value(exc: BaseException, key: str) -> Any:

@@ -5,6 +5,7 @@ Every message is one line: ``<key>=<value> is invalid; allowed: <what>``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -19,6 +20,12 @@ METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_\d+|recall_at_\d+)$")
 
 def invalid(key: str, value: object, allowed: str) -> ConfigError:
     return ConfigError(f"{key}={value!r} is invalid; allowed: {allowed}")
+
+
+def not_a_setting(key: str, schema: type) -> ConfigError:
+    """A key the schema (a dataclass) does not declare: the allowed keys, in its order."""
+    allowed = ", ".join(f.name for f in dataclasses.fields(schema))
+    return ConfigError(f"{key} is not a setting of {schema.__name__}; allowed: {allowed}")
 
 
 def require(cond: bool, key: str, value: object, allowed: str) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.config.checks import require
+from t2exp.config.checks import invalid, require
 from t2exp.config.components import target_class
 from t2exp.errors import ConfigError
-from t2exp.infra.option_meta import META_KEY
+from t2exp.infra.option_meta import META_FIELDS, META_KEY, OptionMeta
 
 VLLM_HINT = "install t2exp[vllm] (GPU machines)"
 _FACTORY = "t2exp.generators.factory.make_generator"
@@ -40,6 +40,8 @@ def check_untyped(group: str, node: Any, extra: tuple[str, ...] = ()) -> None:
     its ``_target_``'s signature (``extra``: arguments the app passes itself)."""
     if not _built(node) or OmegaConf.get_type(node) is not dict:
         return
+    if META_KEY in node:
+        check_meta(group, node[META_KEY])
     cls = target_class(node._target_, f"{group}._target_")
     try:
         params = inspect.signature(cls).parameters
@@ -51,6 +53,22 @@ def check_untyped(group: str, node: Any, extra: tuple[str, ...] = ()) -> None:
     for key in node:
         if key not in ("_target_", META_KEY) and key not in params:  # meta: for readers, never passed (build)
             raise ConfigError(f"{group}.{key} is not a setting of {node._target_}; allowed: {', '.join(allowed)}")
+
+
+def check_meta(group: str, block: Any) -> None:
+    """An untyped option's ``meta:`` block against the schema a typed option's has (``OptionMeta``):
+    a misspelt key or a value of the wrong type is one line naming ``<group>.meta.<key>``."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    from t2exp.config import config_error
+
+    if not OmegaConf.is_dict(block):
+        raise invalid(f"{group}.{META_KEY}", block, f"a mapping of {', '.join(META_FIELDS)}")
+    typed = OmegaConf.create({group: {META_KEY: OmegaConf.structured(OptionMeta)}})
+    try:
+        OmegaConf.merge(typed, {group: {META_KEY: block}})
+    except OmegaConfBaseException as exc:
+        raise config_error(exc) from None
 
 
 def check_overrides(cfg: DictConfig, overrides: list[str]) -> None:
