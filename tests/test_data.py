@@ -124,7 +124,7 @@ def test_non_numeric_gold_is_counted(tmp_path):
 def test_unknown_subset_and_missing_files(tmp_path):
     with pytest.raises(DataError, match="unknown subset 'FinQB'"):
         load_subsets(subsets=["FinQB"], path=tmp_path)
-    with pytest.raises(DataError, match="no FinQA_<split>"):
+    with pytest.raises(DataError, match=r"no FinQA file found there \(looked for FinQA_<split>"):
         load_subsets(subsets=["FinQA"], path=tmp_path, source="local")
     with pytest.raises(DataError, match="no such file"):
         load_subsets(subsets=["FinQA"], path=tmp_path / "nope")

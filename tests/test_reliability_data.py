@@ -244,3 +244,35 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
     nm = sorted(r.data.metrics["FinQA/nm"] for r in runs)
     assert nm[1] == 100.0 and nm[0] < 100.0, nm  # the wrong golds said 100; the corrected ones do not
     assert asked == 3  # the second run's answers came from the LLM cache
+
+
+def test_a_named_data_directory_without_the_subset_is_one_line_not_a_trip_to_the_hub(tmp_path):
+    """Issue 42, item 2: dataset=finqa with a dataset.path holding no FinQA file fell back to the hub
+    (offline: a message about the hub). The fallback is kept for the bundled data only, the
+    dataset options' default path, which lacks ConvFinQA and VQAonBD."""
+    frame().to_parquet(tmp_path / "TAT-DQA_test.parquet")
+    for path in (tmp_path, tmp_path / "TAT-DQA_test.parquet"):  # a folder, or one file of another subset
+        with pytest.raises(DataError) as e:
+            load_subsets(subsets=["FinQA"], path=path)
+        assert str(e.value) == (
+            f"dataset.path={path}: no FinQA file found there (looked for FinQA_<split>.parquet or FinQA_<split>.jsonl, e.g. "
+            "FinQA_test.parquet); point dataset.path at the folder holding them, or set dataset.source=hub to load FinQA from the hub")
+    with pytest.raises(DataError, match=r"no VQAonBD file found there .*holding them$"):  # not on the hub any more
+        load_subsets(subsets=["VQAonBD"], source="local", path=tmp_path)
+    assert [s.name for s in load_subsets(subsets=["TAT-DQA"], path=tmp_path)] == ["TAT-DQA"]
+    # the bundled data: what it holds is read, the rest is left to the hub
+    from t2exp.data.loader import local_files
+    from t2exp.infra.paths import DATA_DIR
+
+    assert set(local_files(DATA_DIR, ["FinQA", "ConvFinQA"], "auto")) == {"FinQA"}
+    with pytest.raises(DataError, match=r"no ConvFinQA file found there"):
+        local_files(DATA_DIR, ["FinQA", "ConvFinQA"], "local")
+
+
+def test_the_preflight_stops_a_run_whose_named_data_directory_lacks_the_subset(tmp_path):
+    from t2exp.__main__ import preflight
+
+    frame().to_parquet(tmp_path / "TAT-DQA_test.parquet")
+    with pytest.raises(DataError, match=r"^dataset.path=.*: no FinQA file found there"):
+        preflight(["dataset=finqa", f"dataset.path={tmp_path}", "generator=none"])
+    assert preflight(["dataset=convfinqa", "generator=none"]) == 1  # the bundle's default path: ConvFinQA from the hub, when the job runs

@@ -240,7 +240,7 @@ def _check_jobs(cfgs: list[DictConfig], jobs: list[list[str]]) -> None:
     """The typed schema and the cross-group rules of every job, then each distinct local dataset
     loaded once (a bad file is one line before any work)."""
     from t2exp import config
-    from t2exp.data.loader import discover_files, load_subsets, loader_args
+    from t2exp.data.loader import load_subsets, loader_args, local_files
 
     datasets: dict[str, dict[str, Any]] = {}
     for cfg, job in zip(cfgs, jobs, strict=True):
@@ -251,8 +251,8 @@ def _check_jobs(cfgs: list[DictConfig], jobs: list[list[str]]) -> None:
         path = kw.get("path")
         if kw["source"] == "hub" or path is None:
             continue
-        if kw["source"] == "auto" and set(discover_files(Path(path), kw["subsets"])) != set(kw["subsets"]):
-            continue  # some subsets come from the hub: checked when the job loads them
+        if set(local_files(Path(path), kw["subsets"], kw["source"])) != set(kw["subsets"]):
+            continue  # some subsets come from the hub (the bundle lacks them): checked when the job loads them
         load_subsets(**kw)
 
 

@@ -42,7 +42,7 @@ class SamplingConfig:
 class DatasetConfig:
     name: str = MISSING
     subsets: list[str] = MISSING
-    source: str = "auto"  # auto | local | hub
+    source: str = "auto"  # auto (local files; from the hub only what the bundled data lacks) | local | hub
     path: str | None = None
     question_splits: list[str] | None = None  # e.g. [test]; the questions asked
     corpus_splits: list[str] | None = None  # the corpus: contexts of these splits' rows (null = every loaded split, logged)

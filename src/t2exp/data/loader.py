@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 HUB_DATASET = "G4KMU/t2-ragbench"
 SUBSETS = ("FinQA", "ConvFinQA", "VQAonBD", "TAT-DQA")
+HUB_SUBSETS = ("FinQA", "ConvFinQA", "TAT-DQA")  # VQAonBD left the hub after v1 of the paper: local files only
 
 
 def discover_files(path: Path, subsets: Sequence[str]) -> dict[str, list[Path]]:
@@ -46,6 +47,32 @@ def discover_files(path: Path, subsets: Sequence[str]) -> dict[str, list[Path]]:
         if m and m.group("subset") in subsets:
             found.setdefault(m.group("subset"), []).append(f)
     return found
+
+
+def local_files(path: Path, subsets: Sequence[str], source: str) -> dict[str, list[Path]]:
+    """The local files of each subset under ``path`` (:func:`discover_files`). Where the files must
+    all be there (``source=local``, or ``source=auto`` with a path the user named: any but the bundled
+    data, whose missing subsets come from the hub) a subset without one is a ``DataError``."""
+    found = discover_files(path, subsets)
+    if source == "local" or (source == "auto" and not _is_bundle(path)):
+        for name in subsets:
+            if name not in found:
+                raise DataError(
+                    f"dataset.path={path}: no {name} file found there (looked for {name}_<split>.parquet or {name}_<split>.jsonl, "
+                    f"e.g. {name}_test.parquet); point dataset.path at the folder holding them"
+                    + (f", or set dataset.source=hub to load {name} from the hub" if name in HUB_SUBSETS else "")
+                )
+    return found
+
+
+def _is_bundle(path: Path) -> bool:
+    """``path`` is the bundled data (the dataset options' default ``${paths.data}``)."""
+    from t2exp.infra.paths import DATA_DIR
+
+    try:
+        return path.resolve() == DATA_DIR.resolve()
+    except OSError:
+        return False
 
 
 # Frames read in this process, by (path, mtime, size): the command line's pre-flight check and
@@ -149,13 +176,11 @@ def load_subsets(
             if source == "local":
                 raise DataError("dataset.path is not set; point it at a directory of <Subset>_<split>.parquet files")
         else:
-            local = discover_files(Path(path), subsets)
+            local = local_files(Path(path), subsets, source)
     out: list[Subset] = []
     for name in subsets:
         if name in local:
             frames = [(str(f), _read_file(f)) for f in local[name]]
-        elif source == "local":
-            raise DataError(f"dataset.path={path}: no {name}_<split>.parquet or .jsonl file found for subset {name}")
         else:
             frames = _load_hub(name, hub_revision)
         subset = rows_to_subset(name, frames, question_splits=question_splits, corpus_splits=corpus_splits,
