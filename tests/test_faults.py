@@ -64,6 +64,30 @@ def _damaged_cache(d: Path) -> list[str]:
     return ["dataset=finqa", "dataset.limit=2"]
 
 
+def _user_option(text: str, group: str = "rag_method", name: str = "mine"):
+    """A user's own option YAML in a config directory of theirs (``text``: its lines after the
+    built-in option it copies, or a whole untyped option), added with ``hydra.searchpath``."""
+    def setup(d: Path) -> list[str]:
+        (d / "my_conf" / group).mkdir(parents=True)
+        base = (ROOT / "conf" / group / "hybrid.yaml").read_text(encoding="utf-8") if text.startswith("+") else ""
+        (d / "my_conf" / group / f"{name}.yaml").write_text(base + text.lstrip("+"), encoding="utf-8")
+        return [f"{group}={name}", f"hydra.searchpath=[file://{d / 'my_conf'}]"]
+    return setup
+
+
+def _config_dir_option(d: Path) -> list[str]:
+    """The same, through the app's ``--config-dir``: a misspelt key in the option's meta: block."""
+    (d / "my_conf" / "rag_method").mkdir(parents=True)
+    text = (ROOT / "conf" / "rag_method" / "hybrid.yaml").read_text(encoding="utf-8").replace("  family:", "  famly:")
+    (d / "my_conf" / "rag_method" / "mine.yaml").write_text(text, encoding="utf-8")
+    return ["--config-dir", str(d / "my_conf"), "rag_method=mine"]
+
+
+def _other_subset_only(d: Path) -> list[str]:
+    pd.read_parquet(ROOT / "data" / "t2ragbench" / "TAT-DQA_dev.parquet").head(3).to_parquet(d / "data" / "TAT-DQA_dev.parquet")
+    return ["dataset=finqa", f"dataset.path={d / 'data'}"]
+
+
 @dataclass
 class Probe:
     name: str
@@ -95,6 +119,16 @@ PROBES = [
     Probe("every question empty", [], "column 'question' is empty in all 3 rows", setup=_empty_questions),
     Probe("corpus splits without the gold contexts", [], "leaves out the gold context", setup=_orphans),
     Probe("damaged page in the embedding cache", [], "not a usable SQLite cache", setup=_damaged_cache, before_run=False),
+    Probe("misspelt key in a user's typed option YAML", [], "rag_method/mine.yaml (the option rag_method=mine): rag_method.alpah "
+          "is not a setting of HybridConfig; allowed: _target_, name, meta, alpha", setup=_user_option("+alpah: 0.3\n")),
+    Probe("misspelt key in the meta: block of a user's option (--config-dir)", [], "rag_method.meta.famly is not a setting of "
+          "OptionMeta; allowed: display_name, family", setup=_config_dir_option),
+    Probe("misspelt key in the meta: block of an untyped plugin option", [], "rag_method.meta.famly is not a setting of OptionMeta",
+          setup=_user_option("_target_: t2exp.methods.base.Base\nname: mine\nmeta:\n  famly: dense\n")),
+    Probe("a data directory without the subset's files", [], "no FinQA file found there (looked for FinQA_<split>.parquet",
+          setup=_other_subset_only),
+    Probe("a local embedder path that is not there", ["embedder=e5", "embedder.model=./models/e5", "rag_method=base"],
+          "embedder.model='./models/e5' is invalid: no such directory"),
     Probe("uncached hub model offline", ["embedder=e5", "rag_method=base", "dataset=finqa", "dataset.limit=2"], "hf download",
           before_run=False),
 ]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from t2exp.errors import ConfigError
@@ -64,3 +66,39 @@ def test_a_model_is_loaded_once_per_process_and_the_oldest_is_released():
     assert ("test", "a") not in model_hub._loaded  # the least recently used went first
     model_hub.shared(("test", "a"), loader("a"))
     assert calls == ["a", "b", "c", "d", "a"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["embedder=e5", "embedder.model=/nonexistent/dir"], "embedder.model='/nonexistent/dir'"),
+        (["embedder=e5", "embedder.model=./models/e5"], "embedder.model='./models/e5'"),
+        (["rag_method=reranker", "reranker=cross_encoder", "reranker.model=/nonexistent/ce"], "reranker.model='/nonexistent/ce'"),
+        (["generator=qwen_coder_1_5b", "generator.model=../nonexistent/qwen"], "generator.model='../nonexistent/qwen'"),
+    ],
+)
+def test_a_local_model_path_that_is_not_there_is_one_line_before_any_work(overrides, key, tmp_path, monkeypatch):
+    """Issue 42, item 3: the line was sentence-transformers' "FileNotFoundError: Path ... not found",
+    after the MLflow run had opened, naming neither the key nor the fix."""
+    from t2exp.__main__ import preflight
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        preflight([*overrides, *([] if any(o.startswith("generator=") for o in overrides) else ["generator=none"])])
+    msg = str(err.value)
+    path = overrides[-1].split("=", 1)[1]
+    assert msg.startswith(f"{key} is invalid: no such directory ({os.path.abspath(tmp_path / path)})"), msg
+    assert f"point {key.split('=')[0]} at it" in msg
+
+
+def test_a_local_model_path_that_holds_no_model_is_one_line_when_it_loads(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    for model, says in ((str(tmp_path / "empty"), "holds no model this loader reads (ValueError: Unrecognized model"),
+                        (str(tmp_path / "file"), "a file, not a directory"), ("/nonexistent/dir", "no such directory")):
+        with pytest.raises(ConfigError) as err:
+            model_hub.load(lambda m=model: SentenceTransformer(m, device="cpu"), "embedder", model)
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith(f"embedder.model='{model}' is invalid: ") and says in msg, msg

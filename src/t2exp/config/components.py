@@ -27,6 +27,7 @@ from t2exp.config.methods import MetadataHybridConfig as MetadataHybridConfig
 from t2exp.config.methods import RagMethodConfig as RagMethodConfig
 from t2exp.config.methods import RerankMethodConfig as RerankMethodConfig
 from t2exp.errors import ConfigError, T2ExpError, one_line
+from t2exp.infra import model_hub
 from t2exp.infra.devices import DTYPES
 from t2exp.infra.option_meta import META_KEY, OptionMeta
 
@@ -91,6 +92,8 @@ class SentenceTransformerConfig(EmbedderConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         one_of("embedder.dtype", self.dtype, DTYPES)
+        if not self.package:  # packaged weights load whatever model says (rules.check_overrides)
+            model_hub.check_path("embedder", self.model)
 
 
 @dataclass
@@ -235,6 +238,7 @@ class CrossEncoderConfig(RerankerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         one_of("reranker.dtype", self.dtype, DTYPES)
+        model_hub.check_path("reranker", self.model)
         at_least("reranker.max_length", self.max_length, 1)
         at_least("reranker.batch_size", self.batch_size, 1)
 

@@ -10,6 +10,7 @@ from omegaconf import MISSING
 
 from t2exp.config.checks import at_least, one_of, require
 from t2exp.config.schema import SamplingConfig
+from t2exp.infra import model_hub
 from t2exp.infra.devices import DTYPES
 from t2exp.infra.option_meta import OptionMeta
 
@@ -78,6 +79,7 @@ class TransformersGeneratorConfig(GeneratorConfig):
         super().__post_init__()
         require(bool(self.model) or bool(self.gguf_parts), "generator.model", self.model,
                 "a model id or local path (or generator.gguf_parts)")
+        model_hub.check_path("generator", self.model)
         one_of("generator.dtype", self.dtype, DTYPES)
         at_least("generator.threads", self.threads, 0)
         at_least("generator.prompt_lookup", self.prompt_lookup, 0)

@@ -9,9 +9,10 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, TypeVar
 
-from t2exp.errors import ConfigError
+from t2exp.errors import ConfigError, one_line
 
 T = TypeVar("T")
 
@@ -36,12 +37,46 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
+def is_path(model: str) -> bool:
+    """``model`` names a local directory, not a hub id (``org/name``): it starts with ``/``, ``.``
+    or ``~``, or has a backslash or more than one ``/`` (sentence-transformers' rule)."""
+    return model.startswith(("/", ".", "~")) or "\\" in model or model.count("/") > 1
+
+
+def missing_path(group: str, model: str | None) -> ConfigError | None:
+    """The one line for ``<group>.model`` naming a local directory that is not there; None otherwise."""
+    if not model or not is_path(model):
+        return None
+    where = Path(model).expanduser()
+    if where.is_dir():
+        return None
+    fault = "a file, not a directory" if where.exists() else "no such directory"
+    return ConfigError(
+        f"{group}.model={model!r} is invalid: {fault} ({os.path.abspath(where)}); allowed: the directory of a saved model (its "
+        f"config.json and weights): point {group}.model at it, or at a hub id (org/name) to load from the Hugging Face cache"
+    )
+
+
+def check_path(group: str, model: str | None) -> None:
+    """Before any work (the schema's check): a ``<group>.model`` naming a local directory that is not there."""
+    if (error := missing_path(group, model)) is not None:
+        raise error
+
+
 def load(loader: Callable[[], T], group: str, model: str, revision: str | None = None) -> T:
-    """``loader()``; a missing model becomes one ``ConfigError`` naming the group, model id,
-    revision and what to do."""
+    """``loader()``; a missing model becomes one ``ConfigError`` naming the group, model id (or
+    local path), revision and what to do."""
     try:
         return loader()
     except Exception as exc:  # classified below; anything else propagates unchanged
+        if (local := missing_path(group, model)) is not None:
+            raise local from None
+        if isinstance(exc, (OSError, ValueError)) and Path(model).expanduser().is_dir():  # a folder, but no model
+            raise ConfigError(
+                f"{group}.model={model!r} is invalid: {os.path.abspath(Path(model).expanduser())} holds no model this loader reads "
+                f"({type(exc).__name__}: {one_line(str(exc).splitlines()[0] if str(exc) else '', 200)}); allowed: the "
+                f"directory of a saved model (its config.json and weights): point {group}.model at it"
+            ) from None
         if not _missing_model(exc):
             raise
         rev = f" --revision {revision}" if revision else ""
