@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, mlflow_runs, run_app
+from conftest import cli, mlflow_runs, run_app, seed_tracking
 from t2exp.evaluation.metrics import reciprocal_rank
-
-pytestmark = pytest.mark.slow
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -52,6 +50,7 @@ def method_sweep(shared_cache, tmp_path_factory):
     return tracking
 
 
+@pytest.mark.slow
 def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
     client, runs = mlflow_runs(method_sweep)
     (parent,), children = _split(runs)
@@ -93,6 +92,7 @@ def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
     assert {"report.md", "table3.md", "table3.csv", "table3_bars.png"} <= logged
 
 
+@pytest.mark.slow
 def test_report_on_experiment_makes_a_report_run(method_sweep, tmp_path):
     uri = f"sqlite:///{method_sweep / 'mlflow.db'}"
     for i in range(2):  # a second report must not count the first report run as a result
@@ -105,6 +105,7 @@ def test_report_on_experiment_makes_a_report_run(method_sweep, tmp_path):
     assert {"report.md", "table3.csv", "table3_bars.png"} <= logged
 
 
+@pytest.mark.slow
 def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
     tracking = tmp_path / "track"
     run_app(["-m", "dataset.corpus_size=20,40", "dataset.corpus_seed=0,1", "embedder=minilm", "rag_method=base",
@@ -153,6 +154,7 @@ def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
     assert "FinQA/mrr_at_5" in head and "mrr_at_3" not in head
 
 
+@pytest.mark.slow
 def test_protocol_sweep_gets_the_readings_table(shared_cache, tmp_path):
     """`-m protocol=t2exp,paper`: one row per (rag_method, protocol); every cell is the child's
     logged metric, the paper-order columns included, and the two protocols really differ."""
@@ -175,3 +177,70 @@ def test_protocol_sweep_gets_the_readings_table(shared_cache, tmp_path):
     assert "| RAG method | Protocol | FinQA MRR@3 | FinQA MRR@3 (paper order) |" in md
     by = {c.data.params["protocol.name"]: c.data.metrics for c in children}
     assert by["paper"]["avg/mrr_at_3"] != by["t2exp"]["avg/mrr_at_3"]  # the instruction, BM25 and fusion changed
+
+
+# --- bad targets and outputs: one line, exit 2, nothing written outside its folder (a store made by hand)
+def _store(tmp_path: Path, experiment: str = "t2exp"):
+    from mlflow.tracking import MlflowClient
+
+    seed_tracking(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    return client, uri, client.create_experiment(experiment)
+
+
+def _finished_run(client, exp_id: str, **tags: str) -> str:
+    run = client.create_run(exp_id, run_name="base-minilm-none-k3", tags=tags)
+    client.log_param(run.info.run_id, "rag_method.name", "base")
+    client.log_metric(run.info.run_id, "avg/mrr_at_3", 50.0)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def _report_fails(tmp_path: Path, *args: str) -> str:
+    from t2exp.cli.report import main
+
+    proc = cli(main, list(args), prog="t2exp report", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = proc.stderr.strip().splitlines()
+    return line
+
+
+def test_a_sweep_with_no_finished_cell_is_one_line_not_an_empty_report(tmp_path):
+    """It used to exit 0 with a report of 0 runs."""
+    client, uri, exp_id = _store(tmp_path)
+    parent = client.create_run(exp_id, run_name="sweep-x", tags={"t2exp.sweep": "parent"}).info.run_id
+    for status in ("FAILED", "KILLED"):
+        child = client.create_run(exp_id, run_name="cell", tags={"mlflow.parentRunId": parent})
+        client.set_terminated(child.info.run_id, status)
+    line = _report_fails(tmp_path, parent, "--tracking-uri", uri)
+    assert line.startswith(f"t2exp report: error: sweep 'sweep-x' (parent run {parent}, experiment 't2exp'): no cell "
+                           "finished (1 FAILED, 1 KILLED); nothing to report: run the sweep again"), line
+    assert not (tmp_path / "outputs").exists()
+    assert not client.list_artifacts(parent)  # no empty report logged on the parent either
+
+
+def test_out_that_is_a_file_is_one_line(tmp_path):
+    client, uri, exp_id = _store(tmp_path)
+    _finished_run(client, exp_id)
+    afile = tmp_path / "afile"
+    afile.write_text("mine", encoding="utf-8")
+    line = _report_fails(tmp_path, "t2exp", "--tracking-uri", uri, "--out", str(afile), "--no-log")
+    assert line == f"t2exp report: error: --out {afile}: a file, not a folder; give a folder for the report's files " \
+                   "(it is made when missing)"
+    assert afile.read_text(encoding="utf-8") == "mine"
+
+
+@pytest.mark.parametrize(("experiment", "folder"), [("..", "_.."), ("../../escaped", "_.._.._escaped"), (".", "_.")])
+def test_an_experiment_name_is_one_folder_under_outputs_reports(tmp_path, experiment, folder):
+    """An experiment named `..` wrote its report into outputs/ (and `.` into outputs/reports/ itself)."""
+    from t2exp.cli.report import main
+
+    client, uri, exp_id = _store(tmp_path / "track", experiment)
+    _finished_run(client, exp_id)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = cli(main, [experiment, "--tracking-uri", uri, "--no-log"], prog="t2exp report", cwd=work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
+    assert written and all(p.startswith(f"outputs/reports/{folder}/") for p in written), written

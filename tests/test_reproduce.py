@@ -4,7 +4,13 @@ print FAIL with the measured and the expected value."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +18,7 @@ import yaml
 
 from t2exp.cli import reproduce
 from t2exp.evaluation import expected as expected_files
+from t2exp.infra.contained import OutsideRoot
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "expected"
@@ -95,6 +102,11 @@ def test_a_changed_expected_number_fails(tmp_path: Path, capsys: pytest.CaptureF
      "a second condition of that name"),
     ("minutes: soon\nconditions: [{name: x, overrides: [], expected: {a: 1}}]\n", "minutes: 'soon' is not a number"),
     ("conditions: [{name: x\n", "bad.yaml: while parsing"),
+    # a condition's name is the folder of its run under the root, deleted before the run: one plain segment
+    ("conditions: [{name: /tmp/victim, overrides: [], expected: {a: 1}}]\n", "conditions[0]: name '/tmp/victim' is invalid"),
+    ("conditions: [{name: ../../victim, overrides: [], expected: {a: 1}}]\n", "conditions[0]: name '../../victim' is invalid"),
+    ("conditions: [{name: a/b, overrides: [], expected: {a: 1}}]\n", "name 'a/b' is invalid: a condition's name is one plain"),
+    ("conditions: [{name: '..', overrides: [], expected: {a: 1}}]\n", "name '..' is invalid"),
 ])
 def test_every_malformed_field_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
                                                       message: str) -> None:
@@ -145,3 +157,153 @@ def test_lookup_reads_means_and_plain_numbers() -> None:
     table = {"avg": {"nm": {"mean": 25.0}, "mrr_at_3": 95.8, "flag": True}}
     assert reproduce.lookup(table, "avg/nm") == 25.0 and reproduce.lookup(table, "avg/mrr_at_3") == 95.8
     assert reproduce.lookup(table, "avg/flag") is None and reproduce.lookup(table, "avg") is None
+
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep", encoding="utf-8")
+    return victim
+
+
+def _fake_python(tmp_path: Path) -> Path:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'no t2exp here' >&2\nexit 3\n", encoding="utf-8")
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.mark.parametrize("name", ["{victim}", "../../../victim"])
+def test_a_condition_named_outside_the_root_deletes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            name: str) -> None:
+    """A condition's name becomes root/table/name, removed before the run: an absolute name or one
+    with ../ removed that folder (on the first run; with --keep on the second). Now one line when
+    the file is loaded, and the folder is still there after both runs."""
+    victim = _victim(tmp_path)
+    expected = tmp_path / "expected"
+    expected.mkdir()
+    (expected / "x.yaml").write_text(yaml.safe_dump({"conditions": [
+        {"name": name.format(victim=victim), "overrides": ["k=3"], "expected": {"avg/nm": 1}}]}), encoding="utf-8")
+    keep = tmp_path / "a" / "root"  # root/x/../../../victim is tmp_path/victim
+    for _ in range(2):
+        assert reproduce.main(["--all", "--expected", str(expected), "--python", str(_fake_python(tmp_path)),
+                               "--keep", str(keep)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "x.yaml: conditions[0]: name" in line and "is invalid: a condition's name is one plain path segment" in line
+    assert (victim / "precious.txt").read_text(encoding="utf-8") == "keep"
+
+
+def test_the_run_loop_refuses_a_folder_outside_its_root(tmp_path: Path) -> None:
+    """Past the loader too (a Condition made in code): the folder is resolved and checked before it
+    is removed."""
+    victim = _victim(tmp_path)
+    cond = expected_files.Condition(table="t", name="../../victim", overrides=[], expected={"avg/nm": 1.0},
+                                    tolerance={"avg/nm": 0.1})
+    root = tmp_path / "a" / "root"
+    args = reproduce.build_parser().parse_args(["--python", str(_fake_python(tmp_path)), "--keep", str(root)])
+    with pytest.raises(OutsideRoot, match="refusing to delete it: it is not inside"):
+        reproduce._run_all([cond], args, root, reproduce.Signals())
+    assert (victim / "precious.txt").read_text(encoding="utf-8") == "keep"
+
+
+def test_a_table_file_named_dot_dot_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "...yaml").write_text("conditions: [{name: c, overrides: [], expected: {a: 1}}]\n", encoding="utf-8")
+    assert reproduce.main(["--list", "--expected", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "...yaml: the file name '..' is invalid as a table name (the folder of its runs): rename the file" in line
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "x.yaml").write_bytes(b"title: caf\xe9\nconditions: [{name: c, overrides: [], expected: {a: 1}}]\n")
+    assert reproduce.main(["--list", "--expected", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "x.yaml: not UTF-8 text (invalid continuation byte at byte 10); save the file as UTF-8" in line, line
+
+
+def test_a_missing_interpreter_or_a_keep_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "x.yaml").write_text("conditions:\n  - {name: c, overrides: [k=3], expected: {avg/nm: 1}}\n", encoding="utf-8")
+    base = ["x/c", "--expected", str(tmp_path)]
+    assert reproduce.main([*base, "--python", str(tmp_path / "no-python")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"--python {tmp_path / 'no-python'}: no such interpreter" in line
+    afile = tmp_path / "afile"
+    afile.write_text("mine", encoding="utf-8")
+    assert reproduce.main([*base, "--python", str(_fake_python(tmp_path)), "--keep", str(afile)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"--keep {afile}: a file, not a folder" in line and afile.read_text(encoding="utf-8") == "mine"
+
+
+def test_the_run_gets_this_commands_pythonpath_whatever_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative PYTHONPATH entry (PYTHONPATH=src in a checkout) found other code, or none, from the
+    run's own folder: the run must import the code this command is checking."""
+    (tmp_path / "x.yaml").write_text("conditions:\n  - {name: c, overrides: [k=3], expected: {avg/nm: 1}}\n", encoding="utf-8")
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "PYTHONPATH=$PYTHONPATH"\nexit 3\n', encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["src", "", str(tmp_path / "abs")]))
+    keep = tmp_path / "kept"
+    assert reproduce.main(["x/c", "--expected", str(tmp_path), "--python", str(fake), "--keep", str(keep)]) == 2
+    log = (keep / "x" / "c" / "t2exp.log").read_text(encoding="utf-8").strip()
+    assert log == f"PYTHONPATH={tmp_path / 'src'}{os.pathsep}{tmp_path / 'abs'}"
+
+
+def _wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.is_file() and text in path.read_text(encoding="utf-8", errors="replace"):
+            return
+        assert proc.poll() is None, f"t2exp reproduce ended (exit {proc.returncode}) before {path} said {text!r}"
+        time.sleep(0.05)
+    raise AssertionError(f"{path} did not say {text!r} within {timeout}s")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpus_embeddings: Path) -> None:
+    """SIGINT to `t2exp reproduce` while its condition's run waits on the generator: it used to kill
+    the run (its MLflow run left RUNNING) and end in a traceback. Now the signal is passed on, the
+    run stops as a t2exp run does (KILLED), and the command says so in one line, exit 130.
+    Synchronised on events: the generator (a stand-in server) holds the run's requests until the
+    run has logged that the signal reached it."""
+    from conftest import warm
+    from fakes.openai_server import FakeOpenAIServer
+
+    arrived, gate = threading.Event(), threading.Event()
+
+    def held(messages) -> str:
+        arrived.set()
+        assert gate.wait(600), "the test never released the held requests"
+        return "Final answer: 1"
+
+    with FakeOpenAIServer(model="held", reply=held) as srv:
+        expected, keep = tmp_path / "expected", tmp_path / "kept"
+        expected.mkdir()
+        overrides = ["generator=openai_compat", "generator.model=held", f"generator.base_url={srv.base_url}",
+                     "generator.max_retries=0", "rag_method=base", "dataset.limit=1", "tracking.traces=false"]
+        (expected / "x.yaml").write_text(yaml.safe_dump({"conditions": [
+            {"name": "c", "overrides": overrides, "expected": {"avg/nm": 1}}]}), encoding="utf-8")
+        cmd = [sys.executable, "-m", "t2exp.cli.reproduce", "x/c", "--expected", str(expected), "--keep", str(keep),
+               "--cache-from", str(warm(tmp_path / "cache", corpus_embeddings))]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_STOP_GRACE_SECONDS": "600"}
+        env.pop("T2EXP_PARENT_RUN_ID", None)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert arrived.wait(600), "the run never asked the generator"
+            proc.send_signal(signal.SIGINT)  # `t2exp reproduce` alone: it passes it on
+            _wait_for_text(keep / "x" / "c" / "t2exp.log", "SIGINT: stopping after the requests in flight", proc)
+            gate.set()
+            out, err = proc.communicate(timeout=300)
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    (line,) = err.strip().splitlines()
+    assert line.startswith("t2exp reproduce: interrupted by SIGINT; passed on to the run of x/c, which stopped with exit "
+                           "status 130 (its MLflow run closed as KILLED); outputs kept under"), line
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{keep / 'x' / 'c' / 'mlruns' / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "KILLED"

@@ -29,17 +29,20 @@ import math
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from t2exp.errors import T2ExpError, os_error_line
 from t2exp.evaluation.expected import Condition, ExpectedError, Table, default_expected_dir, load_tables, select
+from t2exp.infra.contained import inside, remove_file, remove_tree
 
 PROG = "t2exp reproduce"
 # the caches a condition inherits from the one before it (keyed by model + text, not by code)
@@ -52,7 +55,7 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
     """A consistent copy of a SQLite file, whatever its writer left in the WAL."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     partial = dst.with_name(dst.name + ".partial")
-    partial.unlink(missing_ok=True)
+    remove_file(partial, dst.parent, missing_ok=True)
     with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as a, sqlite3.connect(partial) as b:
         a.backup(b)
     partial.replace(dst)
@@ -108,29 +111,84 @@ class RunResult:
     output_tail: str = ""
 
 
+class Interrupted(Exception):
+    """SIGINT/SIGTERM reached this command; the run in progress (if any) was stopped first."""
+
+    def __init__(self, signum: int, detail: str = "") -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"{name}; {detail}" if detail else name)
+        self.signum = signum
+
+
+class Signals:
+    """SIGINT/SIGTERM while a condition runs are passed on to its ``python -m t2exp`` (its own
+    process group, so a terminal's Ctrl-C reaches it once, through here), which stops as any t2exp
+    run does: the requests in flight finish, its MLflow run is marked KILLED. The command waits for
+    it, then stops (:class:`Interrupted`). Outside a run a signal stops the command at once."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.received: int | None = None
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.received = self.received or signum
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)  # a second Ctrl-C is the run's second: it stops at once
+            return
+        raise Interrupted(signum)
+
+    def install(self) -> Callable[[], None]:
+        """Handle both signals (main thread only); returns what puts the previous handlers back."""
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {s: signal.signal(s, self.handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+        return restore
+
+
+def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: float | None, signals: Signals | None) -> int:
+    """Run ``cmd`` in ``work`` with its output into ``log``; its exit status (124: ``timeout``)."""
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            process_group=0)
+    if signals is not None:
+        signals.child = proc
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        log.write(f"\n{PROG}: stopped after --timeout {timeout:g} s\n".encode())
+        return 124
+    finally:
+        if signals is not None:
+            signals.child = None
+
+
 def run_condition(cond: Condition, work: Path, *, python: str, carried: Path | None, models: Path | None,
-                  timeout: float | None) -> RunResult:
-    """``python -m t2exp <overrides>`` in ``work`` (its own outputs and cache) and the metrics it logged."""
+                  timeout: float | None, signals: Signals | None = None) -> RunResult:
+    """``python -m t2exp <overrides>`` in ``work`` (its own outputs and cache; its output streamed
+    to ``work/t2exp.log``) and the metrics it logged."""
     work.mkdir(parents=True, exist_ok=True)
     cache = work / ".t2exp_cache"
     if carried is not None:
         carry_caches(carried, cache)
     extra = [f"paths.models={models}"] if models is not None else []
     env = dict(os.environ)
+    if env.get("PYTHONPATH"):  # the run starts in `work`: a relative entry would find other code there, or none
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("T2EXP_PROGRESS", "0")
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run([python, "-m", "t2exp", *cond.overrides, *extra], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=timeout)
-        rc, out = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc = 124
-        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
-        out += f"\n{PROG}: stopped after --timeout {timeout:g} s"
+    with (work / "t2exp.log").open("wb") as log:
+        rc = _child([python, "-m", "t2exp", *cond.overrides, *extra], work, env, log, timeout, signals)
     seconds = time.perf_counter() - t0
-    with (work / "t2exp.log").open("w", encoding="utf-8") as f:
-        f.write(out)
+    out = (work / "t2exp.log").read_text(encoding="utf-8", errors="replace")
     measured: dict[str, float | None] = dict.fromkeys(cond.expected)
     if rc == 0:
         ids = _RUN_ID.findall(out)
@@ -229,42 +287,82 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.print_commands:
         _print_commands(conds)
         return 0
+    problem = _check_paths(args)
+    if problem:
+        print(f"{prog}: error: {problem}", file=sys.stderr)
+        return 2
     args.prog = prog
     return _run(conds, args)
 
 
+def _check_paths(args: argparse.Namespace) -> str | None:
+    """The interpreter and ``--keep``, checked before anything runs: the one-line error, or None."""
+    if shutil.which(str(args.python)) is None:
+        return (f"--python {args.python}: no such interpreter (not found, or not executable); "
+                "give the path of a Python that has t2exp installed")
+    if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
+        return f"--keep {args.keep}: a file, not a folder; give a folder to keep the outputs in (it is made when missing)"
+    return None
+
+
 def _run(conds: Sequence[Condition], args: argparse.Namespace) -> int:
-    root = args.keep or Path(tempfile.mkdtemp(prefix="t2exp-reproduce-"))
-    root.mkdir(parents=True, exist_ok=True)
-    carried: Path | None = args.cache_from
-    models = args.models or root / "models"
-    n_ok = n_fail = n_error = 0
+    """Every condition under one root (``--keep`` or a temporary folder); the exit status."""
+    signals = Signals()
+    restore = signals.install()
+    root: Path | None = None
     try:
-        for i, cond in enumerate(conds, 1):
-            print(f"[{i}/{len(conds)}] {cond.key}: {cond.command()}", flush=True)
-            work = root / cond.table / cond.name
-            if work.exists():
-                shutil.rmtree(work)
-            result = run_condition(cond, work, python=args.python, carried=carried, models=models, timeout=args.timeout)
-            if result.returncode != 0:
-                n_error += 1
-                print(f"ERROR  the run ended with exit status {result.returncode} after {result.seconds:.0f} s; its last lines:")
-                print("\n".join(f"       {line}" for line in result.output_tail.splitlines()), flush=True)
-                continue
-            carried = work / ".t2exp_cache"
-            print(f"       ran {result.seconds:.1f} s")
-            for status, line in verdicts(result):
-                n_ok += status == "OK"
-                n_fail += status == "FAIL"
-                print(f"  {line}", flush=True)
+        root = args.keep or Path(tempfile.mkdtemp(prefix="t2exp-reproduce-"))
+        root.mkdir(parents=True, exist_ok=True)
+        n_ok, n_fail, n_error = _run_all(conds, args, root, signals)
+    except Interrupted as exc:
+        kept = f"outputs kept under {root}" if args.keep else "the temporary folder was removed (--keep DIR keeps the outputs)"
+        print(f"{args.prog}: interrupted by {exc}; {kept}", file=sys.stderr)
+        return 128 + exc.signum
+    except OSError as exc:  # --keep not writable, a full disk, an interpreter that cannot be started
+        print(f"{args.prog}: error: {os_error_line(exc)}", file=sys.stderr)
+        return 2
+    except T2ExpError as exc:  # a folder outside the root (OutsideRoot): nothing was removed
+        print(f"{args.prog}: error: {exc}", file=sys.stderr)
+        return 2
     finally:
-        if args.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print(f"outputs kept under {root} (each condition's t2exp.log, mlruns/ and cache)")
+        restore()
+        if root is not None and args.keep is None:
+            remove_tree(root, tempfile.gettempdir(), ignore_errors=True)
+    if args.keep is not None:
+        print(f"outputs kept under {root} (each condition's t2exp.log, mlruns/ and cache)")
     print(f"{args.prog}: {len(conds)} condition(s), {n_ok + n_fail} metric(s): {n_ok} OK, {n_fail} FAIL"
           + (f", {n_error} run(s) failed" if n_error else ""))
     return 2 if n_error else (1 if n_fail else 0)
+
+
+def _run_all(conds: Sequence[Condition], args: argparse.Namespace, root: Path, signals: Signals) -> tuple[int, int, int]:
+    """Run the conditions in turn under ``root``; the numbers of OK and FAIL metrics and failed runs."""
+    carried: Path | None = args.cache_from
+    models = args.models or root / "models"
+    n_ok = n_fail = n_error = 0
+    for i, cond in enumerate(conds, 1):
+        print(f"[{i}/{len(conds)}] {cond.key}: {cond.command()}", flush=True)
+        work = inside(root / cond.table / cond.name, root)  # names are plain segments (expected.py); checked again
+        if work.exists():
+            remove_tree(work, root)
+        result = run_condition(cond, work, python=args.python, carried=carried, models=models, timeout=args.timeout,
+                               signals=signals)
+        if signals.received is not None:
+            how = " (its MLflow run closed as KILLED)" if result.returncode == 128 + signals.received else ""
+            raise Interrupted(signals.received, f"passed on to the run of {cond.key}, which stopped with exit status "
+                                                f"{result.returncode}{how}")
+        if result.returncode != 0:
+            n_error += 1
+            print(f"ERROR  the run ended with exit status {result.returncode} after {result.seconds:.0f} s; its last lines:")
+            print("\n".join(f"       {line}" for line in result.output_tail.splitlines()), flush=True)
+            continue
+        carried = work / ".t2exp_cache"
+        print(f"       ran {result.seconds:.1f} s")
+        for status, line in verdicts(result):
+            n_ok += status == "OK"
+            n_fail += status == "FAIL"
+            print(f"  {line}", flush=True)
+    return n_ok, n_fail, n_error
 
 
 if __name__ == "__main__":

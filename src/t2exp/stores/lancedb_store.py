@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 import warnings
 from collections.abc import Sequence
 from datetime import timedelta
@@ -31,6 +30,7 @@ import pyarrow as pa
 
 from t2exp.index.fusion import fuse
 from t2exp.index.lexical import BM25sIndex
+from t2exp.infra.contained import remove_file, remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +78,16 @@ class LanceDBStore:
             # a complete-marked table whose data cannot be read (files deleted or damaged): rebuilt
             # from the cached embeddings rather than trusted
             log.warning("lancedb: table %s is marked complete but %s; rebuilding it", self.table_name, problem)
-            self._marker().unlink(missing_ok=True)
+            remove_file(self._marker(), self.uri, missing_ok=True)
         elif exists:  # an interrupted build: start over
             log.warning("lancedb: dropping incomplete table %s", self.table_name)
         if exists:
             try:
                 self.db.drop_table(self.table_name)
             except Exception:  # a damaged table may not even drop: remove its directory
-                shutil.rmtree(Path(self.uri) / f"{self.table_name}.lance", ignore_errors=True)
+                remove_tree(Path(self.uri) / f"{self.table_name}.lance", self.uri, ignore_errors=True)
         self.table = None
-        shutil.rmtree(self._mirror_dir(), ignore_errors=True)
+        remove_tree(self._mirror_dir(), self.uri, ignore_errors=True)
         return False
 
     def _verify(self) -> str | None:

@@ -34,7 +34,6 @@ and marked with †.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -64,6 +63,7 @@ from t2exp.evaluation.reporting.tables import (
 )
 from t2exp.evaluation.reporting.tuning import build_tuning, render_tuning, write_tuning_csv
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.infra.contained import inside, safe_segment
 from t2exp.infra.paths import default_tracking_uri, work_dir
 
 TABLES = ("auto", "table3", "table4", "readings")
@@ -219,8 +219,10 @@ def _write_section(out_dir: Path, name: str, md: str, write_csv: Callable[[Path]
 
 
 def default_out_dir(target: str) -> Path:
-    """``outputs/reports/<target>`` under the current directory."""
-    return work_dir() / "outputs" / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+    """``outputs/reports/<target>`` under the current directory, ``target`` made one plain folder
+    name (an experiment named ``..`` or ``a/b`` is written under ``outputs/reports`` too)."""
+    reports = work_dir() / "outputs" / "reports"
+    return inside(reports / safe_segment(target), reports, action="write")
 
 
 def report(target: str, out: str | Path | None = None, *, tracking_uri: str | None = None, k: int | None = None,
@@ -232,6 +234,8 @@ def report(target: str, out: str | Path | None = None, *, tracking_uri: str | No
 
     if k is not None and k < 1:
         raise ReportError("--k must be >= 1")
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise ReportError(f"--out {out}: a file, not a folder; give a folder for the report's files (it is made when missing)")
     client = MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
     resolved = resolve_target(client, target)
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))

@@ -94,6 +94,18 @@ def _newest_per_cell(runs: list[Any]) -> list[Any]:
     return sorted(keep.values(), key=lambda r: r.info.start_time or 0)
 
 
+def _nothing_finished(client: Any, title: str, parent_id: str, exp_id: str, children: list[Any]) -> str:
+    """The one line for a sweep none of whose cells finished (an empty report says nothing)."""
+    statuses: dict[str, int] = {}
+    for c in children:
+        statuses[c.info.status] = statuses.get(c.info.status, 0) + 1
+    experiment = client.get_experiment(exp_id).name
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    return (f"sweep {title!r} (parent run {parent_id}, experiment {experiment!r}): no cell finished ({counts}); nothing "
+            f"to report: run the sweep again (with resume=true it goes on from the predictions made so far), then "
+            f"report its new parent run or the experiment")
+
+
 def resolve_target(client: Any, target: str) -> Target:
     """A parent run id (its children) or an experiment name (its finished result runs)."""
     notes: list[str] = []
@@ -108,11 +120,13 @@ def resolve_target(client: Any, target: str) -> Target:
             if not children:
                 raise ReportError(f"run {target} has no child runs; pass a sweep's parent run id or an experiment name")
             bad = [c for c in children if c.info.status != "FINISHED"]
+            title = parent.data.tags.get("mlflow.runName", target)
+            if len(bad) == len(children):
+                raise ReportError(_nothing_finished(client, title, target, exp_id, bad))
             if bad:
                 notes.append(f"{len(bad)} child run(s) not FINISHED and left out: "
                              + ", ".join(f"{c.info.run_id[:8]} ({c.info.status})" for c in bad))
             done = _newest_per_cell([c for c in children if c.info.status == "FINISHED"])
-            title = parent.data.tags.get("mlflow.runName", target)
             return Target(f"{title} (parent run {target})", exp_id, target, [RunInfo.from_mlflow(r) for r in done], notes)
     exp = client.get_experiment_by_name(target)
     if exp is None:
@@ -120,7 +134,8 @@ def resolve_target(client: Any, target: str) -> Target:
     runs = [r for r in _search_all(client, exp.experiment_id)
             if r.info.status == "FINISHED" and r.data.tags.get("t2exp.sweep") != "parent" and "t2exp.report" not in r.data.tags]
     if not runs:
-        raise ReportError(f"experiment {target!r} has no FINISHED runs")
+        raise ReportError(f"experiment {target!r} has no FINISHED runs; nothing to report: run python -m t2exp there "
+                          "(tracking.experiment=...) until a run finishes, or name another experiment")
     done = _newest_per_cell(runs)
     if len(done) < len(runs):
         notes.append(f"{len(runs) - len(done)} older run(s) of an already reported config cell left out (newest kept)")
