@@ -43,7 +43,8 @@ id already seen: the first is kept). A prediction without a number ("N/A", "", n
 ``unparsable`` and wrong. ``prediction`` may be a number or free text ("$1,234.5 million"):
 numbers are read with :func:`t2exp.text.numbers.extract_number`. A file whose ``prediction`` is empty
 in every row is a retrieval-only submission: no NM is computed (as for a run without a
-generator) and the output says so.
+generator) and the output says so; a run's file whose generator replied (a ``generation``) is
+scored on NM even when no reply held a number (a runaway reply in every row: NM 0).
 
 NM readings
 -----------
@@ -117,7 +118,7 @@ def score_rows(
     counts = Counts(rows=len(subs), gold=len(gold.questions))
     matched = _match(subs, gold, counts)
     retrieval = _retrieval_mode(subs, columns)
-    with_nm = any(s.prediction is not None for s in subs)
+    with_nm = any(s.prediction is not None or s.generated for s in subs)
     names = _scored_names(subs, retrieval, with_nm, k)
     per_q = _per_question(gold, matched.first, retrieval, with_nm, names, k, counts)
 

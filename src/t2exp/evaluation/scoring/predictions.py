@@ -39,6 +39,9 @@ class Submitted:
     # a run's ranked_depth (methods.Ranking.depth): how many documents the method ranked at
     # most; a Recall@r past it is undefined (None), not a miss
     depth: int | None = None
+    # a run's row whose generator replied (its ``generation``), even with no number in the reply:
+    # NM is scored (0 for it), where a file without any prediction is a retrieval-only submission
+    generated: bool = False
 
 
 def _missing(v: Any) -> bool:
@@ -189,6 +192,7 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
                 text=r.get("answer_text") if "answer_text" in r else raw,
                 dense=_dense(r.get("retrieved_dense")),
                 depth=_depth(r.get("ranked_depth")),
+                generated=r.get("generation") is not None,
             )
         )
     return out, columns
