@@ -120,7 +120,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             return read_jsonl_objects(path)
         if kind == "json":
             try:
-                obj = json.loads(path.read_text(encoding="utf-8"))
+                obj = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped, as in JSONL
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
             return _rows_from_object(obj, str(path))
