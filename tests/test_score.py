@@ -365,6 +365,7 @@ def test_cli_missing_id_column_is_one_line_exit_2(tmp_path):
         ("p.txt", "id,prediction\n", [], "unknown format"),
         ("p.jsonl", '{"id": "a", "prediction": 1}\nnot json\n', [], "line 2: not valid JSON"),
         ("p.jsonl", '{"id": "a"}\n', [], "'prediction'"),
+        ("p.jsonl", '{"id": "a", "prediction": 1}\n\n{"prediction": 2}\n', [], "p.jsonl: line 3: no 'id'"),  # was scored as id ''
         ("p.csv", 'id,prediction,retrieved\nfinqa_dev_0,1,"a, b"\n', [], "not a JSON list"),
         ("p.jsonl", '{"id": "a", "prediction": 1}\n', ["--dataset", "nosuch"], "choose one of"),
     ],

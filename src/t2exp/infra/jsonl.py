@@ -40,6 +40,12 @@ def read_jsonl_objects(path: str | Path, *, torn_tail: bool = False, error: type
     """The objects of the JSON Lines file ``path``, blank lines skipped. A bad line raises
     ``error`` with ``<path>: line <n>: <fault>`` (and ``; <advice>`` when given); with
     ``torn_tail`` a bad *last* line (a killed writer's torn write) ends the rows instead."""
+    return [rec for _, rec in read_jsonl_numbered(path, torn_tail=torn_tail, error=error, advice=advice)]
+
+
+def read_jsonl_numbered(path: str | Path, *, torn_tail: bool = False, error: type[T2ExpError] = DataError,
+                        advice: str = "") -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_jsonl_objects` with each object's line number (1-based), for messages that name it."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -48,12 +54,12 @@ def read_jsonl_objects(path: str | Path, *, torn_tail: bool = False, error: type
     lines = data.removeprefix(_BOM).split(b"\n")
     while lines and not lines[-1].strip():
         lines.pop()
-    records: list[dict[str, Any]] = []
+    records: list[tuple[int, dict[str, Any]]] = []
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            records.append(_line_object(raw, f"{path}: line {n}"))
+            records.append((n, _line_object(raw, f"{path}: line {n}")))
         except ValueError as exc:
             if torn_tail and n == len(lines):
                 break
