@@ -81,3 +81,63 @@ def test_the_schema_is_part_of_the_llm_cache_key():
 
     assert Sampling().as_dict() != Sampling(json_schema=ANSWER_SCHEMA).as_dict()
     assert "json_schema" not in Sampling().as_dict()  # keys of answers cached before stay valid
+
+
+# --- a runaway reply is no answer, never a crash ---------------------------------------------------
+
+RUNAWAY = {
+    "brackets": '{"final_answer": ' + "[" * 1200,  # RecursionError in Python's JSON reader
+    "long integer": '{"reasoning_steps": [], "final_formula": "1", "computed_formula": ' + "9" * 5000 + "}",  # int string limit
+    "braces": "{" * 200_000,  # seconds of failed reads, one per brace
+    "overflowing integer": '{"reasoning_steps": [], "final_formula": "1", "computed_formula": ' + "9" * 4000 + "}",  # float() overflows
+}
+
+
+@pytest.mark.parametrize("name", list(RUNAWAY))
+def test_a_runaway_reply_is_a_question_without_a_number(name):
+    from t2exp.answering.answer_choice import choose
+
+    a = choose("json", [RUNAWAY[name]], ["revenue 120"], "check")
+    assert a.value is None and a.fields.get("json_valid") in (False, True)
+    assert a.program_error is None or a.program_error.startswith("invalid JSON answer")
+
+
+def test_the_bounds_name_themselves_and_keep_an_answer_before_a_ramble():
+    from t2exp.answering.answers import MAX_JSON_CHARS, MAX_JSON_DEPTH
+
+    a = parse_answer("json", RUNAWAY["brackets"])
+    assert f"nested at most {MAX_JSON_DEPTH} deep (it nests 1201 deep)" in a.program_error
+    assert f"in its first {MAX_JSON_CHARS} characters" in parse_answer("json", "{]" * MAX_JSON_CHARS).program_error
+    # a valid answer, then junk until max_tokens (no constrained decoding): the answer is read;
+    # brackets inside its strings are not nesting
+    steps = ["a [ { b \\\" ["] * 30
+    text = json.dumps({"reasoning_steps": steps, "final_formula": "1", "computed_formula": "3"}) + " [" * 30_000
+    assert parse_answer("json", text).value == 3.0
+    def steps_nested(depth: int) -> str:  # the answer object, its reasoning_steps nesting ``depth`` deep in all
+        return json.dumps({"reasoning_steps": "[" * (depth - 1) + "]" * (depth - 1), "final_formula": "1",
+                           "computed_formula": "4"}).replace('"[', "[").replace(']"', "]")
+
+    assert parse_answer("json", steps_nested(MAX_JSON_DEPTH)).value == 4.0
+    assert "no JSON object nested at most" in parse_answer("json", steps_nested(MAX_JSON_DEPTH + 1)).program_error
+
+
+@pytest.mark.slow
+def test_a_runaway_reply_is_nm_zero_in_a_run_and_in_its_rerun_from_the_llm_cache(tmp_path):
+    """End to end over the OpenAI wire protocol: the runaway reply is cached like any other; the run
+    and a second run reading it from the LLM cache both finish, the question counted wrong."""
+    from conftest import mlflow_runs, run_app
+
+    args = ["generator=openai_compat", "generator.model=m", "generator.answer_mode=json", "generator.max_retries=0",
+            "rag_method=oracle", "dataset=finqa", "dataset.limit=2"]
+    with FakeOpenAIServer(model="m", reply=lambda messages: RUNAWAY["brackets"]) as srv:
+        for attempt in (1, 2):
+            proc = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, check=False)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert len(srv.requests) == 2, attempt  # the rerun asked nothing: it read the cached replies
+    client, runs = mlflow_runs(tmp_path)
+    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    for run in runs:
+        path = client.download_artifacts(run.info.run_id, "predictions.jsonl", str(tmp_path / run.info.run_id))
+        rows = [json.loads(line) for line in open(path, encoding="utf-8")]
+        assert run.data.metrics["FinQA/nm"] == 0.0
+        assert [(r["nm"], r["prediction"], r["json_valid"]) for r in rows] == [(0.0, None, False)] * 2

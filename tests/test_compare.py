@@ -247,3 +247,117 @@ def test_the_commands_are_subcommands_of_t2exp(tmp_path):
     assert proc.returncode == 2 and line.startswith("t2exp compare: error:") and "missing.jsonl" in line, proc.stderr
     bad = cli(main, ["nosuchoverride=1"], cwd=tmp_path)  # the app: an override it does not know
     assert bad.returncode == 2 and "nosuchoverride" in bad.stderr
+
+
+# --- opening the store: a read-only command creates none and does not wait on a dead server ------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_server_that_does_not_answer_is_one_line_at_once():
+    """MLflow's own client retries a refused connection for minutes in silence: a real process,
+    bounded well below that, gets the health check's one line naming the URI and the fix."""
+    import sys
+    from pathlib import Path
+
+    uri = f"http://127.0.0.1:{_free_port()}"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MLFLOW_HTTP")}
+    proc = subprocess.run([sys.executable, "-m", "t2exp", "compare", "run-a", "run-b", "--tracking-uri", uri],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+                          env={**env, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"t2exp compare: error: --tracking-uri={uri}: no MLflow server answers") and "mlflow server" in line
+
+
+@pytest.mark.parametrize("command", ["compare", "report", "report --errors"])
+def test_a_mistyped_store_path_is_one_line_and_nothing_is_created(tmp_path, command):
+    from t2exp.cli.compare import main as compare_main
+    from t2exp.cli.report import main as report_main
+
+    db = tmp_path / "mlrun" / "mlflow.db"  # the store is mlruns/: a typo
+    uri = f"sqlite:///{db}"
+    argv = {"compare": ["run-a", "run-b"], "report": ["my-sweep"], "report --errors": ["--errors", "run-a"]}[command]
+    main = compare_main if command == "compare" else report_main
+    proc = cli(main, [*argv, "--tracking-uri", uri], cwd=tmp_path, prog=f"t2exp {command.split()[0]}")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"--tracking-uri={uri}: no MLflow store at {db}" in line, line
+    assert list(tmp_path.iterdir()) == []  # no store, no directory, no report
+
+
+def test_the_local_store_of_a_uri():
+    from pathlib import Path
+
+    from t2exp.infra.mlflow_store import local_store
+
+    assert local_store("sqlite:////abs/mlflow.db") == Path("/abs/mlflow.db")
+    assert local_store("sqlite:///rel/mlflow.db?timeout=5") == Path("rel/mlflow.db")
+    assert local_store("file:///abs/mlruns") == Path("/abs/mlruns") and local_store("mlruns") == Path("mlruns")
+    assert local_store("sqlite://") is None and local_store("http://h:5000") is None and local_store("postgresql://u@h/db") is None
+
+
+# --- reading prediction rows: the scorer's reader and rules ---------------------------------------
+
+
+def _write(path, rows) -> str:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize(("bad_row", "expect"), [
+    ({"subset": "FinQA", "nm": 1.0}, "line 3: no 'id'"),
+    ({**_row("2"), "nm": "yes"}, "line 3: field 'nm' is 'yes', not a number"),
+    ({**_row("2", nm=1.0), "mrr_at_3": [1]}, "line 3: field 'mrr_at_3' is [1], not a number"),
+    ({**_row("2", nm=1.0), "retrieved": "c1"}, "line 3: column 'retrieved' is 'c1', not a JSON list of context ids"),
+])
+def test_a_bad_row_is_one_line_naming_file_line_and_field(tmp_path, bad_row, expect):
+    """Blank lines count: the line is the file's own."""
+    a = _write(tmp_path / "a.jsonl", [_row("1", nm=1.0), _row("2", nm=0.0)])
+    b = _write(tmp_path / "b.jsonl", [_row("1", nm=1.0), "", bad_row])
+    proc = _compare_cli(a, b, "--n-boot", "10")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("t2exp compare: error:") and f"{b}: {expect}" in line, line
+
+
+def test_retrieved_as_a_json_list_in_a_string_is_read_as_the_scorer_reads_it(tmp_path, capsys):
+    from t2exp.cli.compare import main
+
+    a = _write(tmp_path / "a.jsonl", [_row(str(i), retrieved=["c1", "c2"]) for i in range(3)])
+    b = _write(tmp_path / "b.jsonl", [_row(str(i), retrieved=json.dumps(["c2", "c1"])) for i in range(3)])
+    assert main([a, b, "--metric", "mrr_at_2", "--format", "json", "--n-boot", "10"]) == 0
+    overall = json.loads(capsys.readouterr().out)["rows"][-1]
+    assert (overall["mean_a"], overall["mean_b"]) == (100.0, 50.0)  # not 'c', '1' characters: a miss
+
+
+def test_a_repeated_question_keeps_its_first_row_in_compare_as_in_score(tmp_path, capsys):
+    """One rule, one helper (scoring.predictions.first_of_each): compare kept the last row, score the
+    first (tests/test_score.py: the duplicate row of the hand-made predictions)."""
+    from t2exp.cli.compare import main
+    from t2exp.evaluation.scoring.predictions import first_of_each
+
+    assert first_of_each([("q1", "a"), ("q2", "b"), ("q1", "c")]) == ({"q1": "a", "q2": "b"}, ["c"])
+    rows = [_row("1", nm=1.0), _row("2", nm=1.0), _row("1", nm=0.0)]  # a resumed run wrote q1 twice
+    a = _write(tmp_path / "a.jsonl", rows)
+    b = _write(tmp_path / "b.jsonl", [_row("1", nm=1.0), _row("2", nm=1.0)])
+    assert main([a, b, "--format", "json", "--n-boot", "10"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result["rows"][-1]["mean_a"] == 100.0 and result["dropped"]["duplicate_rows"] == 1
+    assert "1 rows repeat a question already seen" in err and "the first row of each is kept" in err and "'1'" in err
+
+
+@pytest.mark.parametrize("metric", ["mrr_at_0", "recall_at_0", "mrr_at_", "em"])
+def test_a_metric_outside_the_grammar_is_refused_naming_the_allowed_names(tmp_path, metric):
+    a = _write(tmp_path / "a.jsonl", [_row("1", nm=1.0)])
+    proc = _compare_cli(a, a, "--metric", metric)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"--metric={metric!r} is invalid; allowed: nm, nm_bare, nm_strict, mrr_at_<k>, recall_at_<r> (k, r >= 1)" in line

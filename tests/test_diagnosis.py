@@ -13,7 +13,7 @@ from t2exp.evaluation.diagnosis import CATEGORIES, breakdown, category, render
 def row(pred, gold, **kw):
     from t2exp.text.numbers import number_match
 
-    return {"subset": "FinQA", "prediction": pred, "gold": gold, "nm": float(number_match(pred, gold)), **kw}
+    return {"id": f"q{pred}-{gold}", "subset": "FinQA", "prediction": pred, "gold": gold, "nm": float(number_match(pred, gold)), **kw}
 
 
 @pytest.mark.parametrize("r, expected", [
@@ -40,7 +40,7 @@ def test_categories(r, expected):
 
 def test_breakdown_counts_scored_questions_per_subset(tmp_path, capsys):
     rows = [row(3.35, 0.0335), row(None, 5.0), {**row(7.0, 5.0), "subset": "TAT-DQA"},
-            {"subset": "TAT-DQA", "prediction": 1.0, "gold": None, "nm": None}]
+            {"id": "q-tat", "subset": "TAT-DQA", "prediction": 1.0, "gold": None, "nm": None}]
     counts = breakdown(rows)
     assert counts["FinQA"] == {"correct": 1, "no_number": 1} and counts["TAT-DQA"] == {"wrong_value": 1}
     assert sum(counts["all"].values()) == 3
@@ -56,7 +56,7 @@ def test_breakdown_counts_scored_questions_per_subset(tmp_path, capsys):
 
 def test_errors_of_a_retrieval_only_run_is_one_line(tmp_path, capsys):
     path = tmp_path / "predictions.jsonl"
-    path.write_text(json.dumps({"subset": "FinQA", "nm": None}) + "\n")
+    path.write_text(json.dumps({"id": "q1", "subset": "FinQA", "nm": None}) + "\n")
     assert main(["--errors", str(path), "--tracking-uri", f"sqlite:///{tmp_path / 'db.sqlite'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("t2exp report: error: --errors") and "no scored answers" in err and "\n" not in err

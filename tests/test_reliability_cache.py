@@ -43,6 +43,27 @@ def test_damaged_middle_line_is_a_one_line_error(tmp_path):
     assert str(p) in msg and "line 2" in msg and "\n" not in msg
 
 
+def test_a_line_that_is_not_utf8_is_a_one_line_error_naming_it(tmp_path):
+    p = tmp_path / "predictions.jsonl"
+    p.write_bytes(b'{"id": "a"}\n{"id": "b", "generation": "caf\xe9"}\n{"id": "c"}\n')
+    with pytest.raises(CorruptCacheError) as e:
+        JsonlLog(p).read()
+    msg = str(e.value)
+    assert f"{p}: line 2: not UTF-8 text" in msg and "delete that line" in msg and "\n" not in msg
+    p.write_bytes(b'{"id": "a"}\n{"id": "b", "generation": "caf\xc3')  # a killed writer cut a character in two
+    assert [r["id"] for r in read_jsonl(p)] == ["a"]
+
+
+def test_a_row_holding_unicode_line_separators_reads_back_as_one_row(tmp_path):
+    """Rows are written with ensure_ascii=False: U+2028, U+2029 and U+0085 inside a model's reply
+    stay raw in the file, and are not line ends to the reader."""
+    log = JsonlLog(tmp_path / "predictions.jsonl")
+    reply = "first\u2028second\u2029third\x85fourth"
+    log.write({"id": "a", "generation": reply})
+    log.write({"id": "b", "generation": "x"})
+    assert [(r["id"], r["generation"]) for r in JsonlLog(log.path).read()] == [("a", reply), ("b", "x")]
+
+
 def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
     p = tmp_path / "leaderboard.jsonl"
     atomic_write_text(p, "old\n")

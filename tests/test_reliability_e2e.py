@@ -199,6 +199,26 @@ def test_generation_endpoint_fails_after_n_answers_then_resume_sends_only_the_re
 
 
 @pytest.mark.slow
+def test_a_kept_prediction_line_that_is_not_utf8_stops_the_resume_with_one_line(dirs):
+    """The resumed cell reads its predictions.jsonl back: a damaged line (not UTF-8) is one line
+    naming the file and the line, the file is left as it was."""
+    cache, track = dirs
+    srv = FakeOpenAIServer(model=MODEL, script=["ok"] * 2, default="429", reply=short_reply).start()
+    try:
+        assert run_t2exp(gen_args(srv.base_url, 3), cache, track).returncode == 2
+        path = prediction_file(cache)
+        damaged = path.read_bytes().replace(b"Final answer", b"Final\xe9answer", 1)
+        path.write_bytes(damaged)
+        proc = run_t2exp(gen_args(srv.base_url, 3), cache, track)
+    finally:
+        srv.close()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = error_lines(proc.stderr)
+    assert f"{path}: line 1: not UTF-8 text" in line, line
+    assert "Traceback" not in proc.stderr and path.read_bytes() == damaged
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["down", "hang", "malformed", "500"])
 def test_generation_endpoint_errors_end_the_run_with_one_line(mode, dirs):
     cache, track = dirs

@@ -365,6 +365,7 @@ def test_cli_missing_id_column_is_one_line_exit_2(tmp_path):
         ("p.txt", "id,prediction\n", [], "unknown format"),
         ("p.jsonl", '{"id": "a", "prediction": 1}\nnot json\n', [], "line 2: not valid JSON"),
         ("p.jsonl", '{"id": "a"}\n', [], "'prediction'"),
+        ("p.jsonl", '{"id": "a", "prediction": 1}\n\n{"prediction": 2}\n', [], "p.jsonl: line 3: no 'id'"),  # was scored as id ''
         ("p.csv", 'id,prediction,retrieved\nfinqa_dev_0,1,"a, b"\n', [], "not a JSON list"),
         ("p.jsonl", '{"id": "a", "prediction": 1}\n', ["--dataset", "nosuch"], "choose one of"),
     ],
@@ -490,3 +491,24 @@ def test_one_renderer_writes_a_value_the_same_everywhere(gold):
 
     row = ComparisonRow("FinQA", 5, 100 * b.mean_a, 100 * b.mean_b, 100 * b.diff, 100 * b.ci_low, 100 * b.ci_high, 0.25, False)
     assert f"{tabular.value(60.0)}" in format_table([row], "nm") and "+40.0 [" in format_table([row], "nm")
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv"])
+def test_a_file_with_a_utf8_byte_order_mark_is_read(gold, tmp_path, suffix):
+    """What Windows editors write: the mark is skipped, the file scores as without it."""
+    rows = [{"id": q.id, "prediction": q.gold} for q in gold]
+    text = {".jsonl": "".join(json.dumps(r) + "\n" for r in rows), ".json": json.dumps(rows),
+            ".csv": "id,prediction\n" + "".join(f"{r['id']},{r['prediction']}\n" for r in rows)}[suffix]
+    path = tmp_path / f"p{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    result = score(path, gold=gold, n_boot=0)
+    assert result.counts.scored == len(gold) and result.metrics["avg/nm"] == 100.0
+
+
+def test_a_line_that_is_not_utf8_is_one_line_naming_file_and_line(gold, tmp_path, capsys):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(json.dumps({"id": gold[0].id, "prediction": 1}).encode() + b"\n"
+                     + b'{"id": "' + gold[1].id.encode() + b'", "prediction": "caf\xe9"}\n')
+    assert cli_main([str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path}: line 2: not UTF-8 text" in err[0], err

@@ -15,8 +15,10 @@
   structured outputs in process); the local transformers generator has no constrained decoding,
   so its text is read for the first JSON object. The answer is ``computed_formula`` read as the
   authors read it, with bare ``float()``; invalid JSON, a missing key or a non-float
-  ``computed_formula`` is no answer (NM 0). ``final_formula`` is kept and, when ``safe_eval`` can
-  evaluate it, its value too (``final_formula_value``).
+  ``computed_formula`` is no answer (NM 0), and so is a runaway reply (only its first
+  ``MAX_JSON_CHARS`` characters are read, and only objects nested at most ``MAX_JSON_DEPTH``
+  deep). ``final_formula`` is kept and, when ``safe_eval`` can evaluate it, its value too
+  (``final_formula_value``).
 """
 
 from __future__ import annotations
@@ -69,19 +71,65 @@ class ParsedAnswer:
     text: str | None = None
 
 
-def first_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` (a bare object, or one inside prose or a code fence)."""
+# a reply is read for JSON within bounds checked by one linear scan before any parsing (a runaway
+# reply, ``[`` or ``{`` written until max_tokens, otherwise crashes Python's JSON reader or takes
+# seconds): its first MAX_JSON_CHARS characters (an answer is a few hundred), and only objects
+# that nest at most MAX_JSON_DEPTH deep (the answer schema needs 2)
+MAX_JSON_CHARS = 50_000
+MAX_JSON_DEPTH = 20
+_JSON_MARKS = re.compile(r'[\[\]{}"\\]')
+
+
+def _object_starts(text: str) -> tuple[list[int], int]:
+    """Where an object may start in ``text``: each ``{`` outside JSON strings whose contents nest at
+    most MAX_JSON_DEPTH deep (an unclosed one: to the end of the text), in order; and the deepest
+    nesting seen. Linear in ``len(text)``; prose counts too (an upper bound of what a reader meets)."""
+    stack: list[list[int]] = []  # [position, is an object, depth of it and what it holds]
+    starts: list[int] = []
+    deepest = 0
+    in_string, escaped_at = False, -1
+
+    def close() -> None:
+        pos, is_object, depth = stack.pop()
+        if is_object and depth <= MAX_JSON_DEPTH:
+            starts.append(pos)
+        if stack:
+            stack[-1][2] = max(stack[-1][2], depth + 1)
+
+    for m in _JSON_MARKS.finditer(text):
+        ch, pos = m.group(), m.start()
+        if in_string:
+            if pos != escaped_at and ch in '\\"':
+                escaped_at, in_string = (pos + 1, True) if ch == "\\" else (escaped_at, False)
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append([pos, ch == "{", 1])
+            deepest = max(deepest, len(stack))
+        elif stack and ch in "]}":
+            close()
+    while stack:
+        close()
+    return sorted(starts), deepest
+
+
+def read_json_object(text: str) -> tuple[dict[str, Any] | None, str]:
+    """The first JSON object in ``text`` (a bare object, or one inside prose or a code fence)
+    within the bounds above, or None and why there is none."""
+    window = text[:MAX_JSON_CHARS]
+    starts, deepest = _object_starts(window)
     decoder = json.JSONDecoder()
-    for i, ch in enumerate(text):
-        if ch != "{":
-            continue
+    for i in starts:
         try:
-            obj, _ = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
+            obj, _ = decoder.raw_decode(window, i)
+        except (ValueError, RecursionError):  # not JSON; an integer of more digits than Python reads
             continue
         if isinstance(obj, dict):
-            return obj
-    return None
+            return obj, ""
+    why = "no JSON object"
+    if deepest > MAX_JSON_DEPTH:
+        why += f" nested at most {MAX_JSON_DEPTH} deep (it nests {deepest} deep)"
+    return None, why + (f" in its first {MAX_JSON_CHARS} characters" if len(text) > MAX_JSON_CHARS else "")
 
 
 def _finite_bare_float(value: object) -> float | None:
@@ -91,9 +139,9 @@ def _finite_bare_float(value: object) -> float | None:
 
 
 def parse_json_answer(text: str) -> ParsedAnswer:
-    obj = first_json_object(text)
+    obj, why = read_json_object(text)
     if obj is None or any(k not in obj for k in ANSWER_KEYS):
-        missing = "no JSON object" if obj is None else f"missing {', '.join(k for k in ANSWER_KEYS if k not in obj)}"
+        missing = why if obj is None else f"missing {', '.join(k for k in ANSWER_KEYS if k not in obj)}"
         return ParsedAnswer(value=None, program_error=f"invalid JSON answer: {missing}", fields={"json_valid": False}, text=None)
     formula = str(obj.get("final_formula") or "")
     try:

@@ -40,6 +40,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp compare") -> int:
     except T2ExpError as exc:
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
     paired = result.paired
     if args.format == "json":
         print(json.dumps({"metric": result.metric, "a": args.run_a, "b": args.run_b, "paired": paired.n, "dropped": result.dropped,

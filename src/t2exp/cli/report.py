@@ -17,6 +17,7 @@ from t2exp.evaluation.paired import load_source
 from t2exp.evaluation.reporting.build import report
 from t2exp.evaluation.reporting.runs import ReportError
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.infra.mlflow_store import open_for_reading
 from t2exp.infra.paths import default_tracking_uri
 
 
@@ -53,9 +54,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp report") -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
     try:
         if args.errors:
-            from mlflow.tracking import MlflowClient
-
-            return _errors(lambda: MlflowClient(tracking_uri=args.tracking_uri), args.errors)
+            return _errors(lambda: open_for_reading(args.tracking_uri), args.errors)
         if not args.target:
             raise ReportError("give a TARGET (a sweep's parent run id or an experiment name), or --errors RUN")
         result = report(args.target, args.out, tracking_uri=args.tracking_uri, k=args.k, tables=args.tables, n_boot=args.n_boot,

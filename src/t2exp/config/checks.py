@@ -15,7 +15,8 @@ from t2exp.errors import ConfigError
 # the grammar of a metric's name: what ``objective`` and the metric arguments of score, compare and
 # report may name, and what the evaluator writes (t2exp.evaluation.metrics reads it from here: the
 # config, below the evaluation, checks names before any run)
-METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_\d+|recall_at_\d+)$")
+METRIC = re.compile(r"^(nm|nm_bare|nm_strict|mrr_at_[1-9]\d*|recall_at_[1-9]\d*)$")
+METRIC_NAMES = "nm, nm_bare, nm_strict, mrr_at_<k>, recall_at_<r> (k, r >= 1)"  # METRIC in words
 
 
 def invalid(key: str, value: object, allowed: str) -> ConfigError:

@@ -6,7 +6,6 @@ questions can be restricted to some splits (``question_splits``) and sampled (``
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from t2exp.data.records import Subset
 from t2exp.data.rows import FILE_RE, rows_to_subset
 from t2exp.data.sampling import sample_questions, subsample_corpus
 from t2exp.errors import DataError
+from t2exp.infra.jsonl import read_jsonl_objects as read_jsonl_objects  # the one JSONL reader
 
 log = logging.getLogger(__name__)
 
@@ -79,26 +79,6 @@ def _is_bundle(path: Path) -> bool:
 # the run (and every cell of a sequential sweep) read each file once. Rows are never mutated.
 _FRAMES: dict[tuple[str, int, int], pd.DataFrame] = {}
 _FRAMES_MAX = 32
-
-
-def read_jsonl_objects(f: Path) -> list[dict[str, Any]]:
-    """JSON Lines, one object per line; a bad line is reported with its line number."""
-    records: list[dict[str, Any]] = []
-    with open(f, encoding="utf-8") as fh:
-        try:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{f}: line {n}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-                if not isinstance(rec, dict):
-                    raise DataError(f"{f}: line {n}: expected a JSON object per line, got {type(rec).__name__}")
-                records.append(rec)
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{f}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return records
 
 
 def _read_jsonl(f: Path) -> pd.DataFrame:

@@ -2,8 +2,10 @@
 :mod:`t2exp.cli.compare`; :func:`compare_runs` is the Python API).
 
 Both runs' ``predictions.jsonl`` artifacts are downloaded from MLflow (a path to a predictions
-file works too) and paired by (subset, question id); only questions present in both, with a value
-for the metric in both, are compared, and the dropped ones are counted. Per subset and over all
+file works too) and read as ``t2exp score`` reads them (:func:`read_logged`: each row needs an id,
+metric values are numbers, a row repeating a question is dropped, the first kept), then paired by
+(subset, question id); only questions present in both, with a value for the metric in both, are
+compared, and the dropped ones are counted. Per subset and over all
 paired questions (question-weighted, like ``avg``) it prints mean A, mean B, the difference A - B
 with a paired bootstrap 95 % CI and the two-sided paired permutation (sign-flip) p-value
 (:mod:`t2exp.evaluation.stats`). Values are in percent.
@@ -24,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from t2exp.data.loader import read_jsonl_objects
+from t2exp.config.checks import METRIC, METRIC_NAMES
 from t2exp.errors import T2ExpError
 from t2exp.evaluation import tabular
-from t2exp.evaluation.metrics import NM_METRICS, RANK_METRIC, question_value
+from t2exp.evaluation.metrics import question_value
+from t2exp.evaluation.scoring.predictions import first_of_each, logged_rows, read_predictions
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
+from t2exp.infra.mlflow_store import open_for_reading
 from t2exp.infra.paths import default_tracking_uri
 
 OVERALL = "overall"
@@ -50,13 +54,20 @@ def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:
             raise CompareError(
                 f"run {run_id}: cannot download predictions.jsonl ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
             ) from None
-        return read_jsonl_objects(Path(path))
+        return read_logged(Path(path), f"run {run_id}: predictions.jsonl")
+
+
+def read_logged(path: Path, label: str | None = None) -> list[dict[str, Any]]:
+    """A run's prediction rows from ``path`` (:func:`scoring.predictions.logged_rows`: the reader
+    of ``t2exp score``, each row checked); errors name ``label`` (default: the path) and the line."""
+    rows, source, where = read_predictions(path)
+    return logged_rows(rows, label or source, where)
 
 
 def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
     """A path to a predictions file, or a run id (``client()`` gives the MLflow client)."""
     if Path(source).is_file():
-        return read_jsonl_objects(Path(source))
+        return read_logged(Path(source))
     if os.sep in source or source.endswith((".jsonl", ".json")):  # a path, not a run id: no MLflow store is opened
         raise CompareError(f"{source}: no such file (give a predictions.jsonl path or an MLflow run id)")
     return load_run_predictions(client(), source)
@@ -86,7 +97,11 @@ class Paired:
     only_a: int = 0
     only_b: int = 0
     missing_value: int = 0  # in both runs, but the metric is undefined in one of them
-    duplicates: int = 0
+    duplicate_ids: list[str] = field(default_factory=list)  # rows repeating a question of their run: the first is kept
+
+    @property
+    def duplicates(self) -> int:
+        return len(self.duplicate_ids)
 
     @property
     def n(self) -> int:
@@ -97,21 +112,16 @@ class Paired:
         return self.only_a + self.only_b + self.missing_value
 
 
-def _index(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[tuple[str, str], Mapping[str, Any]], int]:
-    out: dict[tuple[str, str], Mapping[str, Any]] = {}
-    dup = 0
-    for r in rows:
-        key = (str(r.get("subset", "")), str(r["id"]))
-        if key in out:
-            dup += 1
-        out[key] = r  # a resumed run may repeat a question: the last row wins
-    return out, dup
+def _index(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[tuple[str, str], Mapping[str, Any]], list[str]]:
+    """Rows by (subset, id); a repeated question keeps its first row, as ``t2exp score`` does."""
+    first, repeated = first_of_each(((str(r.get("subset", "")), str(r["id"])), r) for r in rows)
+    return first, [str(r["id"]) for r in repeated]
 
 
 def pair_predictions(rows_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapping[str, Any]], metric: str) -> Paired:
     ia, dup_a = _index(rows_a)
     ib, dup_b = _index(rows_b)
-    p = Paired(duplicates=dup_a + dup_b)
+    p = Paired(duplicate_ids=dup_a + dup_b)
     p.only_a = len(ia.keys() - ib.keys())
     p.only_b = len(ib.keys() - ia.keys())
     for key in sorted(ia.keys() & ib.keys()):
@@ -190,6 +200,16 @@ class Comparison:
         p = self.paired
         return {"only_in_a": p.only_a, "only_in_b": p.only_b, "missing_value": p.missing_value, "duplicate_rows": p.duplicates}
 
+    @property
+    def notes(self) -> list[str]:
+        """What a reader of the comparison must know, one line each."""
+        ids = self.paired.duplicate_ids
+        if not ids:
+            return []
+        shown = ", ".join(repr(i) for i in ids[:5]) + (f", … ({len(ids) - 5} more)" if len(ids) > 5 else "")
+        return [f"{len(ids)} rows repeat a question already seen in their run; the first row of each is kept (as t2exp score "
+                f"does): {shown}"]
+
 
 def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED,
                  tracking_uri: str | None = None) -> Comparison:
@@ -200,18 +220,16 @@ def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = 
         raise CompareError("--n-boot must be >= 1")
     clients: list[Any] = []
 
-    def client() -> Any:  # only a run id needs MLflow
+    def client() -> Any:  # only a run id needs MLflow; a store that does not exist is not created
         if not clients:
-            from mlflow.tracking import MlflowClient
-
-            clients.append(MlflowClient(tracking_uri=tracking_uri or default_tracking_uri()))
+            clients.append(open_for_reading(tracking_uri or default_tracking_uri()))
         return clients[0]
 
+    if metric != "auto" and METRIC.match(metric) is None:  # before any file is read or store opened
+        raise CompareError(f"--metric={metric!r} is invalid; allowed: {METRIC_NAMES}, auto")
     rows_a = load_source(client, run_a)
     rows_b = load_source(client, run_b)
     metric = default_metric(rows_a, rows_b) if metric == "auto" else metric
-    if metric not in NM_METRICS and RANK_METRIC.match(metric) is None:
-        raise CompareError(f"--metric={metric!r}: allowed {', '.join(NM_METRICS)}, mrr_at_<k>, recall_at_<r>, auto")
     paired = pair_predictions(rows_a, rows_b, metric)
     if paired.n == 0:
         raise CompareError(

@@ -25,6 +25,7 @@ from filelock import FileLock, Timeout
 
 from t2exp.errors import OS_FAULTS, T2ExpError
 from t2exp.infra.contained import remove_file
+from t2exp.infra.jsonl import read_jsonl_objects
 
 
 class CorruptCacheError(T2ExpError):
@@ -179,23 +180,13 @@ class JsonlLog:
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield records; a torn or corrupt last line is skipped, a corrupt middle line is an error."""
+    """Yield records; a torn or corrupt last line is skipped, a corrupt middle line is an error
+    (:func:`t2exp.infra.jsonl.read_jsonl_objects`)."""
     path = Path(path)
     if not path.exists():
         return
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                return
-            raise CorruptCacheError(
-                f"{path}: line {i + 1} is not valid JSON (a damaged file); delete that line, or the file "
-                "to recompute it (LLM answers and embeddings stay cached)"
-            ) from None
+    yield from read_jsonl_objects(path, torn_tail=True, error=CorruptCacheError, advice=(
+        "a damaged file: delete that line, or the file to recompute it (LLM answers and embeddings stay cached)"))
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -222,9 +222,9 @@ def bare_float(text: object) -> float | None:
     """
     if text is None or isinstance(text, bool):
         return None
-    if isinstance(text, (int, float)):
-        return float(text)
     try:
+        if isinstance(text, (int, float)):
+            return float(text)  # an int of 309+ digits overflows
         return float(str(text).strip())
     except (ValueError, OverflowError):
         return None

@@ -67,7 +67,7 @@ def question_values(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -
         retrieved = outputs.get("retrieved")
     else:
         answer, retrieved = outputs, None
-    row: dict[str, Any] = {"id": str(expectations.get("question_id", "")), "prediction": answer}
+    row: dict[str, Any] = {"id": str(expectations.get("question_id") or "question"), "prediction": answer}  # the id is not scored here
     if retrieved is not None:
         row["retrieved"] = list(retrieved)
     (sub,), _ = parse_rows([row], "mlflow.genai outputs")

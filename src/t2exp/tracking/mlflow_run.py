@@ -12,6 +12,7 @@ from typing import Any
 
 from t2exp.errors import TrackingError, one_line
 from t2exp.infra.cache import build_lock
+from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
 
@@ -50,32 +51,6 @@ def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) ->
         first_use = build_lock(db.parent, f"{db.name}.init", timeout=600)
     with first_use:
         return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
-
-
-# MLflow's REST client retries a failed request 7 times with a doubling backoff (minutes of silence
-# when the server is gone); a run retries a few times and then says so in one line. A value the user
-# set wins.
-HTTP_RETRY_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                       "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
-HEALTH_TIMEOUT = 5.0
-
-
-def _check_server(uri: str) -> None:
-    """An MLflow server answers at ``uri`` (its ``/health``), checked before any work starts."""
-    import urllib.error
-    import urllib.request
-
-    for key, value in HTTP_RETRY_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HEALTH_TIMEOUT) as resp:
-            resp.read(64)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TrackingError(
-            f"tracking.uri={uri}: no MLflow server answers ({one_line(reason, 120)}); start it "
-            f"(mlflow server --host HOST --port PORT) or set tracking.uri to a local store (sqlite:///PATH/mlflow.db)"
-        ) from None
 
 
 def _ensure_experiment(client: Any, experiment: str, artifact_location: str | None) -> str:

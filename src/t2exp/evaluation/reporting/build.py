@@ -64,6 +64,7 @@ from t2exp.evaluation.reporting.tables import (
 from t2exp.evaluation.reporting.tuning import build_tuning, render_tuning, write_tuning_csv
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.contained import inside, safe_segment
+from t2exp.infra.mlflow_store import open_for_reading
 from t2exp.infra.paths import default_tracking_uri, work_dir
 
 TABLES = ("auto", "table3", "table4", "readings")
@@ -230,13 +231,11 @@ def report(target: str, out: str | Path | None = None, *, tracking_uri: str | No
     """The report of ``target`` (a sweep's parent run id or an experiment name) written to ``out``
     (default ``outputs/reports/<target>`` under the current directory) and, with ``log``, logged to
     MLflow. Raises :class:`ReportError` (one line) when there is nothing to report."""
-    from mlflow.tracking import MlflowClient
-
     if k is not None and k < 1:
         raise ReportError("--k must be >= 1")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise ReportError(f"--out {out}: a file, not a folder; give a folder for the report's files (it is made when missing)")
-    client = MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
+    client = open_for_reading(tracking_uri or default_tracking_uri())  # the runs' store: never a new one
     resolved = resolve_target(client, target)
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))
     names = [t.strip() for t in tables.split(",")] if isinstance(tables, str) else list(tables)

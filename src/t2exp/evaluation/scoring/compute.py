@@ -43,7 +43,8 @@ id already seen: the first is kept). A prediction without a number ("N/A", "", n
 ``unparsable`` and wrong. ``prediction`` may be a number or free text ("$1,234.5 million"):
 numbers are read with :func:`t2exp.text.numbers.extract_number`. A file whose ``prediction`` is empty
 in every row is a retrieval-only submission: no NM is computed (as for a run without a
-generator) and the output says so.
+generator) and the output says so; a run's file whose generator replied (a ``generation``) is
+scored on NM even when no reply held a number (a runaway reply in every row: NM 0).
 
 NM readings
 -----------
@@ -89,6 +90,7 @@ from t2exp.evaluation.scoring.notes import submission_notes
 from t2exp.evaluation.scoring.predictions import (
     Predictions,
     Submitted,
+    first_of_each,
     parse_rows,
     read_predictions,
 )
@@ -117,7 +119,7 @@ def score_rows(
     counts = Counts(rows=len(subs), gold=len(gold.questions))
     matched = _match(subs, gold, counts)
     retrieval = _retrieval_mode(subs, columns)
-    with_nm = any(s.prediction is not None for s in subs)
+    with_nm = any(s.prediction is not None or s.generated for s in subs)
     names = _scored_names(subs, retrieval, with_nm, k)
     per_q = _per_question(gold, matched.first, retrieval, with_nm, names, k, counts)
 
@@ -175,6 +177,7 @@ def _match(subs: list[Submitted], gold: Gold, counts: Counts) -> _Matched:
     for subset, qid in gold.all_ids:
         all_by_id.setdefault(qid, set()).add(subset)
     out = _Matched()
+    known: list[tuple[tuple[str, str], Submitted]] = []
     for s in subs:
         cands = by_id.get(s.id, [])
         if s.subset is not None and len(cands) > 1:
@@ -185,13 +188,11 @@ def _match(subs: list[Submitted], gold: Gold, counts: Counts) -> _Matched:
             out.ambiguous += len(cands) > 1
             counts.outside_sample += not cands and s.id in all_by_id
             continue
-        q = cands[0]
-        if (q.subset, q.id) in out.first:
-            counts.duplicate_ids += 1
-            out.duplicates.append(s.id)
-            continue
-        out.first[(q.subset, q.id)] = s
-        counts.subset_mismatch += s.subset is not None and s.subset != q.subset
+        known.append(((cands[0].subset, cands[0].id), s))
+    out.first, repeated = first_of_each(known)
+    out.duplicates = [s.id for s in repeated]
+    counts.duplicate_ids = len(repeated)
+    counts.subset_mismatch = sum(s.subset is not None and s.subset != subset for (subset, _), s in out.first.items())
     return out
 
 
@@ -284,8 +285,8 @@ def score(
     ``k`` is MRR@k's cut-off; ``n_boot`` bootstrap resamples (0 = no CIs) drawn with ``seed``
     (a run uses ``N_BOOT`` and ``CI_SEED``: 1000 and seed 0).
     """
-    rows, source = read_predictions(predictions)
-    subs, columns = parse_rows(rows, source)  # bad input fails before any gold is loaded
+    rows, source, where = read_predictions(predictions)
+    subs, columns = parse_rows(rows, source, where)  # bad input fails before any gold is loaded
     if gold is not None:
         g = gold_from(gold)
     else:

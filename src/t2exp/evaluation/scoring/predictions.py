@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from t2exp.data.loader import read_jsonl_objects
+from t2exp.config.checks import METRIC
 from t2exp.errors import DataError, one_line
+from t2exp.infra.jsonl import read_jsonl_numbered
 from t2exp.text.numbers import extract_number
 
 if TYPE_CHECKING:
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 
 READERS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 Predictions = Union[str, Path, "pd.DataFrame", Sequence[Mapping[str, Any]], Mapping[str, Any]]
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class Submitted:
     # a run's ranked_depth (methods.Ranking.depth): how many documents the method ranked at
     # most; a Recall@r past it is undefined (None), not a miss
     depth: int | None = None
+    # a run's row whose generator replied (its ``generation``), even with no number in the reply:
+    # NM is scored (0 for it), where a file without any prediction is a retrieval-only submission
+    generated: bool = False
 
 
 def _missing(v: Any) -> bool:
@@ -102,7 +108,8 @@ def _ranked(v: Any, where: str) -> list[str] | None:
     return [str(x) for x in v]
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
+def _read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of a file and where each is in it (``line 3`` of JSONL, else ``row 3``)."""
     import pandas as pd
 
     if not path.exists():
@@ -114,19 +121,20 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: unknown format {path.suffix or '(no suffix)'!r}; use .jsonl, .json, .csv, .tsv or .parquet")
     try:
         if kind == "jsonl":
-            return read_jsonl_objects(path)
+            numbered = read_jsonl_numbered(path)
+            return [r for _, r in numbered], [f"line {n}" for n, _ in numbered]
         if kind == "json":
             try:
-                obj = json.loads(path.read_text(encoding="utf-8"))
+                obj = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped, as in JSONL
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-            return _rows_from_object(obj, str(path))
-        if kind in ("csv", "tsv"):
+            rows = _rows_from_object(obj, str(path))
+        elif kind in ("csv", "tsv"):
             df = pd.read_csv(path, dtype=str, keep_default_na=False, sep="," if kind == "csv" else "\t")
-            df = df.replace({"": None})
+            rows = _frame_rows(df.replace({"": None}))
         else:
-            df = pd.read_parquet(path)
-        return _frame_rows(df)
+            rows = _frame_rows(pd.read_parquet(path))
+        return rows, _numbered(rows)
     except DataError:
         raise
     except UnicodeDecodeError:
@@ -152,18 +160,68 @@ def _rows_from_object(obj: Any, where: str) -> list[dict[str, Any]]:
     raise DataError(f"{where}: expected a list of rows or a mapping id → prediction, got {type(obj).__name__}")
 
 
-def read_predictions(predictions: Predictions) -> tuple[list[dict[str, Any]], str]:
-    """Rows as dicts and a label for the source."""
+def _numbered(rows: Sequence[object]) -> list[str]:
+    return [f"row {i}" for i in range(1, len(rows) + 1)]
+
+
+def read_predictions(predictions: Predictions) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """Rows as dicts, a label for the source and where each row is in it (``line 3``, ``row 3``):
+    the one reader of submitted and logged predictions (``t2exp score``, ``t2exp compare``)."""
     if isinstance(predictions, (str, Path)):
         path = Path(predictions)
-        return _read_rows(path), str(path)
+        rows, where = _read_rows(path)
+        return rows, str(path), where
     if hasattr(predictions, "to_dict") and hasattr(predictions, "columns"):
-        return _frame_rows(predictions), "DataFrame"
+        rows = _frame_rows(predictions)
+        return rows, "DataFrame", _numbered(rows)
     kind = "dict" if isinstance(predictions, Mapping) else "list"
-    return _rows_from_object(predictions, f"predictions ({kind})"), kind
+    rows = _rows_from_object(predictions, f"predictions ({kind})")
+    return rows, kind, _numbered(rows)
 
 
-def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted], set[str]]:
+def row_id(row: Mapping[str, Any], where: str) -> str:
+    """A row's question id; a row without one is an error naming it."""
+    qid = _text(row.get("id"))
+    if qid is None:
+        raise DataError(f"{where}: no 'id' (every row needs the id of its question)")
+    return qid
+
+
+def first_of_each(items: Iterable[tuple[K, T]]) -> tuple[dict[K, T], list[T]]:
+    """The one rule for a key seen twice (a question a resumed run or a submission repeats): the
+    first item of each key is kept; the later ones come back, in order, as the duplicates."""
+    first: dict[K, T] = {}
+    duplicates: list[T] = []
+    for key, item in items:
+        if key in first:
+            duplicates.append(item)
+        else:
+            first[key] = item
+    return first, duplicates
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def logged_rows(rows: list[dict[str, Any]], source: str, where: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """A run's prediction rows as ``t2exp compare`` and the report read them: each has an id, its
+    per-question metric values (``nm``, ``mrr_at_3``, ...) are numbers or null, and ``retrieved``
+    is read as the scorer reads it (a list, or a JSON list in a string). A row that breaks one is
+    an error naming the source, the line and the field."""
+    where = where or _numbered(rows)
+    out = []
+    for r, at in zip(rows, where, strict=True):
+        at = f"{source}: {at}"
+        row_id(r, at)
+        bad = next((k for k, v in r.items() if METRIC.match(k) and v is not None and not _is_number(v)), None)
+        if bad is not None:
+            raise DataError(f"{at}: field {bad!r} is {one_line(repr(r[bad]), 60)}, not a number; a metric value is a number or null")
+        out.append({**r, "retrieved": _ranked(r["retrieved"], at)} if "retrieved" in r else r)
+    return out
+
+
+def parse_rows(rows: list[dict[str, Any]], source: str, where: Sequence[str] | None = None) -> tuple[list[Submitted], set[str]]:
     columns: set[str] = set()
     for r in rows:
         columns.update(r)
@@ -175,20 +233,22 @@ def parse_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Submitted]
                 f"{source}: no {col!r} column (columns: {', '.join(sorted(columns))[:200]}); predictions need id and prediction"
             )
     out = []
-    for i, r in enumerate(rows, 1):
+    for i, (r, at) in enumerate(zip(rows, where or _numbered(rows), strict=True), 1):
         raw = r.get("prediction")
+        at = f"{source}: {at}"
         out.append(
             Submitted(
                 row=i,
-                id=_text(r.get("id")) or "",
+                id=row_id(r, at),
                 subset=_text(r.get("subset")),
                 prediction=None if _absent(raw) else raw,
                 value=None if _absent(raw) else extract_number(raw),
-                retrieved=_ranked(r.get("retrieved"), f"{source}: row {i}") if "retrieved" in r else None,
+                retrieved=_ranked(r.get("retrieved"), at) if "retrieved" in r else None,
                 context_id=_text(r.get("context_id")),
                 text=r.get("answer_text") if "answer_text" in r else raw,
                 dense=_dense(r.get("retrieved_dense")),
                 depth=_depth(r.get("ranked_depth")),
+                generated=r.get("generation") is not None,
             )
         )
     return out, columns
