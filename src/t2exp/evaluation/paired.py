@@ -28,6 +28,7 @@ from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import T2ExpError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import NM_METRICS, RANK_METRIC, question_value
+from t2exp.evaluation.questions import index_by_question
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
 from t2exp.infra.paths import default_tracking_uri
 
@@ -98,14 +99,7 @@ class Paired:
 
 
 def _index(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[tuple[str, str], Mapping[str, Any]], int]:
-    out: dict[tuple[str, str], Mapping[str, Any]] = {}
-    dup = 0
-    for r in rows:
-        key = (str(r.get("subset", "")), str(r["id"]))
-        if key in out:
-            dup += 1
-        out[key] = r  # a resumed run may repeat a question: the last row wins
-    return out, dup
+    return index_by_question(rows)  # a resumed run may repeat a question: the last row wins
 
 
 def pair_predictions(rows_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapping[str, Any]], metric: str) -> Paired:
