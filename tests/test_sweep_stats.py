@@ -118,3 +118,32 @@ def test_traced_questions_are_a_function_of_the_question_ids():
     assert ids == [(r["subset"], r["id"]) for r in traced_rows(shuffled, limit=15)]
     assert len(ids) == 15 == len(set(ids)) and ids == sorted(ids)
     assert len(traced_rows(shuffled)) == 40  # no limit: every question once
+
+
+def test_the_report_writes_the_rank_breakdown_of_runs_with_nm(tmp_path):
+    """make_report on two hand-made runs (logged metrics and predictions rows): ranks.md|csv hold
+    each run's NM by gold rank as rank_breakdown computes it, and the description links each run."""
+    import csv
+
+    from t2exp.evaluation.reporting.build import make_report
+    from t2exp.evaluation.reporting.runs import Target
+    from t2exp.evaluation.reporting.tables import CellSource
+
+    preds = {
+        "a" * 32: [_row("1", "FinQA", ["g"], 1.0), _row("2", "FinQA", ["x", "g"], 0.0), _row("3", "FinQA", ["x", "y", "z"], 0.0)],
+        "b" * 32: [_row("1", "FinQA", ["g"], 1.0), _row("2", "FinQA", ["g"], 1.0), _row("3", "FinQA", ["x", "g"], 1.0)],
+    }
+    runs = [_run("a" * 32, "base"), _run("b" * 32, "hybrid")]
+    for r in runs:
+        nm = 100 * sum(p["nm"] for p in preds[r.run_id]) / 3
+        r.metrics = {"FinQA/nm": nm, "avg/nm": nm, "FinQA/mrr_at_3": 50.0, "avg/mrr_at_3": 50.0}
+    result = make_report(Target("test", "7", "c" * 32, runs), tmp_path, CellSource(preds.get), n_boot=20)
+    rows = {(r["run_id"], r["subset"]): r for r in csv.DictReader(open(tmp_path / "ranks.csv", encoding="utf-8"))}
+    a = rows[("a" * 32, "FinQA")]
+    assert (a["nm_rank_1"], a["n_rank_1"], a["nm_ranks_2_k"], a["nm_not_retrieved"], a["n_all"]) == ("100.0", "1", "0.0", "0.0", "3")
+    b = rows[("b" * 32, "avg")]
+    assert (b["n_rank_1"], b["n_ranks_2_k"], b["n_not_retrieved"], b["nm_all"]) == ("2", "1", "0", "100.0")
+    md = (tmp_path / "ranks.md").read_text(encoding="utf-8")
+    assert "| RAG method | Subset | NM, gold at rank 1 | NM, gold at ranks 2–3 | NM, gold not in top 3 | NM, all |" in md
+    assert tmp_path / "ranks.csv" in result.files and "## NM by where the gold document ranked" in (tmp_path / "report.md").read_text()
+    assert "[base · minilm · k=3](#/experiments/7/runs/" + "a" * 32 + ")" in result.description
