@@ -117,3 +117,27 @@ def test_a_resumed_run_traces_each_question_once(tmp_path):
     ids = [t.info.tags["t2exp.question_id"] for t in client.search_traces(locations=[finished.info.experiment_id],
                                                                           run_id=finished.info.run_id)]
     assert len(set(ids)) == 3
+
+
+def test_two_cells_over_the_same_questions_trace_the_same_ones(tmp_path):
+    """A sweep's two cells over the same 8 questions, past `tracking.trace_limit=5`: each traces
+    the same 5 questions (chosen by question id, not by order or time), and each trace's inputs
+    (what the MLflow UI pairs two runs' traces by) name its question, so the trace comparison of
+    the two cells pairs every row with the same question of the other cell."""
+    import json
+
+    from conftest import mlflow_runs, run_app
+
+    run_app(["-m", "rag_method=bm25,oracle", "generator=none", "dataset.limit=4", "tracking.trace_limit=5"],
+            tmp_path / "cache", tmp_path, traces=True)
+    client, runs = mlflow_runs(tmp_path)
+    cells = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    traced = {}
+    for c in cells:
+        traces = client.search_traces(locations=[c.info.experiment_id], run_id=c.info.run_id)
+        ids = [t.info.tags["t2exp.question_id"] for t in traces]
+        assert len(ids) == len(set(ids)) == 5
+        previews = {t.info.request_preview for t in traces}
+        assert len(previews) == 5 and all(json.loads(p)["question_id"] in ids for p in previews)
+        traced[c.info.run_id] = previews
+    assert len(cells) == 2 and len({frozenset(p) for p in traced.values()}) == 1  # the same questions, the same inputs

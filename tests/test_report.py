@@ -64,7 +64,7 @@ def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
     rows = {r["run_id"]: r for r in _csv(out / "table3.csv")}
     assert set(rows) == {c.info.run_id for c in children}
     md = (out / "table3.md").read_text(encoding="utf-8")
-    assert "| Generator | RAG method | FinQA MRR@3 | TAT-DQA MRR@3 | Avg MRR@3 | Δ vs best (p) |" in md
+    assert "| Generator | RAG method | FinQA MRR@3 | TAT-DQA MRR@3 | Avg MRR@3 | Δ vs best | p | p (Holm, m=1) |" in md
     for child in children:
         m, row = child.data.metrics, rows[child.info.run_id]
         assert row["rag_method"] == child.data.params["rag_method.name"] and row["generator"] == "none"
@@ -80,8 +80,8 @@ def test_report_on_parent_run_equals_child_metrics(method_sweep, tmp_path):
     # Δ vs best: the best row says so; the other is compared on the 20 shared questions
     best = max(children, key=lambda c: c.data.metrics["avg/mrr_at_3"])
     other = next(c for c in children if c is not best)
-    assert rows[best.info.run_id]["delta_vs_best"] == "0.0"
-    delta = float(rows[other.info.run_id]["delta_vs_best"])
+    assert rows[best.info.run_id]["delta_vs_baseline"] == "0.0"
+    delta = float(rows[other.info.run_id]["delta_vs_baseline"])
     assert delta == pytest.approx(other.data.metrics["avg/mrr_at_3"] - best.data.metrics["avg/mrr_at_3"], abs=1e-3)  # logged: 4 decimals
     assert rows[other.info.run_id]["delta_n"] == "20" and 0 < float(rows[other.info.run_id]["delta_p"]) <= 1
     assert "| best |" in md
@@ -244,3 +244,102 @@ def test_an_experiment_name_is_one_folder_under_outputs_reports(tmp_path, experi
     assert proc.returncode == 0, proc.stderr[-3000:]
     written = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
     assert written and all(p.startswith(f"outputs/reports/{folder}/") for p in written), written
+
+
+def _exact_sign_flip_p(diffs: list[float]) -> float:
+    """By hand: every sign pattern of the non-zero differences (a zero's sign changes nothing),
+    the share whose |sum| reaches the observed |sum|."""
+    import itertools
+
+    nz = [d for d in diffs if d != 0]
+    observed = abs(sum(nz))
+    hits = sum(abs(sum(s * d for s, d in zip(signs, nz, strict=True))) >= observed - 1e-9
+               for signs in itertools.product((1, -1), repeat=len(nz)))
+    return hits / 2 ** len(nz)
+
+
+def _holm_by_hand(ps: list[float]) -> list[float]:
+    """Holm written out for the test: the i-th smallest p (i from 0) times (m - i), a running
+    maximum, capped at 1."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for i, j in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - i) * ps[j]))
+        out[j] = running
+    return out
+
+
+@pytest.fixture(scope="module")
+def three_cells(shared_cache, tmp_path_factory):
+    """Three retrieval-only cells over the same 10 questions (5 per subset): 2**10 sign patterns,
+    so `--n-boot 1024` makes every permutation p exact."""
+    tracking = tmp_path_factory.mktemp("three_cells")
+    run_app(["-m", "rag_method=bm25,bm25f,oracle", "generator=none", "dataset.limit=5"], shared_cache, tracking)
+    return tracking
+
+
+def _mrr(client, run_id: str, tmp_path: Path) -> dict[tuple[str, str], float]:
+    path = Path(client.download_artifacts(run_id, "predictions.jsonl", str(tmp_path / run_id)))
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return {(r["subset"], r["id"]): r["mrr_at_3"] for r in rows}
+
+
+def test_sweep_report_holm_corrects_the_p_values_of_every_row_against_the_baseline(three_cells, tmp_path):
+    client, runs = mlflow_runs(three_cells)
+    (parent,), children = _split(runs)
+    uri = f"sqlite:///{three_cells / 'mlflow.db'}"
+    mrr = {c.info.run_id: _mrr(client, c.info.run_id, tmp_path) for c in children}
+    by_method = {c.data.params["rag_method.name"]: c.info.run_id for c in children}
+
+    def check(out: Path, baseline_id: str, word: str) -> None:
+        rows = {r["run_id"]: r for r in _csv(out / "table3.csv")}
+        others = [rid for rid in rows if rid != baseline_id]
+        assert rows[baseline_id]["delta_vs_baseline"] == "0.0" and len(others) == 2
+        raw = [_exact_sign_flip_p([mrr[rid][q] - mrr[baseline_id][q] for q in sorted(mrr[rid])]) for rid in others]
+        assert [float(rows[rid]["delta_p"]) for rid in others] == pytest.approx(raw)
+        assert [float(rows[rid]["delta_p_holm"]) for rid in others] == pytest.approx(_holm_by_hand(raw))
+        assert {rows[rid]["holm_m"] for rid in others} == {"2"} and {r["baseline_run_id"] for r in rows.values()} == {baseline_id}
+        md = (out / "table3.md").read_text(encoding="utf-8")
+        assert f"| Δ vs {word} | p | p (Holm, m=2) |" in md and f"| {word} |" in md
+
+    _report(parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "best"), "--n-boot", "1024", "--no-log")
+    assert by_method["oracle"] == next(r["run_id"] for r in _csv(tmp_path / "best" / "table3.csv") if r["delta_vs_baseline"] == "0.0")
+    check(tmp_path / "best", by_method["oracle"], "best")
+    compared = [r for r in _csv(tmp_path / "best" / "table3.csv") if r["delta_p"]]
+    assert any(float(r["delta_p_holm"]) > float(r["delta_p"]) for r in compared)  # the correction changed a p
+
+    _report(parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "named"), "--n-boot", "1024", "--no-log",
+            "--baseline", "rag_method=bm25", "--pairs")
+    check(tmp_path / "named", by_method["bm25"], "baseline")
+    pairs = _csv(tmp_path / "named" / "pairs.csv")
+    assert len(pairs) == 3 and {p["holm_m"] for p in pairs} == {"3"}
+    raw = [_exact_sign_flip_p([mrr[p["run_id_a"]][q] - mrr[p["run_id_b"]][q] for q in sorted(mrr[p["run_id_a"]])]) for p in pairs]
+    assert [float(p["p"]) for p in pairs] == pytest.approx(raw)
+    assert [float(p["p_holm"]) for p in pairs] == pytest.approx(_holm_by_hand(raw))
+    assert "p (Holm, m=3)" in (tmp_path / "named" / "pairs.md").read_text(encoding="utf-8")
+
+    bad = cli(__import__("t2exp.cli.report", fromlist=["main"]).main,
+              [parent.info.run_id, "--tracking-uri", uri, "--no-log", "--out", str(tmp_path / "bad"), "--baseline", "rag_method=hyde"],
+              prog="t2exp report")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("t2exp report: error: --baseline 'rag_method=hyde': no run")
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_sweep_parent_description_links_short_named_cells_and_headline_metrics_sort_first(three_cells):
+    client, runs = mlflow_runs(three_cells)
+    (parent,), children = _split(runs)
+    names = sorted(c.info.run_name for c in children)
+    assert names == ["bm25 · minilm · k=3", "bm25f · minilm · k=3", "oracle · minilm · k=3"]
+    note = parent.data.tags["mlflow.note.content"]
+    exp = parent.info.experiment_id
+    for c in children:  # one linked row per cell, with its logged numbers
+        row = next(x for x in note.splitlines() if x.startswith(f"| [{c.info.run_name}](#/experiments/{exp}/runs/{c.info.run_id}) |"))
+        assert f"{c.data.metrics['TAT-DQA/mrr_at_3']:.1f} [" in row
+    assert "p (Holm, m=2)" in note and "table3_bars.png" in note
+    logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert "report/table3_bars.png" in logged  # the image itself: the artifact view shows it as a picture
+    for c in children:
+        keys = sorted(c.data.metrics)  # the MLflow runs table's column order (JavaScript's sort of the keys)
+        headline = [k for k in keys if k.startswith("0_")]
+        assert keys[: len(headline)] == headline == ["0_FinQA/mrr_at_3", "0_TAT-DQA/mrr_at_3", "0_avg/mrr_at_3"]
+        assert all(c.data.metrics[k] == c.data.metrics[k[2:]] for k in headline)

@@ -197,3 +197,20 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
         assert len(runs) == 2 and [r.info.status for r in runs].count("FINISHED") == 1  # the first's end could not be written
     finally:
         server.kill()
+
+
+def test_traces_of_two_runs_over_the_same_questions_cover_the_same_ids(tmp_path):
+    """Tracker.log_traces on a real store: one run's rows in question order, the other's in
+    another order with a repeated row (a resumed run's); past the limit both trace each question
+    once, the same questions."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    rows = [{"id": f"q{i}", "subset": "FinQA" if i % 2 else "TAT-DQA", "question": f"question {i}", "context_id": "g",
+             "retrieved": ["g", "x"], "mrr_at_3": 1.0, "prediction": 1.0} for i in range(7)]
+    ids = {}
+    for name, its_rows in {"a": rows, "b": [*rows[::-1], rows[2]]}.items():
+        tracker = Tracker(uri, "t2exp", str(tmp_path / "artifacts"), name, {})
+        assert tracker.log_traces(its_rows, 3, limit=4) == 4
+        found = tracker.client.search_traces(locations=[tracker.experiment_id], run_id=tracker.run_id)
+        ids[name] = sorted(t.info.tags["t2exp.question_id"] for t in found)
+        tracker.finish()
+    assert ids["a"] == ids["b"] and len(set(ids["a"])) == 4

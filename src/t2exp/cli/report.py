@@ -43,7 +43,11 @@ def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
     p.add_argument("--tables", default="auto",
                    help="auto (table3; + table4 for embedder sweeps; + readings for protocol sweeps) or a list: "
                         "table3,table4,readings")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"resamples / sign patterns for 'Δ vs best' (default {N_BOOT})")
+    p.add_argument("--baseline", metavar="RUN|KEY=VALUE",
+                   help="the row 'Δ vs' compares every other row with: a run id (6+ characters) or overrides one run has, "
+                        "e.g. 'rag_method=base' (default: the row with the best average)")
+    p.add_argument("--pairs", action="store_true", help="also compare every two rows (pairs.md|csv), Holm-corrected over all pairs")
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"resamples / sign patterns for 'Δ vs' (default {N_BOOT})")
     p.add_argument("--seed", type=int, default=CI_SEED)
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
     return p
@@ -58,7 +62,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp report") -> int:
         if not args.target:
             raise ReportError("give a TARGET (a sweep's parent run id or an experiment name), or --errors RUN")
         result = report(args.target, args.out, tracking_uri=args.tracking_uri, k=args.k, tables=args.tables, n_boot=args.n_boot,
-                        seed=args.seed, log=not args.no_log)
+                        seed=args.seed, log=not args.no_log, baseline=args.baseline, pairs=args.pairs)
     except T2ExpError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

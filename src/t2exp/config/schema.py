@@ -169,7 +169,7 @@ class TrackingConfig:
     uri: str = f"sqlite:///${{paths.work}}/{DEFAULT_STORE}"  # or http://HOST:5000 for a shared server
     artifact_location: str | None = f"${{paths.work}}/{DEFAULT_ARTIFACTS}"
     experiment: str = "${experiment_name}"
-    traces: bool | None = None  # one MLflow trace per question; null = on for runs of <= trace_limit questions
+    traces: bool | None = None  # one MLflow trace per question; null = for at most trace_limit questions, chosen by id
     trace_limit: int = 500
 
     def __post_init__(self) -> None:

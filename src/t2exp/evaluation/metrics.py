@@ -228,3 +228,22 @@ def flatten_table(table: Mapping[str, Mapping[str, MetricValue]]) -> dict[str, f
                 out[f"{subset}/{name}_ci_low"] = mv.ci_low
                 out[f"{subset}/{name}_ci_high"] = mv.ci_high
     return out
+
+
+# The MLflow runs table orders metric columns by key (the UI sorts the keys as strings: digits,
+# then upper case, then lower case), so FinQA's fifteen metrics and CIs come before TAT-DQA's and
+# avg's. A run also logs its headline numbers under the same names with this prefix: they sort
+# first, as the table's first columns (and a chart section of their own).
+HEADLINE_PREFIX = "0_"
+
+
+def headline_metrics(metrics: Mapping[str, float], k: int) -> dict[str, float]:
+    """The headline copies of a run's flat metrics: per subset and ``avg``, NM and MRR@k
+    (``0_TAT-DQA/mrr_at_3`` = ``TAT-DQA/mrr_at_3``), for those the run has."""
+    wanted = ("nm", f"mrr_at_{k}")
+    return {f"{HEADLINE_PREFIX}{key}": v for key, v in metrics.items()
+            if "/" in key and key.partition("/")[2] in wanted and not key.startswith(HEADLINE_PREFIX)}
+
+
+def is_headline(name: str) -> bool:
+    return name.startswith(HEADLINE_PREFIX)

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp import config
 from t2exp.errors import ConfigError, T2ExpError, TrackingError
 from t2exp.evaluation import tabular
-from t2exp.evaluation.metrics import metric_label
+from t2exp.evaluation.metrics import headline_metrics, metric_label
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
@@ -28,6 +28,7 @@ from t2exp.pipeline.identity import cell_key, data_fingerprint, without_meta
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
+from t2exp.tracking.names import cell_name
 from t2exp.tracking.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")
@@ -58,7 +59,9 @@ def objective_value(cfg: DictConfig, metrics: dict[str, float]) -> float | None:
 
 
 def _run_name(cfg: DictConfig) -> str:
-    return f"{cfg.rag_method.name}-{cfg.embedder.name}-{cfg.generator.name}-k{cfg.k}"
+    """``bm25f · minilm · k=3``: short enough for the MLflow runs table; a sweep's end adds the
+    keys its cells differ in (:func:`t2exp.tracking.names.name_sweep_cells`)."""
+    return cell_name(str(cfg.rag_method.name), str(cfg.embedder.name), str(cfg.k))
 
 
 def _stop_grace() -> float:
@@ -165,7 +168,7 @@ def _run_cell(
         tracker.log_params(params)
         tracker.log_inputs(components.parts.subsets)
         result = run_experiment(components)
-        tracker.log_metrics(result.metrics)
+        tracker.log_metrics({**result.metrics, **headline_metrics(result.metrics, components.settings.k)})
         _log_artifacts(tracker, cfg, components, result)
         _log_views(tracker, cfg, components, result)
         status = "FINISHED"
@@ -216,15 +219,16 @@ def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Res
 
 def _log_views(tracker: Tracker, cfg: DictConfig, c: Components, result: Result) -> None:
     """The run as the MLflow UI shows it: its result table as the description, the predictions as
-    an MLflow table, and (up to ``tracking.trace_limit`` questions, or as ``tracking.traces`` says)
-    one trace per question."""
+    an MLflow table, and one trace per question: for every question with ``tracking.traces=true``,
+    none with ``false``, else for at most ``tracking.trace_limit`` questions, chosen by question id
+    alone (``inspection.traced_rows``: two cells over the same questions trace the same ones)."""
     rows = list(read_jsonl(result.predictions_path))
     what = f"**{_run_name(cfg)}** on {', '.join(f'{s.name} ({len(s.questions)} questions)' for s in c.parts.subsets)}"
     tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, c.settings.k), what)})
     tracker.log_table(predictions_table(rows), TABLE_FILE)
     wanted = cfg.tracking.get("traces")
-    if wanted or (wanted is None and len(rows) <= int(cfg.tracking.get("trace_limit", 500))):
-        tracker.log_traces(rows, c.settings.k, result.spans)
+    if wanted is not False:
+        tracker.log_traces(rows, c.settings.k, result.spans, limit=None if wanted else int(cfg.tracking.get("trace_limit", 500)))
 
 
 def _print_summary(result: Result, c: Components, tracker: Tracker, cfg: DictConfig) -> None:

@@ -6,8 +6,9 @@ id in ``T2EXP_PARENT_RUN_ID`` so jobs (basic, joblib, submitit launchers) attach
 ``on_job_start`` runs in the job process and sets the variable again from this callback's own
 ``parent_id`` (launchers pickle the callbacks to their workers): a loky worker reused by a later
 sweep in the same interpreter would otherwise still carry the previous sweep's id.
-``on_multirun_end`` logs the sweep's report (``t2exp.report`` of the parent: tables and plots under
-``report/``) and closes the parent as FINISHED, or FAILED when a child failed; because Hydra
+``on_multirun_end`` names each cell by what tells it apart (``base · minilm · k=3``), logs the sweep's
+report (``t2exp.report`` of the parent: tables and plots under ``report/``, its headline table as the
+parent's description) and closes the parent as FINISHED, or FAILED when a child failed; because Hydra
 does not call it when a job raises, an ``atexit`` hook closes a still-running parent as FAILED.
 """
 
@@ -80,10 +81,24 @@ class MLflowSweepCallback(Callback):
             return
         from mlflow.tracking import MlflowClient
 
+        self._name_cells()
         self._report()
         MlflowClient(tracking_uri=self.uri).set_terminated(self.parent_id, status=self._children_status())
         log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", self.parent_id)
         os.environ.pop(PARENT_ENV, None)
+
+    def _name_cells(self) -> None:
+        """Each child run named by what tells it apart (:func:`t2exp.tracking.names.name_sweep_cells`);
+        a store that fails here leaves the names as they were and the sweep ends normally."""
+        from mlflow.tracking import MlflowClient
+
+        from t2exp.tracking.names import name_sweep_cells
+
+        assert self.parent_id is not None, "on_multirun_start created the parent"
+        try:
+            name_sweep_cells(MlflowClient(tracking_uri=self.uri), self.parent_id)
+        except Exception as exc:  # best effort: the names are a convenience, the runs are logged
+            log.warning("sweep cells not renamed: %s", one_line(exc, 200))
 
     def _report(self) -> None:
         """The Table-3/Table-4 report of the finished cells, logged on the parent run; a sweep

@@ -2,7 +2,8 @@
 on its runs table, each run names its datasets (MLflow dataset inputs), its code version and
 source, carries its result table as its description, its per-question predictions as an MLflow
 table (the artifact view compares runs question by question) and, for runs up to
-``tracking.trace_limit`` questions, one trace per question (retrieve → generate → score spans).
+``tracking.trace_limit`` questions, one trace per question (retrieve → generate → score spans;
+past the limit, the same sample of ``trace_limit`` questions in every run that asked them).
 
 Everything here reads what the run already produced (the loaded subsets, the prediction rows);
 nothing is recomputed.
@@ -10,6 +11,7 @@ nothing is recomputed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.evaluation.metrics import question_metric_names
+from t2exp.evaluation.questions import index_by_question
 from t2exp.tracking.genai import rationale
 
 # the experiment kind the MLflow UI opens on: "custom_model_development" is the runs table
@@ -89,9 +92,30 @@ def predictions_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]
     return {c: [cell(r.get(c)) for r in rows] for c in TABLE_COLUMNS}
 
 
+def traced_rows(rows: Sequence[Mapping[str, Any]], limit: int | None = None) -> list[Mapping[str, Any]]:
+    """The rows a run traces, a function of the question ids alone (not of the rows' order, their
+    times or a repeated row), so two runs over the same questions trace the same ones: each
+    question once (its first row, as every reader of predictions.jsonl takes it), sorted by
+    (subset, id); past ``limit`` questions, the ``limit`` whose ``sha256("<subset>/<id>")`` is
+    smallest (a sample every run with these questions draws alike)."""
+    latest, _ = index_by_question(rows)
+    keys = sorted(latest)
+    if limit is not None and len(keys) > limit:
+        keys = sorted(sorted(keys, key=_question_hash)[: max(0, limit)])
+    return [latest[key] for key in keys]
+
+
+def _question_hash(key: tuple[str, str]) -> str:
+    return hashlib.sha256(f"{key[0]}/{key[1]}".encode()).hexdigest()
+
+
 def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapping[str, Any]], k: int,
-               spans: Mapping[str, Mapping[str, tuple[int, int]]] | None = None, tracking_uri: str | None = None) -> int:
-    """One trace per question, linked to the run: ``retrieve`` (the query's ranked ids and
+               spans: Mapping[str, Mapping[str, tuple[int, int]]] | None = None, tracking_uri: str | None = None,
+               limit: int | None = None) -> int:
+    """One trace per question of :func:`traced_rows` (``limit``: at most that many), linked to
+    the run. Its inputs name the question id first: the MLflow UI pairs two runs' traces by their
+    inputs (``request_preview``), so a question pairs with itself and nothing else. Spans:
+    ``retrieve`` (the query's ranked ids and
     scores), ``generate`` (prompt tokens, raw output, finish reason), ``score`` (the parsed answer
     and its metrics), each span with its real start and end (``spans``: the run's
     ``Tally.spans``; a question resumed from an earlier process has none and shows when it was
@@ -99,10 +123,10 @@ def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapp
     of the question as CODE feedback with a one-line rationale (:func:`assess`)."""
     spans = spans or {}
     traced = []
-    for r in rows:
+    for r in traced_rows(rows, limit):
         times = spans.get(str(r["id"]), {})
         root = client.start_trace(f"question {r['id']}", span_type="CHAIN", experiment_id=experiment_id, run_id=run_id,
-                                  inputs={"question": r.get("question"), "subset": r.get("subset")},
+                                  inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
                                   tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))},
                                   start_time_ns=min((t[0] for t in times.values()), default=None))
         tid, pid = root.trace_id, root.span_id

@@ -183,8 +183,8 @@ class Tracker:
         self.client.log_table(self.run_id, data=dict(data), artifact_file=artifact_file)
 
     @_store_call
-    def log_traces(self, rows: Any, k: int, spans: Any = None) -> int:
-        return log_traces(self.client, self.experiment_id, self.run_id, rows, k, spans, tracking_uri=self.uri)
+    def log_traces(self, rows: Any, k: int, spans: Any = None, limit: int | None = None) -> int:
+        return log_traces(self.client, self.experiment_id, self.run_id, rows, k, spans, tracking_uri=self.uri, limit=limit)
 
     @_store_call
     def finish(self, status: str = "FINISHED") -> None:

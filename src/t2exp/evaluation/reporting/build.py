@@ -9,9 +9,13 @@ an experiment:
 
 - ``table3.md|csv``: rows generator x rag_method (+ every other key that differs between the
   runs, e.g. embedder, k, dataset.corpus_size); columns NM and MRR@k per subset and the
-  question-weighted average, each with its 95 % bootstrap CI, and "Δ vs best (p)": the paired
-  difference to the best row on the questions both answered (paired bootstrap CI, sign-flip
-  permutation p; :mod:`t2exp.evaluation.paired`).
+  question-weighted average, each with its 95 % bootstrap CI, and "Δ vs best": the paired
+  difference to the best row (``--baseline``: the row it names) on the questions both answered
+  (paired bootstrap CI, sign-flip permutation p; :mod:`t2exp.evaluation.paired`) with that p
+  Holm–Bonferroni-corrected over the rows compared ("p (Holm, m=7)"; :func:`t2exp.evaluation.stats.holm`).
+- ``ranks.md|csv`` when the runs have NM: NM by where the gold document ranked (rank 1, ranks
+  2..k, not in the top k), per run and subset (:mod:`t2exp.evaluation.reporting.ranks`).
+- ``pairs.md|csv`` with ``--pairs``: every two rows compared, Holm-corrected over all pairs.
 - ``readings.md|csv`` when the runs differ in ``protocol`` or follow the authors' (``protocol=paper``):
   rows rag_method x protocol; per subset NM and MRR@k in both orders, and for the weighted average
   NM, NM-bare, NM-strict, MRR@k and R@1 in both orders and R@5 (``--tables readings`` for any runs).
@@ -25,6 +29,9 @@ an experiment:
 - ``tuning.md|csv`` when runs on held-out questions (``dataset.fold_role=eval``) have a twin on the
   questions they were tuned on (``fold_role=tune``, same config otherwise): both side by side.
 - ``table3_bars.png``, ``table4_bars.png``: grouped bars per subset with the CIs.
+
+The run the report is logged to (the parent, or the ``report`` run) carries the Table 3 layout with
+a link to each cell as its MLflow description (``mlflow.note.content``).
 
 Every number is a child's logged metric (``<subset>/<metric>`` and its ``_ci_low/_ci_high``),
 copied exactly into the CSV. Only a retrieval metric a run did not log (MRR@5 of a k=3 run) is
@@ -42,9 +49,13 @@ from typing import Any
 
 from t2exp.evaluation.paired import load_run_predictions
 from t2exp.evaluation.reporting.ladder import build_ladder, render_ladder, write_ladder_csv
+from t2exp.evaluation.reporting.pairs import build_pairs, render_pairs, write_pairs_csv
 from t2exp.evaluation.reporting.plots import MAX_BAR_ROWS, plot_bars, plot_curve
+from t2exp.evaluation.reporting.ranks import build_ranks, render_ranks, write_ranks_csv
 from t2exp.evaluation.reporting.render import (
+    HEADERS,
     render_curve,
+    render_headline,
     render_markdown,
     write_csv,
     write_curve_csv,
@@ -76,6 +87,7 @@ class ReportResult:
     files: list[Path]
     tables: dict[str, Table]
     logged_to: str | None = None
+    description: str = ""  # the headline Markdown logged as the run's MLflow description
 
 
 def _common_k(runs: Sequence[RunInfo]) -> int:
@@ -88,9 +100,12 @@ def _common_k(runs: Sequence[RunInfo]) -> int:
 
 
 def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None = None, n_boot: int = N_BOOT,
-                seed: int = CI_SEED, tables: Sequence[str] = ("auto",)) -> ReportResult:
+                seed: int = CI_SEED, tables: Sequence[str] = ("auto",), baseline: str | None = None,
+                pairs: bool = False) -> ReportResult:
     """Every table ``tables`` asks for (``auto``: those the runs call for), written to ``out_dir``
-    as Markdown, CSV and plots, and ``report.md`` holding them all."""
+    as Markdown, CSV and plots, and ``report.md`` holding them all. ``baseline``: the row the Δ
+    columns compare with (:func:`~t2exp.evaluation.reporting.tables.select_baseline`; default the
+    best); ``pairs``: every two rows compared too (``pairs.md|csv``)."""
     runs = target.runs
     k = k or _common_k(runs)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +118,7 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
                 f"{len(runs)} run(s); generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}; "
                 f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.", ""]
     sections += [f"Note: {n}" for n in target.notes]
-    t3, built = _paper_tables(runs, subsets, k, want, source, n_boot, seed)
+    t3, built = _paper_tables(runs, subsets, k, want, source, n_boot, seed, baseline)
     ladder = build_ladder(runs, subsets, k, source, n_boot, seed)
     if ladder is not None:
         sections.append(_write_section(out_dir, "ladder", render_ladder(ladder), lambda p: write_ladder_csv(ladder, p), files))
@@ -112,17 +127,47 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
         sections.append(_write_section(out_dir, "tuning", render_tuning(tuning), lambda p: write_tuning_csv(tuning, p), files))
     for name, t in built.items():
         sections += _write_table(out_dir, name, t, files)
+    sections += _extra_sections(out_dir, t3, subsets, k, source, n_boot, seed, pairs, files)
     sizes = {r.label("dataset.corpus_size") for r in runs}
     if len(sizes) > 1 and "-" not in sizes:
         sections += _corpus_size_section(out_dir, runs, t3.keys, subsets, f"mrr_at_{k}", source, files)
     report = out_dir / "report.md"
     report.write_text("\n".join(sections), encoding="utf-8")
     files.insert(0, report)
-    return ReportResult(out_dir, files, built)
+    return ReportResult(out_dir, files, built, description=_description(target, t3, files))
+
+
+def _extra_sections(out_dir: Path, t3: Table, subsets: list[str], k: int, source: CellSource, n_boot: int, seed: int,
+                    pairs: bool, files: list[Path]) -> list[str]:
+    """NM by the gold document's rank (runs with NM), and with ``pairs`` every two rows compared."""
+    out = []
+    ranks = build_ranks(t3.runs, t3.keys, subsets, k, source)
+    if ranks is not None:
+        out.append(_write_section(out_dir, "ranks", render_ranks(ranks, HEADERS), lambda p: write_ranks_csv(ranks, p), files))
+    if pairs:
+        if t3.primary is None:  # --tables without table3: its rows were not compared with a baseline
+            add_deltas(t3, ["nm", f"mrr_at_{k}"], source, n_boot, seed)
+        all_pairs = build_pairs(t3, source, n_boot, seed)
+        if all_pairs is not None:
+            out.append(_write_section(out_dir, "pairs", render_pairs(all_pairs, HEADERS), lambda p: write_pairs_csv(all_pairs, p),
+                                      files))
+    return out
+
+
+def _description(target: Target, t3: Table, files: list[Path]) -> str:
+    """The parent run's (or the report run's) MLflow description: the Table 3 layout with a link
+    per cell, and where the rest of the report is."""
+    intro = (f"**Sweep report** ({target.title}): {len(target.runs)} cell(s); keys that differ: "
+             f"{', '.join(swept_keys(target.runs)) or 'none'}. Each cell links to its run.")
+    names = [f.name for f in files]
+    plots = [n for n in names if n.endswith(".png")]
+    outro = ("Artifacts, folder report/: report.md (every table), " + ", ".join(n for n in names if n.endswith(".csv"))
+             + (f"; plots (shown as images): {', '.join(plots)}" if plots else "") + ".")
+    return render_headline(t3, target.experiment_id, intro, outro)
 
 
 def _paper_tables(runs: Sequence[RunInfo], subsets: list[str], k: int, want: set[str], source: CellSource, n_boot: int,
-                  seed: int) -> tuple[Table, dict[str, Table]]:
+                  seed: int, baseline: str | None = None) -> tuple[Table, dict[str, Table]]:
     """The Table 3 layout (always built: the corpus-size curve reads its rows), and the tables
     asked for: table3, table4 (an embedder sweep), readings (a protocol sweep or the authors')."""
     auto = "auto" in want
@@ -131,14 +176,14 @@ def _paper_tables(runs: Sequence[RunInfo], subsets: list[str], k: int, want: set
     t3 = build_table("table3", f"Table 3 layout: Number Match and MRR@{k}", runs, label_keys(runs, ["generator", "rag_method"]),
                      subsets, t3_metrics, source)
     if auto or "table3" in want:
-        add_deltas(t3, t3_metrics, source, n_boot, seed)
+        add_deltas(t3, t3_metrics, source, n_boot, seed, baseline)
         built["table3"] = t3
     has_embedder = any("embedder" in r.overrides for r in runs) or "embedder" in swept_keys(runs)
     if "table4" in want or (auto and has_embedder):
         t4_metrics = ["recall_at_1", "recall_at_5", "mrr_at_5"]
         t4 = build_table("table4", "Table 4 layout: embedders, R@1, R@5 and MRR@5", runs, label_keys(runs, ["embedder"]),
                          subsets, t4_metrics, source)
-        add_deltas(t4, ["mrr_at_5", "recall_at_1"], source, n_boot, seed)
+        add_deltas(t4, ["mrr_at_5", "recall_at_1"], source, n_boot, seed, baseline)
         built["table4"] = t4
     protocols = {r.label("protocol") for r in runs}
     if "readings" in want or (auto and (len(protocols) > 1 or "paper" in protocols)):
@@ -184,7 +229,9 @@ def _corpus_size_section(out_dir: Path, runs: Sequence[RunInfo], keys: list[str]
 
 
 def log_report(client: Any, target: Target, result: ReportResult) -> str:
-    """Artifacts under ``report/`` of the parent run, or of a new ``report`` run in the experiment."""
+    """Artifacts under ``report/`` of the parent run, or of a new ``report`` run in the experiment
+    (each file itself: a ``.png`` shows as an image in the artifact view), and the headline as
+    that run's description (``mlflow.note.content``, rendered as Markdown on the run's page)."""
     if target.parent_id is not None:
         run_id = target.parent_id
     else:
@@ -193,6 +240,8 @@ def log_report(client: Any, target: Target, result: ReportResult) -> str:
         run_id = run.info.run_id
     for f in result.files:
         client.log_artifact(run_id, str(f), "report")
+    if result.description:
+        client.set_tag(run_id, "mlflow.note.content", result.description)
     if target.parent_id is None:
         client.set_terminated(run_id, "FINISHED")
     return run_id
@@ -227,10 +276,14 @@ def default_out_dir(target: str) -> Path:
 
 
 def report(target: str, out: str | Path | None = None, *, tracking_uri: str | None = None, k: int | None = None,
-           tables: str | Sequence[str] = "auto", n_boot: int = N_BOOT, seed: int = CI_SEED, log: bool = True) -> ReportResult:
+           tables: str | Sequence[str] = "auto", n_boot: int = N_BOOT, seed: int = CI_SEED, log: bool = True,
+           baseline: str | None = None, pairs: bool = False) -> ReportResult:
     """The report of ``target`` (a sweep's parent run id or an experiment name) written to ``out``
     (default ``outputs/reports/<target>`` under the current directory) and, with ``log``, logged to
-    MLflow. Raises :class:`ReportError` (one line) when there is nothing to report."""
+    MLflow. ``baseline``: the row the Δ columns compare with (a run id or ``key=value``
+    overrides; default the best row); ``pairs``: every two rows compared too. Raises
+    :class:`ReportError` (one line) when there is nothing to report or ``baseline`` names no
+    single row."""
     if k is not None and k < 1:
         raise ReportError("--k must be >= 1")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
@@ -240,7 +293,7 @@ def report(target: str, out: str | Path | None = None, *, tracking_uri: str | No
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))
     names = [t.strip() for t in tables.split(",")] if isinstance(tables, str) else list(tables)
     result = make_report(resolved, Path(out) if out is not None else default_out_dir(target), source, k=k, n_boot=n_boot,
-                         seed=seed, tables=names)
+                         seed=seed, tables=names, baseline=baseline, pairs=pairs)
     if log:
         result.logged_to = log_report(client, resolved, result)
     return result

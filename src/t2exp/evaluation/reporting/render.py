@@ -8,9 +8,9 @@ from pathlib import Path
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import p_text
+from t2exp.evaluation.paired import format_p
 from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
-from t2exp.evaluation.stats import N_BOOT
+from t2exp.evaluation.stats import N_BOOT, holm_header
 
 HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Protocol", "embedder": "Embedder", "k": "k", "run": "Run"}
 
@@ -24,17 +24,32 @@ def _col_header(subset: str, metric: str) -> str:
     return f"{'Avg' if subset == AVG else subset} {metric_label(metric)}"
 
 
+def baseline_word(t: Table) -> str:
+    """``best`` (the row with the best average) or ``baseline`` (the row --baseline named)."""
+    return "baseline" if t.named_baseline else "best"
+
+
+def _delta_cells(t: Table, run_id: str) -> list[str]:
+    """Δ vs the baseline with its CI, its raw p and its Holm-adjusted p."""
+    if run_id == t.best:
+        return [baseline_word(t), "", ""]
+    d = t.deltas.get(run_id)
+    if d is None:
+        return [tabular.MISSING, "", ""]
+    holm_p = "" if d.p_holm is None else format_p(d.p_holm)
+    return [tabular.value(d.diff, d.low, d.high, signed=True), format_p(d.p), holm_p]
+
+
 def render_markdown(t: Table) -> str:
     heads = [HEADERS.get(k, k) for k in t.keys] + [_col_header(s, m) for s, m in t.columns]
     with_delta = t.best is not None
     if with_delta:
-        heads.append("Δ vs best (p)")
+        heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m)]
     rows = []
     for r in t.runs:
         cells = [r.label(k) for k in t.keys] + [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
         if with_delta:
-            d = t.deltas.get(r.run_id)
-            cells.append("best" if r.run_id == t.best else ("–" if d is None else f"{tabular.value(d.diff, signed=True)} ({p_text(d.p)})"))
+            cells += _delta_cells(t, r.run_id)
         rows.append(cells)
     lines = [f"## {t.title}", "", tabular.markdown(heads, rows, left=len(t.keys)), ""]
     lines.append(f"Values in %, 95 % bootstrap CI in brackets ({N_BOOT:,} resamples of questions, as logged by each run); "
@@ -42,10 +57,20 @@ def render_markdown(t: Table) -> str:
     if any(c.derived for c in t.cells.values()):
         lines.append("† not logged by the run (its k differs): recomputed from its predictions.jsonl as the app computes it.")
     if with_delta:
-        lines.append(f"Δ vs best: difference in Avg {metric_label(t.primary or '')} to the best row, paired question by question, "
-                     "with a two-sided paired sign-flip permutation p-value (only for rows asked the same questions as the best row).")
+        lines.append(delta_note(t))
     lines += [f"Note: {n}" for n in t.notes]
     return "\n".join(lines) + "\n"
+
+
+def delta_note(t: Table) -> str:
+    """What the Δ columns mean, naming the baseline and the correction."""
+    base = next(r for r in t.runs if r.run_id == t.best)
+    which = (f"the row --baseline named ({base.name}, run {base.run_id[:8]})" if t.named_baseline
+             else "the row with the best Avg (--baseline picks another)")
+    return (f"Δ vs {baseline_word(t)}: difference in Avg {metric_label(t.primary or '')} to {which}, paired question by "
+            "question, with its 95 % paired bootstrap CI and a two-sided paired sign-flip permutation p (only for rows asked "
+            f"the same questions); {holm_header(t.m)}: that p Holm–Bonferroni-corrected over the {t.m} comparison(s) with the "
+            f"{baseline_word(t)} row.")
 
 
 def write_csv(t: Table, path: Path) -> None:
@@ -53,10 +78,8 @@ def write_csv(t: Table, path: Path) -> None:
     for s, m in t.columns:
         head += [f"{s}/{m}", f"{s}/{m}_ci_low", f"{s}/{m}_ci_high"]
     if t.best is not None:
-        head += ["delta_metric", "delta_vs_best", "delta_ci_low", "delta_ci_high", "delta_p", "delta_n"]
-
-    def num(v: float | None) -> str:
-        return "" if v is None else repr(float(v))
+        head += ["delta_metric", "baseline_run_id", "delta_vs_baseline", "delta_ci_low", "delta_ci_high", "delta_p",
+                 "delta_p_holm", "holm_m", "delta_n"]
 
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -65,16 +88,21 @@ def write_csv(t: Table, path: Path) -> None:
             row: list[str | None] = [*(r.label(k) for k in t.keys), r.run_id]  # csv writes None as an empty field
             for s, m in t.columns:
                 c = t.cells[(r.run_id, s, m)]
-                row += [num(c.mean), num(c.low), num(c.high)]
+                row += [_num(c.mean), _num(c.low), _num(c.high)]
             if t.best is not None:
                 d = t.deltas.get(r.run_id)
+                row += [t.primary, t.best]
                 if r.run_id == t.best:
-                    row += [t.primary, "0.0", "", "", "", ""]
+                    row += ["0.0", "", "", "", "", "", ""]
                 elif d is None:
-                    row += [t.primary, "", "", "", "", ""]
+                    row += ["", "", "", "", "", "", ""]
                 else:
-                    row += [t.primary, num(d.diff), num(d.low), num(d.high), num(d.p), str(d.n)]
+                    row += [_num(d.diff), _num(d.low), _num(d.high), _num(d.p), _num(d.p_holm), str(t.m), str(d.n)]
             w.writerow(row)
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else repr(float(v))
 
 
 def render_curve(group_keys: Sequence[str], points: Sequence[CurvePoint], metric: str) -> str:
@@ -96,3 +124,34 @@ def write_curve_csv(group_keys: Sequence[str], points: Sequence[CurvePoint], met
         for p in points:
             w.writerow([*p.group, p.subset, p.size, repr(p.docs), repr(p.questions), p.n, repr(p.mean), repr(p.std),
                         ";".join(repr(v) for v in p.values)])
+
+
+def run_link(experiment_id: str, run_id: str) -> str:
+    """The MLflow UI's address of a run, relative to the UI's page (what a run's description links)."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}"
+
+
+DESCRIPTION_LIMIT = 7500  # MLflow keeps a tag value of at most 8,000 characters
+
+
+def render_headline(t: Table, experiment_id: str, intro: str, outro: str) -> str:
+    """The report's headline as a run description (Markdown the MLflow UI renders): ``t``'s table
+    with one linked cell name per row instead of the label columns; rows past what a tag holds
+    are left to the report's files."""
+    heads = ["Cell"] + [_col_header(s, m) for s, m in t.columns]
+    if t.best is not None:
+        heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m)]
+    rows = []
+    for r in t.runs:
+        name = r.name.replace("|", "/").replace("[", "(").replace("]", ")")
+        cells = [f"[{name}]({run_link(experiment_id, r.run_id)})"]
+        cells += [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
+        rows.append(cells + (_delta_cells(t, r.run_id) if t.best is not None else []))
+    notes = [delta_note(t)] if t.best is not None else []
+    for shown in range(len(rows), 0, -1):
+        left = len(rows) - shown
+        more = [f"{left} more row(s) in report/{t.name}.md."] if left else []
+        text = "\n\n".join([intro, tabular.markdown(heads, rows[:shown]), *notes, *more, outro]) + "\n"
+        if len(text) <= DESCRIPTION_LIMIT:
+            return text
+    return f"{intro}\n\n{outro}\n"

@@ -17,13 +17,14 @@ from t2exp.evaluation.metrics import (
     METRIC,
     NM_METRICS,
     aggregate,
+    is_headline,
     metric_label,
     paper_order_names,
     question_value,
 )
 from t2exp.evaluation.paired import compare_values, pair_predictions
-from t2exp.evaluation.reporting.runs import RunInfo
-from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.evaluation.reporting.runs import ReportError, RunInfo
+from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm
 from t2exp.infra.option_meta import display_order, option_metas
 from t2exp.infra.paths import CONF_DIR
 
@@ -77,7 +78,7 @@ def find_subsets(runs: Sequence[RunInfo]) -> list[str]:
     for r in runs:
         for name in r.metrics:
             subset, _, metric = name.partition("/")
-            if subset != AVG and METRIC.match(metric):
+            if subset != AVG and METRIC.match(metric) and not is_headline(name):
                 found.add(subset)
     return sorted(found, key=lambda s: (SUBSETS.index(s) if s in SUBSETS else len(SUBSETS), s))
 
@@ -132,6 +133,7 @@ class Delta:
     high: float
     p: float
     n: int
+    p_holm: float | None = None  # Holm-adjusted over the table's comparisons (stats.holm)
 
 
 @dataclass
@@ -143,9 +145,15 @@ class Table:
     columns: list[tuple[str, str]]  # (subset, metric)
     cells: dict[tuple[str, str, str], Cell]  # (run_id, subset, metric)
     primary: str | None = None
-    best: str | None = None
+    best: str | None = None  # the row every other is compared with: the best one, or --baseline's
+    named_baseline: bool = False  # best is the row --baseline named (not the best average)
     deltas: dict[str, Delta] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def m(self) -> int:
+        """How many comparisons the Holm correction is over."""
+        return len(self.deltas)
 
 
 def readings_columns(subsets: Sequence[str], k: int) -> list[tuple[str, str]]:
@@ -174,11 +182,54 @@ def build_table(name: str, title: str, runs: Sequence[RunInfo], keys: list[str],
     return t
 
 
-def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot: int, seed: int) -> None:
-    """Δ vs best: each row against the row with the best question-weighted average."""
-    primary = next((m for m in metrics if any(table.cells[(r.run_id, AVG, m)].mean is not None for r in table.runs)), None)
-    if primary is None or len(table.runs) < 2:
-        return
+def select_baseline(runs: Sequence[RunInfo], spec: str) -> RunInfo:
+    """The run ``--baseline`` names: a run id (or a unique prefix of one, 6+ characters), or
+    overrides ``key=value [key=value ...]`` that exactly one run's labels match (e.g.
+    ``rag_method=base``, ``rag_method=hybrid k=5``)."""
+    spec = spec.strip()
+    if "=" not in spec:
+        hits = [r for r in runs if len(spec) >= 6 and r.run_id.startswith(spec)]
+    else:
+        pairs = [t.lstrip("+~").split("=", 1) for t in spec.replace(",", " ").split()]
+        hits = [r for r in runs if all(_label_matches(r, key, value) for key, value in pairs)]
+    if len(hits) == 1:
+        return hits[0]
+    rows = "; ".join(f"{r.run_id[:8]} ({r.name})" for r in runs)
+    what = "no run" if not hits else f"{len(hits)} runs"
+    raise ReportError(f"--baseline {spec!r}: {what} of the report match(es); give one run id (6+ characters) or "
+                      f"key=value overrides that one run has: {rows}")
+
+
+def _label_matches(run: RunInfo, key: str, value: str) -> bool:
+    key = key.split("@", 1)[0]
+    return run.label(key) == value or run.overrides.get(key) == value
+
+
+def paired_delta(source: CellSource, run_a: str, run_b: str, metric: str, n_boot: int, seed: int) -> Delta | str | None:
+    """Run A minus run B on ``metric``, question by question (paired bootstrap CI, sign-flip
+    permutation p); ``"other questions"`` when they were asked different questions (the paired
+    difference would not be the difference of their averages), None without predictions."""
+    rows_a, rows_b = source.predictions(run_a), source.predictions(run_b)
+    if rows_a is None or rows_b is None:
+        return None
+    paired = pair_predictions(rows_a, rows_b, metric)
+    if paired.only_a or paired.only_b:
+        return "other questions"
+    if paired.n == 0:
+        return None
+    a = [v for xs, _ in paired.values.values() for v in xs]
+    b = [v for _, ys in paired.values.values() for v in ys]
+    c = compare_values(AVG, a, b, n_boot, seed)
+    return Delta(c.diff, c.ci_low, c.ci_high, c.p_value, c.n)
+
+
+def apply_holm(deltas: Sequence[Delta]) -> None:
+    """Each delta's ``p_holm``: Holm–Bonferroni over all of them (:func:`t2exp.evaluation.stats.holm`)."""
+    for d, adjusted in zip(deltas, holm([d.p for d in deltas]), strict=True):
+        d.p_holm = adjusted
+
+
+def _best_row(table: Table, metrics: Sequence[str], primary: str) -> RunInfo | None:
     means = [(table.cells[(r.run_id, AVG, primary)].mean, r) for r in table.runs]
     scored = [(v, r) for v, r in means if v is not None]
 
@@ -186,34 +237,36 @@ def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot:
         later = [table.cells[(item[1].run_id, AVG, m)].mean for m in metrics[metrics.index(primary) + 1 :]]
         return (item[0], *[-math.inf if v is None else v for v in later])
 
-    best = max(scored, key=rank)[1]
-    table.primary, table.best = primary, best.run_id
-    best_rows = source.predictions(best.run_id)
-    if best_rows is None:
-        table.notes.append("Δ vs best: the best run has no predictions.jsonl artifact")
+    return max(scored, key=rank)[1] if scored else None
+
+
+def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot: int, seed: int,
+               baseline: str | None = None) -> None:
+    """Δ vs the baseline: each row against the row with the best question-weighted average, or the
+    row ``baseline`` names (:func:`select_baseline`); the p-values Holm-corrected over the rows
+    compared."""
+    primary = next((m for m in metrics if any(table.cells[(r.run_id, AVG, m)].mean is not None for r in table.runs)), None)
+    if primary is None or len(table.runs) < 2:
+        return
+    base = select_baseline(table.runs, baseline) if baseline else _best_row(table, metrics, primary)
+    if base is None:
+        return
+    table.primary, table.best, table.named_baseline = primary, base.run_id, bool(baseline)
+    if source.predictions(base.run_id) is None:
+        table.notes.append("Δ vs baseline: the baseline run has no predictions.jsonl artifact")
         return
     other_questions = 0
-    for _, r in scored:
-        if r.run_id == best.run_id:
+    for r in table.runs:
+        if r.run_id == base.run_id or table.cells[(r.run_id, AVG, primary)].mean is None:
             continue
-        rows = source.predictions(r.run_id)
-        if rows is None:
-            continue
-        paired = pair_predictions(rows, best_rows, primary)
-        if paired.only_a or paired.only_b:
-            # other questions (another corpus subsample or sample): the paired difference would not
-            # be the difference of the table's averages, so none is shown
+        d = paired_delta(source, r.run_id, base.run_id, primary, n_boot, seed)
+        if isinstance(d, Delta):
+            table.deltas[r.run_id] = d
+        elif d is not None:
             other_questions += 1
-            continue
-        if paired.n == 0:
-            continue
-        a = [v for xs, _ in paired.values.values() for v in xs]
-        b = [v for _, ys in paired.values.values() for v in ys]
-        c = compare_values(AVG, a, b, n_boot, seed)
-        table.deltas[r.run_id] = Delta(c.diff, c.ci_low, c.ci_high, c.p_value, c.n)
+    apply_holm(list(table.deltas.values()))
     if other_questions:
-        table.notes.append(f"Δ vs best: not shown for {other_questions} row(s) asked other questions than the best row")
-
+        table.notes.append(f"Δ vs baseline: not shown for {other_questions} row(s) asked other questions than the baseline row")
 
 
 @dataclass

@@ -1,0 +1,72 @@
+"""Report, all pairs (``t2exp report --pairs``): every two rows of the Table 3 layout compared
+question by question on its primary metric (paired bootstrap CI, sign-flip permutation p), the
+p-values Holm–Bonferroni-corrected over all the pairs (:func:`t2exp.evaluation.stats.holm`)."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from t2exp.evaluation import tabular
+from t2exp.evaluation.metrics import metric_label
+from t2exp.evaluation.paired import format_p
+from t2exp.evaluation.reporting.runs import RunInfo
+from t2exp.evaluation.reporting.tables import CellSource, Delta, Table, apply_holm, paired_delta
+from t2exp.evaluation.stats import holm_header
+
+
+@dataclass
+class Pairs:
+    keys: list[str]
+    metric: str
+    rows: list[tuple[RunInfo, RunInfo, Delta]] = field(default_factory=list)
+    other_questions: int = 0
+
+    @property
+    def m(self) -> int:
+        return len(self.rows)
+
+
+def build_pairs(table: Table, source: CellSource, n_boot: int, seed: int) -> Pairs | None:
+    """Row A minus row B for every two rows of ``table`` (in its order) on its primary metric;
+    None without one (fewer than two rows, or no metric)."""
+    if table.primary is None or len(table.runs) < 2:
+        return None
+    pairs = Pairs(table.keys, table.primary)
+    for a, b in itertools.combinations(table.runs, 2):
+        d = paired_delta(source, a.run_id, b.run_id, table.primary, n_boot, seed)
+        if isinstance(d, Delta):
+            pairs.rows.append((a, b, d))
+        elif d is not None:
+            pairs.other_questions += 1
+    apply_holm([d for _, _, d in pairs.rows])
+    return pairs
+
+
+def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
+    def label(r: RunInfo) -> str:
+        return " · ".join(r.label(k) for k in p.keys)
+
+    keys = " · ".join(headers.get(k, k) for k in p.keys)
+    head = [f"A ({keys})", f"B ({keys})", "n", f"Δ A−B Avg {metric_label(p.metric)}", "p", holm_header(p.m)]
+    rows = [[label(a), label(b), str(d.n), tabular.value(d.diff, d.low, d.high, signed=True), format_p(d.p),
+             format_p(d.p_holm if d.p_holm is not None else d.p)] for a, b, d in p.rows]
+    lines = [f"## All pairs: Avg {metric_label(p.metric)}", "", tabular.markdown(head, rows, left=2), "",
+             "Δ in %, paired question by question, 95 % paired bootstrap CI in brackets; p: two-sided paired sign-flip "
+             f"permutation; {holm_header(p.m)}: Holm–Bonferroni over all {p.m} pairs."]
+    if p.other_questions:
+        lines.append(f"Note: {p.other_questions} pair(s) asked other questions: not compared.")
+    return "\n".join(lines) + "\n"
+
+
+def write_pairs_csv(p: Pairs, path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["run_id_a", "run_id_b", "label_a", "label_b", "metric", "n", "delta", "delta_ci_low", "delta_ci_high",
+                    "p", "p_holm", "holm_m"])
+        for a, b, d in p.rows:
+            w.writerow([a.run_id, b.run_id, a.name, b.name, p.metric, d.n, repr(d.diff), repr(d.low), repr(d.high),
+                        repr(d.p), repr(d.p_holm), p.m])

@@ -1,0 +1,48 @@
+"""Run names a person can read in the MLflow UI, which truncates long names: ``method · embedder
+· k=3`` for a run, and for the cells of a sweep that plus the keys the cells differ in
+(``base · minilm · k=3 · corpus_size=20``), set on every child when the sweep ends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from t2exp.evaluation.reporting.runs import RunInfo
+from t2exp.evaluation.reporting.tables import swept_keys
+
+log = logging.getLogger(__name__)
+
+SEP = " · "
+_IN_BASE = ("rag_method", "embedder", "k")
+
+
+def cell_name(method: str, embedder: str, k: str, extra: Sequence[tuple[str, str]] = ()) -> str:
+    """``bm25f · minilm · k=3`` and ``key=value`` for each of ``extra`` (the last part of a
+    dotted key: ``dataset.corpus_size`` -> ``corpus_size``)."""
+    parts = [method, embedder, f"k={k}", *(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in extra)]
+    return SEP.join(parts)
+
+
+def sweep_names(runs: Sequence[RunInfo]) -> dict[str, str]:
+    """``{run_id: name}``: each run's :func:`cell_name` with the keys the runs differ in
+    (:func:`t2exp.evaluation.reporting.tables.swept_keys`, the report's rows); runs that still
+    share a name get their run id's first 6 characters."""
+    keys = [k for k in swept_keys(runs) if k not in _IN_BASE]
+    names = {r.run_id: cell_name(r.label("rag_method"), r.label("embedder"), r.label("k"), [(k, r.label(k)) for k in keys])
+             for r in runs}
+    seen = list(names.values())
+    return {rid: (n if seen.count(n) == 1 else f"{n}{SEP}{rid[:6]}") for rid, n in names.items()}
+
+
+def name_sweep_cells(client: Any, parent_id: str) -> dict[str, str]:
+    """Renames the child runs of the sweep ``parent_id`` to :func:`sweep_names` (every child,
+    finished or not, so the names tell all of them apart). Returns the new names."""
+    parent = client.get_run(parent_id)
+    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
+                                  max_results=5000)
+    names = sweep_names([RunInfo.from_mlflow(c) for c in children])
+    for c in children:
+        if c.data.tags.get("mlflow.runName") != names[c.info.run_id]:
+            client.set_tag(c.info.run_id, "mlflow.runName", names[c.info.run_id])
+    return names
