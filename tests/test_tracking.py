@@ -84,6 +84,82 @@ def test_two_processes_starting_on_a_new_store_both_get_it(tmp_path):
         assert results[0][1] == results[1][1]  # one experiment, not two
 
 
+@pytest.mark.slow
+def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path):
+    """Issue 42, item 1: two plain runs (no -m) started together in one new directory failed (3
+    pairs of 3: table already exists, duplicate column): the client was opened, and the store
+    created, before the lock that guards its creation. Two cells (seeds 0 and 1: one cell twice
+    is serialised by its cell lock before any MLflow call), three new directories, real processes
+    started together; both must exit 0 and the store hold both runs."""
+    from conftest import ROOT, mlflow_runs
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    cache = tmp_path / "cache"  # shared: after the first pair the index is built, and both reach MLflow at once
+    for attempt in range(3):
+        work = tmp_path / f"work{attempt}"
+        work.mkdir()
+        procs = [subprocess.Popen([sys.executable, "-m", "t2exp", "generator=none", "dataset.limit=2", f"seed={seed}",
+                                   "tracking.traces=false", f"paths.work={work}", f"paths.cache={cache}"],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for seed in (0, 1)]
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [o[-2000:] for o in outs]
+        _, runs = mlflow_runs(work / "mlruns")
+        assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"], attempt
+
+
+def _damaged_store(tmp_path, kind: str):
+    """A store file a run cannot open: not SQLite, or migrated by an MLflow of another version."""
+    import sqlite3
+
+    db = tmp_path / kind / "mlflow.db"
+    db.parent.mkdir()
+    if kind == "not_sqlite":
+        db.write_text("experiment notes, not a database\n" * 50)
+    else:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'made' / 'mlflow.db'}").search_experiments()
+        (tmp_path / "made" / "mlflow.db").rename(db)
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = 'f00dfeed1234'")  # a revision this MLflow does not know
+    return db
+
+
+@pytest.mark.parametrize("kind,says", [("not_sqlite", "is not an SQLite database"),
+                                       ("other_version", "holds the schema of another MLflow version")])
+def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, says):
+    """Issue 42, item 1: the file MLflow opens first (the client's constructor) raised from deep
+    inside SQLAlchemy or MLflow: a traceback. Now one TrackingError naming the file and the fix,
+    and the file is left as it was."""
+    from t2exp.errors import TrackingError
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    db = _damaged_store(tmp_path, kind)
+    before = db.read_bytes()
+    with pytest.raises(TrackingError) as err:
+        ensure_tracking(f"sqlite:///{db}", "t2exp", None)
+    line = str(err.value)
+    assert str(db) in line and says in line and "\n" not in line, line
+    assert ("mlflow db upgrade" in line) == (kind == "other_version") and "point tracking.uri at" in line, line
+    assert db.read_bytes() == before
+
+
+def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):
+    """The sweep's first MLflow call (its parent run, in the launching process) on such a file:
+    the same line, exit 2, no cell run."""
+    from conftest import run_app
+
+    db = _damaged_store(tmp_path, "not_sqlite")
+    proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache",
+                   db.parent, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert f"{db} is not an SQLite database" in line and "Traceback" not in proc.stderr, line
+    assert not (tmp_path / "cache" / "runs").exists()
+
+
 def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path):
     """Hydra turns a callback's exception into a warning: the sweep used to run its cells without
     a parent run (orphans, no report) and exit 0. The experiment here cannot be created (its

@@ -22,7 +22,7 @@ from typing import Any, cast
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.errors import exit_with, one_line
+from t2exp.errors import TrackingError, exit_with, one_line
 from t2exp.infra.redaction import redact_overrides, redact_text
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
 
@@ -48,6 +48,8 @@ class MLflowSweepCallback(Callback):
                 run_name=f"sweep {overrides}"[:250],
                 tags={"t2exp.sweep": "parent", "t2exp.sweep_dir": str(config.hydra.sweep.dir), "t2exp.overrides": overrides},
             )
+        except TrackingError as exc:  # the store cannot be opened: its own line names the file and the fix
+            exit_with(redact_text(str(exc)))
         except Exception as exc:
             # Hydra turns a callback's exception into a warning and runs the sweep anyway, without
             # its parent run (orphan children, no report): the sweep ends here, before any cell
@@ -80,6 +82,10 @@ class MLflowSweepCallback(Callback):
             return
         from mlflow.tracking import MlflowClient
 
+        if _forwarded:  # the launching process was told to stop and its cells have: no report, the runs KILLED
+            self._close_if_running()
+            os.environ.pop(PARENT_ENV, None)
+            return
         self._report()
         MlflowClient(tracking_uri=self.uri).set_terminated(self.parent_id, status=self._children_status())
         log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", self.parent_id)
@@ -123,6 +129,11 @@ class MLflowSweepCallback(Callback):
 
 
 _forwarded: list[str] = []  # the signals the launching process passed on to its cell processes
+
+
+def forwarded_signal() -> str | None:
+    """The first SIGTERM/SIGINT this launching process passed on to its cells, or None."""
+    return _forwarded[0] if _forwarded else None
 
 
 def is_joblib_launcher(launcher: Any) -> bool:
