@@ -203,6 +203,72 @@ def test_no_server_at_the_tracking_uri_is_one_line_before_any_work(tmp_path):
         Tracker(uri, "t2exp", None, "run", {})
 
 
+class _BasicAuthServer:
+    """A loopback HTTP server that answers only requests with HTTP basic auth of ``user``/``p@ss``
+    (401 otherwise): ``/health`` as MLflow's server does, any other request with an empty
+    experiment list. ``seen`` holds each request's path and Authorization header."""
+
+    def __init__(self) -> None:
+        import base64
+        import http.server
+        import threading
+
+        good = "Basic " + base64.b64encode(b"user:p@ss").decode()
+        seen: list[tuple[str, str | None]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the http.server hook
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                auth = self.headers.get("Authorization")
+                seen.append((self.path.split("?")[0], auth))
+                code, body = (200, b"OK" if self.path == "/health" else b'{"experiments": []}') if auth == good else (401, b"")
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_POST = do_GET  # MLflow's searches are POSTs
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.seen = seen
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_tracking_uri_with_basic_auth_passes_the_health_check_as_mlflow_does(monkeypatch):
+    """Issue 42, item 5: tracking.uri=http://user:pw@host:port failed the health check (urllib
+    read 'pw@host' as the port) although MLflow's client sends the URL's userinfo as basic auth.
+    The check now sends what MLflow sends: the same Authorization header reaches the server from
+    both; a wrong password is one line about the credentials, not 'no server'."""
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.errors import TrackingError
+    from t2exp.tracking.mlflow_run import _check_server
+
+    for var in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    server = _BasicAuthServer()
+    try:
+        uri = f"http://user:p%40ss@127.0.0.1:{server.port}"
+        _check_server(uri)
+        assert MlflowClient(tracking_uri=uri).search_experiments() == []
+        (health, check_auth), (api, mlflow_auth) = server.seen
+        assert health == "/health" and api.startswith("/api/") and check_auth == mlflow_auth is not None
+        with pytest.raises(TrackingError, match=r"refused the credentials \(HTTP 401\).*MLFLOW_TRACKING_USERNAME") as err:
+            _check_server(f"http://user:wrong@127.0.0.1:{server.port}")
+        assert "no MLflow server answers" not in str(err.value)
+    finally:
+        server.close()
+
+
 class _MlflowServer:
     """A real ``mlflow server`` on a SQLite store, started and killed by the test."""
 
