@@ -310,3 +310,16 @@ def test_a_full_disk_under_the_hydra_run_dir_is_one_line_naming_it(tmp_path, sma
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert line.startswith(f"t2exp: error: {small_tmpfs / 'run'}: No space left on device; the disk is full"), line
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a Linux device whose every write fails with ENOSPC)")
+def test_a_full_disk_while_a_prediction_is_written_names_the_file():
+    """Issue 42, item 6: a write through a file object on a full disk raises an OSError with no
+    file name, and the one line said 'OSError: No space left on device' without a path. /dev/full
+    fails every write with ENOSPC, as a full disk does."""
+    from t2exp.errors import os_error_line
+    from t2exp.infra.cache import JsonlLog
+
+    with pytest.raises(OSError) as err:
+        JsonlLog("/dev/full").write({"id": "q1", "prediction": 1.0})
+    assert os_error_line(err.value).startswith("/dev/full: No space left on device; the disk is full: free space")

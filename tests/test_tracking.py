@@ -187,6 +187,26 @@ def test_a_tracking_uri_of_no_store_kind_is_one_config_line():
         config.check(compose_cfg(f"tracking.uri={ok}"))
 
 
+def test_an_experiment_name_mlflow_refuses_is_one_config_line_naming_it():
+    """Issue 42, item 6: a 1,000-character experiment name failed when the run was opened, reported
+    as a tracking.uri problem; now the config check names the key and MLflow's limit."""
+    from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
+
+    from conftest import compose_cfg
+    from t2exp import config
+    from t2exp.config.schema import MLFLOW_MAX_EXPERIMENT_NAME
+    from t2exp.errors import ConfigError
+
+    assert MLFLOW_MAX_EXPERIMENT_NAME == MAX_EXPERIMENT_NAME_LENGTH
+    for key in ("experiment_name", "tracking.experiment"):
+        with pytest.raises(ConfigError) as err:
+            config.check(compose_cfg(f"{key}={'x' * 1000}"))
+        line = str(err.value)
+        assert line.startswith(f"{key}=") and "(1000 characters)" in line and "at most 500 characters" in line, line
+        assert "tracking.uri" not in line and len(line) < 300, line
+    config.check(compose_cfg(f"experiment_name={'x' * 500}"))
+
+
 def _free_port() -> int:
     import socket
 
