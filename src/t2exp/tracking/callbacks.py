@@ -37,6 +37,7 @@ class MLflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from mlflow.tracking import MlflowClient
 
+        _forwarded.clear()  # a signal passed on by an earlier sweep of this interpreter is not this one's
         tr = config.tracking
         self.uri = str(tr.uri)
         task = cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or []
