@@ -93,7 +93,10 @@ def guard_hydra() -> Iterator[None]:
     """While the app runs under Hydra: its reporter hands our faults to :func:`_report` first."""
     from hydra._internal import utils
 
-    original = utils.run_and_report
+    original = getattr(utils, "run_and_report", None)
+    if original is None:  # another Hydra: its own reporting, unchanged
+        yield
+        return
 
     def run_and_report(func: Callable[[], Any]) -> Any:
         def guarded() -> Any:
