@@ -56,6 +56,36 @@ def test_question_values_and_rationales_read_like_the_paper():
     assert no_gold["nm"] is None  # no numeric gold: left out of NM, as t2exp score leaves it out
 
 
+def test_a_row_the_retrieval_scorers_cannot_read_keeps_its_nm(tmp_path):
+    """Issue 42, item 4: a row whose ``retrieved`` is not a list, or whose expectations have no
+    ``context_id``, made every scorer raise, its NM too: a right answer vanished from ``nm/mean``.
+    Each scorer scores what it can: NM counts all three right answers; the retrieval scorers
+    give no value for the two rows they cannot read, with the reason, and score the third."""
+    exp = {"expected_response": "9.4", "gold": 9.4, "context_id": "c1", "subset": "FinQA"}
+    no_context = {k: v for k, v in exp.items() if k != "context_id"}
+    data = [{"inputs": {"question": "ok"}, "expectations": {**exp, "question_id": "q1"},
+             "outputs": {"answer": "9.4", "retrieved": ["c0", "c1"]}},
+            {"inputs": {"question": "int"}, "expectations": {**exp, "question_id": "q2"},
+             "outputs": {"answer": "9.4", "retrieved": 5}},
+            {"inputs": {"question": "no context"}, "expectations": {**no_context, "question_id": "q3"},
+             "outputs": {"answer": "9.4", "retrieved": ["c1"]}}]
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    try:
+        mlflow.set_experiment("genai")
+        result = mlflow.genai.evaluate(data=data, scorers=scorers(k=3))
+    finally:
+        mlflow.set_tracking_uri(previous)
+    assert result.metrics["nm/mean"] == 1.0 and result.metrics["nm_strict/mean"] == 1.0  # all three rows count
+    assert result.metrics["mrr_at_3/mean"] == 0.5 and result.metrics["recall_at_1/mean"] == 0.0  # the one readable row
+    mrr_scorer = {s.name: s for s in scorers(k=3)}["mrr_at_3"]
+    mrr = {r["inputs"]["question"]: mrr_scorer(outputs=r["outputs"], expectations=r["expectations"]) for r in data}
+    assert mrr["ok"].value == 0.5 and mrr["int"].value is None and mrr["no context"].value is None
+    assert "'retrieved' is 5, not a list of context ids" in mrr["int"].rationale and mrr["int"].error is None
+    assert "no gold context_id" in mrr["no context"].rationale
+    assert rationale("mrr_at_3", 0.0, {"retrieved": 5}, exp) == "gold document 'c1': not retrieved of 0 (cut-off 3)"  # a trace's
+
+
 def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
     """Each question's trace: spans with the real times (a generator that takes 0.4 s an answer
     shows it in its generate span), the gold answer and document as expectations, and every

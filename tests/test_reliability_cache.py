@@ -281,3 +281,66 @@ def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert f"tracking.uri=sqlite:///{small_tmpfs / 'mlflow.db'}" in line and "predictions so far are kept in" in line, line
     assert "Traceback" not in proc.stderr
+
+
+def test_a_disk_that_fills_while_the_store_is_created_is_one_line_and_leaves_no_half_store(tmp_path, small_tmpfs):
+    """Issue 42, item 1: MLflow creating a new SQLite store on a disk that fills meanwhile raised
+    from inside its migrations (a traceback), and left a half-migrated file every later run
+    failed on. Now one line naming the file and the fix; the half-made store is removed, and once
+    there is space again the same call creates it."""
+    from t2exp.errors import TrackingError
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    db = small_tmpfs / "mlflow.db"
+    _fill(small_tmpfs, leave=64 * 1024)
+    with pytest.raises(TrackingError) as err:
+        ensure_tracking(f"sqlite:///{db}", "t2exp", None)
+    line = str(err.value)
+    assert str(db) in line and "the disk is full: free space and run the same command again" in line, line
+    assert "half-made store was removed" in line and not db.exists(), line
+    (small_tmpfs / "ballast").unlink()  # space is back
+    assert ensure_tracking(f"sqlite:///{db}", "t2exp", None)
+
+
+def _hydra_app(tmp_path, *extra: str):
+    from conftest import cli
+    from t2exp.__main__ import main
+
+    return cli(main, ["rag_method=bm25", "generator=none", "dataset.limit=1", f"paths.cache={tmp_path / 'cache'}", *extra])
+
+
+def test_a_read_only_work_dir_is_one_line_naming_it(tmp_path, small_tmpfs):
+    """Issue 42, item 3: Hydra makes the run's directory under paths.work before the task runs;
+    on a read-only file system it raised there, printed as a traceback (exit 1). Now one line
+    naming the directory and the fix, exit 2, no work done."""
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    proc = _hydra_app(tmp_path, f"paths.work={small_tmpfs}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert line.startswith(f"t2exp: error: {small_tmpfs / 'outputs'}: ") and "point paths.work" in line, line
+    assert "Traceback" not in proc.stderr and not (tmp_path / "cache" / "runs").exists()
+
+
+def test_a_full_disk_under_the_hydra_run_dir_is_one_line_naming_it(tmp_path, small_tmpfs):
+    """Issue 42, items 3 and 6: Hydra writes .hydra/config.yaml into hydra.run.dir before the task;
+    on a full disk the write (through a file object: no file name in the error) raised there as a
+    traceback. Now one line naming the run's directory and the fix, exit 2."""
+    _fill(small_tmpfs)
+    proc = _hydra_app(tmp_path, f"hydra.run.dir={small_tmpfs / 'run'}", f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert line.startswith(f"t2exp: error: {small_tmpfs / 'run'}: No space left on device; the disk is full"), line
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a Linux device whose every write fails with ENOSPC)")
+def test_a_full_disk_while_a_prediction_is_written_names_the_file():
+    """Issue 42, item 6: a write through a file object on a full disk raises an OSError with no
+    file name, and the one line said 'OSError: No space left on device' without a path. /dev/full
+    fails every write with ENOSPC, as a full disk does."""
+    from t2exp.errors import os_error_line
+    from t2exp.infra.cache import JsonlLog
+
+    with pytest.raises(OSError) as err:
+        JsonlLog("/dev/full").write({"id": "q1", "prediction": 1.0})
+    assert os_error_line(err.value).startswith("/dev/full: No space left on device; the disk is full: free space")

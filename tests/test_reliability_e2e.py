@@ -702,12 +702,14 @@ def _session_pids(sid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_the_parent(tmp_path, dirs):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_the_parent(tmp_path, dirs, sig):
     """hydra/launcher=local_parallel, SIGTERM to the launching process only (``kill PID``): it used
     to end in half a second while its loky workers finished their cells and the parent run stayed
     RUNNING. Synchronised on events: both cells have a request held by the server when the
     signal is sent; the launcher passes it on, the cells stop after their requests in flight, and
-    no process of the sweep outlives it."""
+    no process of the sweep outlives it. Issue 42, item 2: the launcher then ended with exit 1 and
+    Hydra's traceback of a failed job; now 128 + the signal and one line (SIGINT alike)."""
     cache, track = dirs
     in_flight, gate = threading.Barrier(3), threading.Event()
     count = iter(range(1, 1000))
@@ -728,7 +730,7 @@ def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_t
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
             in_flight.wait(600)
-            proc.send_signal(signal.SIGTERM)  # the launcher alone, not its group
+            proc.send_signal(sig)  # the launcher alone, not its group
             # the workers, not loky's resource tracker; bounded: without the fix the launcher is gone
             # and its orphaned workers still hold the pipe open, so a plain read would never end
             said: list[str] = []
@@ -750,7 +752,10 @@ def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_t
                 proc.kill()
             for pid in _session_pids(proc.pid):
                 os.kill(pid, signal.SIGKILL)
-        assert rc != 0 and left == [], (rc, left, out[-3000:])
+        assert rc == 128 + sig and left == [], (rc, left, out[-3000:])
+        assert "Traceback" not in out and "Error executing job" not in out, out[-3000:]
+        launcher_lines = [ln for ln in out.splitlines() if ln.startswith(f"t2exp: interrupted by {sig.name}: the sweep")]
+        assert len(launcher_lines) == 1 and "run the same command again to resume" in launcher_lines[0], out[-3000:]
         client, runs = mlflow_runs(track)
         statuses = {r.data.tags.get("t2exp.sweep", "child"): [] for r in runs}
         for r in runs:

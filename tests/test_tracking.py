@@ -84,6 +84,82 @@ def test_two_processes_starting_on_a_new_store_both_get_it(tmp_path):
         assert results[0][1] == results[1][1]  # one experiment, not two
 
 
+@pytest.mark.slow
+def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path):
+    """Issue 42, item 1: two plain runs (no -m) started together in one new directory failed (3
+    pairs of 3: table already exists, duplicate column): the client was opened, and the store
+    created, before the lock that guards its creation. Two cells (seeds 0 and 1: one cell twice
+    is serialised by its cell lock before any MLflow call), three new directories, real processes
+    started together; both must exit 0 and the store hold both runs."""
+    from conftest import ROOT, mlflow_runs
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    cache = tmp_path / "cache"  # shared: after the first pair the index is built, and both reach MLflow at once
+    for attempt in range(3):
+        work = tmp_path / f"work{attempt}"
+        work.mkdir()
+        procs = [subprocess.Popen([sys.executable, "-m", "t2exp", "generator=none", "dataset.limit=2", f"seed={seed}",
+                                   "tracking.traces=false", f"paths.work={work}", f"paths.cache={cache}"],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for seed in (0, 1)]
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [o[-2000:] for o in outs]
+        _, runs = mlflow_runs(work / "mlruns")
+        assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"], attempt
+
+
+def _damaged_store(tmp_path, kind: str):
+    """A store file a run cannot open: not SQLite, or migrated by an MLflow of another version."""
+    import sqlite3
+
+    db = tmp_path / kind / "mlflow.db"
+    db.parent.mkdir()
+    if kind == "not_sqlite":
+        db.write_text("experiment notes, not a database\n" * 50)
+    else:
+        from mlflow.tracking import MlflowClient
+
+        MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'made' / 'mlflow.db'}").search_experiments()
+        (tmp_path / "made" / "mlflow.db").rename(db)
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = 'f00dfeed1234'")  # a revision this MLflow does not know
+    return db
+
+
+@pytest.mark.parametrize("kind,says", [("not_sqlite", "is not an SQLite database"),
+                                       ("other_version", "holds the schema of another MLflow version")])
+def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, says):
+    """Issue 42, item 1: the file MLflow opens first (the client's constructor) raised from deep
+    inside SQLAlchemy or MLflow: a traceback. Now one TrackingError naming the file and the fix,
+    and the file is left as it was."""
+    from t2exp.errors import TrackingError
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    db = _damaged_store(tmp_path, kind)
+    before = db.read_bytes()
+    with pytest.raises(TrackingError) as err:
+        ensure_tracking(f"sqlite:///{db}", "t2exp", None)
+    line = str(err.value)
+    assert str(db) in line and says in line and "\n" not in line, line
+    assert ("mlflow db upgrade" in line) == (kind == "other_version") and "point tracking.uri at" in line, line
+    assert db.read_bytes() == before
+
+
+def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):
+    """The sweep's first MLflow call (its parent run, in the launching process) on such a file:
+    the same line, exit 2, no cell run."""
+    from conftest import run_app
+
+    db = _damaged_store(tmp_path, "not_sqlite")
+    proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache",
+                   db.parent, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert f"{db} is not an SQLite database" in line and "Traceback" not in proc.stderr, line
+    assert not (tmp_path / "cache" / "runs").exists()
+
+
 def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path):
     """Hydra turns a callback's exception into a warning: the sweep used to run its cells without
     a parent run (orphans, no report) and exit 0. The experiment here cannot be created (its
@@ -111,6 +187,26 @@ def test_a_tracking_uri_of_no_store_kind_is_one_config_line():
         config.check(compose_cfg(f"tracking.uri={ok}"))
 
 
+def test_an_experiment_name_mlflow_refuses_is_one_config_line_naming_it():
+    """Issue 42, item 6: a 1,000-character experiment name failed when the run was opened, reported
+    as a tracking.uri problem; now the config check names the key and MLflow's limit."""
+    from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
+
+    from conftest import compose_cfg
+    from t2exp import config
+    from t2exp.config.schema import MLFLOW_MAX_EXPERIMENT_NAME
+    from t2exp.errors import ConfigError
+
+    assert MLFLOW_MAX_EXPERIMENT_NAME == MAX_EXPERIMENT_NAME_LENGTH
+    for key in ("experiment_name", "tracking.experiment"):
+        with pytest.raises(ConfigError) as err:
+            config.check(compose_cfg(f"{key}={'x' * 1000}"))
+        line = str(err.value)
+        assert line.startswith(f"{key}=") and "(1000 characters)" in line and "at most 500 characters" in line, line
+        assert "tracking.uri" not in line and len(line) < 300, line
+    config.check(compose_cfg(f"experiment_name={'x' * 500}"))
+
+
 def _free_port() -> int:
     import socket
 
@@ -125,6 +221,72 @@ def test_no_server_at_the_tracking_uri_is_one_line_before_any_work(tmp_path):
     uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens: the check answers at once, no retries
     with pytest.raises(TrackingError, match=r"tracking.uri=http://127\.0\.0\.1:\d+: no MLflow server answers.*mlflow server"):
         Tracker(uri, "t2exp", None, "run", {})
+
+
+class _BasicAuthServer:
+    """A loopback HTTP server that answers only requests with HTTP basic auth of ``user``/``p@ss``
+    (401 otherwise): ``/health`` as MLflow's server does, any other request with an empty
+    experiment list. ``seen`` holds each request's path and Authorization header."""
+
+    def __init__(self) -> None:
+        import base64
+        import http.server
+        import threading
+
+        good = "Basic " + base64.b64encode(b"user:p@ss").decode()
+        seen: list[tuple[str, str | None]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the http.server hook
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                auth = self.headers.get("Authorization")
+                seen.append((self.path.split("?")[0], auth))
+                code, body = (200, b"OK" if self.path == "/health" else b'{"experiments": []}') if auth == good else (401, b"")
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_POST = do_GET  # MLflow's searches are POSTs
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.seen = seen
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_tracking_uri_with_basic_auth_passes_the_health_check_as_mlflow_does(monkeypatch):
+    """Issue 42, item 5: tracking.uri=http://user:pw@host:port failed the health check (urllib
+    read 'pw@host' as the port) although MLflow's client sends the URL's userinfo as basic auth.
+    The check now sends what MLflow sends: the same Authorization header reaches the server from
+    both; a wrong password is one line about the credentials, not 'no server'."""
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.errors import TrackingError
+    from t2exp.tracking.mlflow_run import _check_server
+
+    for var in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    server = _BasicAuthServer()
+    try:
+        uri = f"http://user:p%40ss@127.0.0.1:{server.port}"
+        _check_server(uri)
+        assert MlflowClient(tracking_uri=uri).search_experiments() == []
+        (health, check_auth), (api, mlflow_auth) = server.seen
+        assert health == "/health" and api.startswith("/api/") and check_auth == mlflow_auth is not None
+        with pytest.raises(TrackingError, match=r"refused the credentials \(HTTP 401\).*MLFLOW_TRACKING_USERNAME") as err:
+            _check_server(f"http://user:wrong@127.0.0.1:{server.port}")
+        assert "no MLflow server answers" not in str(err.value)
+    finally:
+        server.close()
 
 
 class _MlflowServer:

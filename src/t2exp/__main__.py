@@ -30,8 +30,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config as t2exp_config
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
+from t2exp.infra.hydra_faults import guard_hydra
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
+from t2exp.pipeline.stop import Interrupted, StoppedCell
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
 
 t2exp_config.register()  # the schemas and resolvers Hydra composes with (importing t2exp registers nothing)
@@ -47,11 +49,10 @@ def _fail(exc: BaseException, status: int = 2) -> NoReturn:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def hydra_main(cfg: DictConfig) -> float | None:
+def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
     from hydra.core.hydra_config import HydraConfig
 
     from t2exp.pipeline.cell import run
-    from t2exp.pipeline.stop import Interrupted
     from t2exp.tracking.callbacks import is_joblib_launcher
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
@@ -69,9 +70,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
         if HydraConfig.initialized() and is_joblib_launcher(HydraConfig.get().launcher):
             # a cell in a loky worker (hydra/launcher=local_parallel): joblib ends every other
             # worker as soon as one task raises past Hydra (SystemExit included), before those
-            # cells wrote their answers in flight; an Exception is a FAILED job to Hydra instead,
-            # re-raised in the launcher once every cell has stopped
-            raise RuntimeError(redact_text(msg)) from None
+            # cells wrote their answers in flight; a cell that raised would be a FAILED job whose
+            # error Hydra prints in the launcher as a traceback. The launcher reads this instead
+            return StoppedCell(exc.signal_name, redact_text(msg))
         sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
     from t2exp.pipeline.cell import objective_value
 
@@ -270,7 +271,8 @@ def main() -> None:
         preflight(sys.argv[1:])
     except T2ExpError as exc:
         _fail(exc)
-    hydra_main()
+    with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
+        hydra_main()
 
 
 if __name__ == "__main__":

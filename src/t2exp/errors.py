@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from os import PathLike
 from typing import NoReturn
 
 
@@ -59,3 +62,16 @@ def os_error_line(exc: OSError) -> str:
     fault = exc.strerror or str(exc) or type(exc).__name__
     advice = OS_FAULTS.get(exc.errno or 0, "fix it and run the same command again (work already done is kept)")
     return f"{where}: {fault}; {advice}"
+
+
+@contextmanager
+def naming(path: str | PathLike[str]) -> Iterator[None]:
+    """A write through a file object (``f.write``, ``flush``, ``fsync``) fails with an ``OSError``
+    that names no file (a full disk: ``[Errno 28] No space left on device``): inside this block it
+    names ``path``, so :func:`os_error_line` can say which file."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise

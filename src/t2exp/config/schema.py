@@ -161,6 +161,7 @@ class ProtocolConfig:
 
 
 
+MLFLOW_MAX_EXPERIMENT_NAME = 500  # MLflow's limit (mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH)
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")  # MLflow's stores
 
 
@@ -211,3 +212,8 @@ class Config:
             scope, _, metric = self.objective.partition("/")
             require(bool(scope) and bool(METRIC.match(metric)), "objective", self.objective,
                     "null or <subset or avg>/<metric>, e.g. avg/mrr_at_3, FinQA/recall_at_3, avg/nm")
+        name = self.tracking.experiment
+        key = "experiment_name" if name == self.experiment_name else "tracking.experiment"
+        shown = name if len(name) <= 60 else f"{name[:40]}… ({len(name)} characters)"
+        require(0 < len(name.strip()) and len(name) <= MLFLOW_MAX_EXPERIMENT_NAME, key, shown,
+                f"a non-empty MLflow experiment name of at most {MLFLOW_MAX_EXPERIMENT_NAME} characters (MLflow's limit)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from t2exp.errors import OS_FAULTS, T2ExpError
+from t2exp.errors import OS_FAULTS, T2ExpError, naming
 from t2exp.infra.contained import remove_file
 from t2exp.infra.jsonl import read_jsonl_objects
 
@@ -171,7 +171,7 @@ class JsonlLog:
     def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         new = not self.path.exists()
-        with open(self.path, "a", encoding="utf-8") as f:
+        with naming(self.path), open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
@@ -194,7 +194,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with naming(path), os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -23,22 +23,61 @@ HEALTH_TIMEOUT = 5.0
 
 
 def check_server(uri: str, key: str = "tracking.uri") -> None:
-    """An MLflow server answers at ``uri`` (its ``/health``), checked before any work starts;
-    ``key`` is how the user gave the URI (``tracking.uri``, ``--tracking-uri``)."""
+    """An MLflow server answers at ``uri`` (its ``/health``), checked before any work starts, with
+    the credentials MLflow itself sends (:func:`_health_request`); ``key`` is how the user gave the
+    URI (``tracking.uri``, ``--tracking-uri``)."""
     import urllib.error
     import urllib.request
 
     for name, value in HTTP_RETRY_DEFAULTS.items():
         os.environ.setdefault(name, value)
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HEALTH_TIMEOUT) as resp:
+        with urllib.request.urlopen(_health_request(uri), timeout=HEALTH_TIMEOUT) as resp:
             resp.read(64)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
+    except urllib.error.HTTPError as exc:
+        if exc.code not in (401, 403):
+            raise _no_server(uri, key, exc) from None
         raise TrackingError(
-            f"{key}={uri}: no MLflow server answers ({one_line(reason, 120)}); start it "
-            f"(mlflow server --host HOST --port PORT) or set {key} to a local store (sqlite:///PATH/mlflow.db)"
+            f"{key}={uri}: the server refused the credentials (HTTP {exc.code}); give them in the URL "
+            f"(http://USER:PASSWORD@HOST:PORT) or in MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
         ) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise _no_server(uri, key, exc) from None
+
+
+def _no_server(uri: str, key: str, exc: BaseException) -> TrackingError:
+    reason = getattr(exc, "reason", exc)
+    return TrackingError(
+        f"{key}={uri}: no MLflow server answers ({one_line(reason, 120)}); start it "
+        f"(mlflow server --host HOST --port PORT) or set {key} to a local store (sqlite:///PATH/mlflow.db)"
+    )
+
+
+def _health_request(uri: str) -> Any:
+    """GET ``/health`` of ``uri`` authenticated as MLflow's REST client is: the URL's own
+    ``user:password@`` (requests, MLflow's HTTP library, sends it as basic auth, over any other),
+    else MLflow's credentials (MLFLOW_TRACKING_USERNAME/PASSWORD or ~/.mlflow/credentials), else a
+    bearer MLFLOW_TRACKING_TOKEN. The userinfo never goes into the request's URL, where urllib
+    reads it as part of the host."""
+    import base64
+    import urllib.parse
+    import urllib.request
+
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    parts = urllib.parse.urlsplit(uri.rstrip("/") + "/health")
+    host = parts.netloc.rpartition("@")[2]
+    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=host)))
+    creds = read_mlflow_creds()
+    user, password = creds.username, creds.password
+    if parts.username or parts.password:
+        user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or "")
+    if user and password is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        request.add_header("Authorization", f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}")
+    return request
 
 
 def local_store(uri: str) -> Path | None:

@@ -23,7 +23,7 @@ from typing import Any, cast
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from t2exp.errors import exit_with, one_line
+from t2exp.errors import TrackingError, exit_with, one_line
 from t2exp.infra.redaction import redact_overrides, redact_text
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
 
@@ -38,6 +38,7 @@ class MLflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from mlflow.tracking import MlflowClient
 
+        _forwarded.clear()  # a signal passed on by an earlier sweep of this interpreter is not this one's
         tr = config.tracking
         self.uri = str(tr.uri)
         task = cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or []
@@ -49,6 +50,8 @@ class MLflowSweepCallback(Callback):
                 run_name=f"sweep {overrides}"[:250],
                 tags={"t2exp.sweep": "parent", "t2exp.sweep_dir": str(config.hydra.sweep.dir), "t2exp.overrides": overrides},
             )
+        except TrackingError as exc:  # the store cannot be opened: its own line names the file and the fix
+            exit_with(redact_text(str(exc)))
         except Exception as exc:
             # Hydra turns a callback's exception into a warning and runs the sweep anyway, without
             # its parent run (orphan children, no report): the sweep ends here, before any cell
@@ -81,6 +84,10 @@ class MLflowSweepCallback(Callback):
             return
         from mlflow.tracking import MlflowClient
 
+        if _forwarded:  # the launching process was told to stop and its cells have: no report, the runs KILLED
+            self._close_if_running()
+            os.environ.pop(PARENT_ENV, None)
+            return
         self._name_cells()
         self._report()
         MlflowClient(tracking_uri=self.uri).set_terminated(self.parent_id, status=self._children_status())
@@ -138,6 +145,11 @@ class MLflowSweepCallback(Callback):
 
 
 _forwarded: list[str] = []  # the signals the launching process passed on to its cell processes
+
+
+def forwarded_signal() -> str | None:
+    """The first SIGTERM/SIGINT this launching process passed on to its cells, or None."""
+    return _forwarded[0] if _forwarded else None
 
 
 def is_joblib_launcher(launcher: Any) -> bool:

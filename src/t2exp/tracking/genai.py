@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from t2exp.errors import one_line
 from t2exp.evaluation.metrics import question_metric_names, question_metrics
 from t2exp.evaluation.scoring.gold import FROM_CONFIG, compose_config, load_gold
 from t2exp.evaluation.scoring.predictions import parse_rows
@@ -61,18 +62,45 @@ def evaluation_data(dataset: str = "bundled", *, limit: int | None | str = FROM_
 def question_values(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -> dict[str, float | None]:
     """Every metric of one answered question, as ``t2exp score`` computes it: ``outputs`` is the
     answer (a string or number) or a mapping with ``answer`` (or ``prediction``) and optionally
-    ``retrieved`` (context ids, best first)."""
+    ``retrieved`` (context ids, best first). A part of the row that cannot be read (``retrieved``
+    not a list, no gold ``context_id``) leaves its metrics ``None`` and the others are computed."""
+    return scored(outputs, expectations, k)[0]
+
+
+def scored(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -> tuple[dict[str, float | None], dict[str, str]]:
+    """:func:`question_values`, and for each metric left out because its part of the row could not
+    be read, the reason (one line)."""
+    answer, retrieved = _answer_and_retrieved(outputs)
+    problems: dict[str, str] = {}
+    value, text, gold = None, None, expectations.get("gold")
+    try:
+        (sub,), _ = parse_rows([{"id": str(expectations.get("question_id") or "question"), "prediction": answer}], "mlflow.genai outputs")
+        value, text = sub.value, sub.text
+    except Exception as exc:  # an answer no reader takes: no NM, the retrieval metrics still count
+        gold = None
+        problems.update(dict.fromkeys(RATIONALES, f"the answer could not be read ({one_line(exc, 120)})"))
+    ranked, why = (None, "") if retrieved is None else _ranked(retrieved, expectations)
+    values = question_metrics(ranked, str(expectations.get("context_id") or ""), k, value, gold, pred_text=text)
+    if why:  # a retrieval these metrics cannot read: no value, and why
+        problems.update({m: why for m in question_metric_names(k) if m not in RATIONALES})
+    return values, problems
+
+
+def _answer_and_retrieved(outputs: Any) -> tuple[Any, Any]:
     if isinstance(outputs, Mapping):
-        answer = outputs.get("answer", outputs.get("prediction"))
-        retrieved = outputs.get("retrieved")
-    else:
-        answer, retrieved = outputs, None
-    row: dict[str, Any] = {"id": str(expectations.get("question_id") or "question"), "prediction": answer}  # the id is not scored here
-    if retrieved is not None:
-        row["retrieved"] = list(retrieved)
-    (sub,), _ = parse_rows([row], "mlflow.genai outputs")
-    ranked = (sub.retrieved or []) if retrieved is not None else None
-    return question_metrics(ranked, str(expectations["context_id"]), k, sub.value, expectations.get("gold"), pred_text=sub.text)
+        return outputs.get("answer", outputs.get("prediction")), outputs.get("retrieved")
+    return outputs, None
+
+
+def _ranked(retrieved: Any, expectations: Mapping[str, Any]) -> tuple[list[str] | None, str]:
+    """The ranked context ids of ``retrieved``, or None and why they cannot be scored."""
+    if expectations.get("context_id") in (None, ""):
+        return None, "no gold context_id in the expectations: the retrieval cannot be scored"
+    try:
+        (sub,), _ = parse_rows([{"id": "question", "prediction": None, "retrieved": retrieved}], "mlflow.genai outputs")
+    except Exception:
+        return None, f"outputs 'retrieved' is {one_line(repr(retrieved), 60)}, not a list of context ids: the retrieval cannot be scored"
+    return sub.retrieved or [], ""
 
 
 def scorers(k: int = 3) -> list[Any]:
@@ -86,8 +114,11 @@ def _scorer(name: str, k: int) -> Any:
     from mlflow.genai.scorers import scorer
 
     def score(outputs: Any, expectations: dict[str, Any]) -> Any:
-        value = question_values(outputs, expectations, k).get(name)
+        values, problems = scored(outputs, expectations, k)
+        value = values.get(name)
         if value is None:
+            if name in problems:  # a row this metric cannot read: no value, and why (left out of the mean)
+                return Feedback(name=name, value=None, rationale=f"not scored: {problems[name]}")
             return None  # not applicable: no numeric gold, or no retrieved list
         return Feedback(name=name, value=value, rationale=rationale(name, value, outputs, expectations))
 
@@ -97,11 +128,12 @@ def _scorer(name: str, k: int) -> Any:
 def rationale(name: str, value: float, outputs: Any, expectations: Mapping[str, Any]) -> str:
     """One line a reader understands: what was compared and why it counts or not."""
     if name in RATIONALES:
-        answer = outputs.get("answer", outputs.get("prediction")) if isinstance(outputs, Mapping) else outputs
+        answer = _answer_and_retrieved(outputs)[0]
         verdict = "match" if value else "no match"
         return f"{str(answer)[:60]!r} vs gold {expectations.get('expected_response')!r}: {verdict} ({RATIONALES[name]})"
-    retrieved = list(outputs.get("retrieved") or []) if isinstance(outputs, Mapping) else []
+    retrieved = _answer_and_retrieved(outputs)[1]
+    ranked = (_ranked(retrieved, {"context_id": "-"})[0] or []) if retrieved not in (None, "") else []
     gold = expectations.get("context_id")
     cut = int(name.rsplit("_", 1)[1])
-    where = f"rank {retrieved.index(gold) + 1}" if gold in retrieved else "not retrieved"
-    return f"gold document {gold!r}: {where} of {len(retrieved)} (cut-off {cut})"
+    where = f"rank {ranked.index(gold) + 1}" if gold in ranked else "not retrieved"
+    return f"gold document {gold!r}: {where} of {len(ranked)} (cut-off {cut})"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -11,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import TrackingError, one_line
-from t2exp.infra.cache import build_lock
 from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
+from t2exp.tracking.store import open_client
 
 log = logging.getLogger(__name__)
 
@@ -34,23 +33,15 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) -> str:
-    """Set the tracking URI, create the store and the experiment if needed; returns the experiment id."""
+    """Set the tracking URI, check a server answers, open the store (a new SQLite store is created
+    under its lock: ``tracking.store.open_client``) and create the experiment if needed; returns
+    the experiment id. Every MLflow call of a run comes after this one."""
     import mlflow
-    from mlflow.tracking import MlflowClient
 
     mlflow.set_tracking_uri(uri)
     if uri.startswith(("http://", "https://")):
         _check_server(uri)
-    first_use: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-    if uri.startswith("sqlite:///"):
-        # MLflow creates and migrates a new SQLite store on first use, and two processes doing it at
-        # once break each other (table already exists, duplicate column): the first use happens
-        # under a lock next to the store, once per process and store
-        db = Path(uri[len("sqlite:///") :])
-        db.parent.mkdir(parents=True, exist_ok=True)
-        first_use = build_lock(db.parent, f"{db.name}.init", timeout=600)
-    with first_use:
-        return _ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_location)
+    return _ensure_experiment(open_client(uri), experiment, artifact_location)
 
 
 def _ensure_experiment(client: Any, experiment: str, artifact_location: str | None) -> str:
@@ -103,10 +94,7 @@ class Tracker:
     broken = False  # a store call failed: nothing more is written
 
     def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str]) -> None:
-        from mlflow.tracking import MlflowClient
-
         self.uri, self.run_id = uri, "(not created)"
-        self.client = MlflowClient(tracking_uri=uri)
         tags = {k: redact_text(str(redact_value(k, v))) for k, v in tags.items()}
         parent = os.environ.get(PARENT_ENV)
         if parent:
@@ -119,16 +107,15 @@ class Tracker:
     @_store_call
     def _open(self, experiment: str, artifact_location: str | None, tags: dict[str, str], run_name: str) -> None:
         self.experiment_id = ensure_tracking(self.uri, experiment, artifact_location)
+        self.client = open_client(self.uri)
         self.run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
         self.run_id = self.run.info.run_id
 
     @classmethod
     def attach(cls, uri: str, run_id: str) -> Tracker:
         """An existing run (a sweep's parent), to log more on it; ``finish`` closes it."""
-        from mlflow.tracking import MlflowClient
-
         tracker = cls.__new__(cls)
-        tracker.uri, tracker.client, tracker.run_id, tracker.closed = uri, MlflowClient(tracking_uri=uri), run_id, False
+        tracker.uri, tracker.client, tracker.run_id, tracker.closed = uri, open_client(uri), run_id, False
         tracker.experiment_id = tracker.client.get_run(run_id).info.experiment_id
         return tracker
 
@@ -195,10 +182,8 @@ class Tracker:
 
 def finished_run_for(uri: str, experiment: str, artifact_location: str | None, key: str):
     """The newest FINISHED run with ``t2exp.cell_key == key``, or None."""
-    from mlflow.tracking import MlflowClient
-
     exp_id = ensure_tracking(uri, experiment, artifact_location)
-    runs = MlflowClient(tracking_uri=uri).search_runs(
+    runs = open_client(uri).search_runs(
         [exp_id],
         filter_string=f"tags.`t2exp.cell_key` = '{key}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],

@@ -1,0 +1,121 @@
+"""What Hydra itself raises around the app's task, as the one line a user reads.
+
+Hydra makes the run's output directory and writes ``.hydra/*.yaml`` before the task runs (a
+sweep's ``multirun.yaml`` before any cell), and re-raises a failed cell of a sweep in the
+launching process; it prints any exception of these as a traceback and exits 1, before
+``python -m t2exp`` sees it. :func:`guard_hydra` wraps Hydra's reporter while the app runs:
+
+- a file-system fault (``paths.work`` read-only, a full disk under ``hydra.run.dir``) is
+  :func:`t2exp.errors.os_error_line` naming the path (Hydra's output directory when the OS
+  names none: a write through a file object), exit 2;
+- a ``hydra/launcher=local_parallel`` sweep whose launching process was sent SIGTERM/SIGINT (passed
+  on to its cells, which stop as a run does) ends with one line and exit 128 + the signal.
+
+Anything else is Hydra's to report, as before.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from hydra.experimental.callback import Callback
+
+from t2exp.errors import OS_FAULTS, exit_with, os_error_line
+from t2exp.infra.redaction import redact_text
+
+_OUTPUT_DIR: list[str] = []  # the directory Hydra writes for the run or sweep now starting
+
+
+class OutputDirCallback(Callback):
+    """Remembers the output directory of the run (``hydra.run.dir``) or sweep
+    (``hydra.sweep.dir``) Hydra starts: the path a file-system fault there names."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        _OUTPUT_DIR[:] = [str(config.hydra.run.dir)]
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        _OUTPUT_DIR[:] = [str(config.hydra.sweep.dir)]
+
+
+def _os_fault(exc: BaseException) -> OSError | None:
+    """The file-system fault ``exc`` is, or was raised from (``raise ... from``: logging's "Unable to
+    configure handler" when Hydra's job log cannot be created)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and (cause.errno in OS_FAULTS or cause.filename is not None):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
+def _stopped_cell(result: Any) -> Any:
+    """A cell of a finished sweep (Hydra's job returns, per batch) that a signal stopped, or None."""
+    from t2exp.pipeline.stop import StoppedCell
+
+    batches = result if isinstance(result, list) else []
+    for batch in batches:
+        for job in batch if isinstance(batch, (list, tuple)) else []:
+            value = getattr(job, "_return_value", None)  # the property re-raises a failed job's error
+            if isinstance(value, StoppedCell):
+                return value
+    return None
+
+
+def _stopped_sweep(signal_name: str) -> NoReturn:
+    print(f"t2exp: interrupted by {signal_name}: the sweep's cells stopped after their requests in flight, their MLflow "
+          "runs and the sweep's parent run are marked KILLED; the predictions so far are kept: run the same command "
+          "again to resume", file=sys.stderr)
+    sys.exit(128 + int(getattr(signal.Signals, signal_name, signal.SIGTERM)))
+
+
+def _report(exc: Exception) -> None:
+    """End the process with one line when ``exc`` is one of ours; return to let Hydra report it."""
+    from t2exp.tracking.callbacks import forwarded_signal
+
+    stopped = forwarded_signal()
+    if stopped is not None:
+        _stopped_sweep(stopped)
+    fault = _os_fault(exc)
+    if fault is not None:
+        if fault.filename is None and _OUTPUT_DIR:
+            fault.filename = _OUTPUT_DIR[0]
+        exit_with(redact_text(os_error_line(fault)))
+
+
+@contextmanager
+def guard_hydra() -> Iterator[None]:
+    """While the app runs under Hydra: its reporter hands our faults to :func:`_report` first."""
+    from hydra._internal import utils
+
+    original = getattr(utils, "run_and_report", None)
+    if original is None:  # another Hydra: its own reporting, unchanged
+        yield
+        return
+
+    def run_and_report(func: Callable[[], Any]) -> Any:
+        def guarded() -> Any:
+            from t2exp.tracking.callbacks import forwarded_signal
+
+            try:
+                result = func()
+            except Exception as exc:
+                _report(exc)  # SystemExit is not an Exception: Hydra's reporter lets it through
+                raise
+            stopped = _stopped_cell(result)
+            if stopped is not None:
+                _stopped_sweep(forwarded_signal() or stopped.signal_name)
+            return result
+
+        return original(guarded)
+
+    utils.run_and_report = run_and_report
+    try:
+        yield
+    finally:
+        utils.run_and_report = original
