@@ -148,3 +148,79 @@ def test_the_files_and_modules_the_docs_name_exist() -> None:
             if not _exists(dotted):
                 missing.append(f"{page.relative_to(ROOT)}: {dotted}")
     assert not missing, "\n".join(missing)
+
+
+# a fenced bash block that the line `<!-- runnable -->` precedes: every command in it is run by
+# test_the_runnable_blocks_run, the experiment app's with SMALL and the marker's own overrides added
+# (`<!-- runnable: rag_method=hybrid -->`: one method where a sweep would index with several; later
+# overrides win)
+RUNNABLE = re.compile(r"^<!-- runnable(?::([^>]*))? -->\n```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
+SMALL = ["dataset.limit=2", "generator=none"]
+
+
+def runnable_commands() -> list[tuple[str, list[str], list[str]]]:
+    """(page, argv, the marker's overrides) of every command in a runnable block of the README and
+    the docs pages."""
+    import shlex
+
+    out = []
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for extra, block in RUNNABLE.findall(page.read_text(encoding="utf-8")):
+            for line in block.replace("\\\n", " ").splitlines():
+                argv = shlex.split(line, comments=True)
+                if argv:
+                    out.append((str(page.relative_to(ROOT)), argv, extra.split()))
+    return out
+
+
+def test_the_runnable_blocks_run(tmp_path: Path, warm_cache: Path) -> None:
+    """Each command of a runnable block, in order, in one fresh working directory (a report reads the
+    sweeps before it), in process: ``python -m t2exp``/``t2exp`` lines as typed, the app's with
+    ``dataset.limit=2 generator=none`` and the test's warm embedding cache added."""
+    from conftest import cli, seed_tracking
+    from t2exp.__main__ import main
+    from t2exp.cli import COMMANDS
+
+    commands = runnable_commands()
+    assert {page for page, _, _ in commands} >= {"README.md", "docs/reproduction.md"}
+    seed_tracking(tmp_path / "mlruns")
+    for page, argv, extra in commands:
+        prefix = 3 if argv[:3] == ["python", "-m", "t2exp"] else 1 if argv[0] == "t2exp" else 0
+        assert prefix, f"{page}: {shlex_join(argv)}: a runnable block holds t2exp commands only"
+        args = argv[prefix:]
+        if not args or args[0] not in COMMANDS:  # the experiment app
+            args += [*SMALL, *extra, f"paths.cache={warm_cache}", "tracking.traces=false"]
+        proc = cli(main, args, cwd=tmp_path)
+        assert proc.returncode == 0, f"{page}: {shlex_join(argv)} -> exit {proc.returncode}\n{proc.stderr[-3000:]}"
+
+
+def shlex_join(argv: list[str]) -> str:
+    import shlex
+
+    return shlex.join(argv)
+
+
+# what a reader of the site should not meet: issue numbers, work-session history, Markdown escapes
+# shown as text (a backslash before a bracket in a generated table)
+NOT_FOR_READERS = {"an issue number": r"(?i)\bissues? #?\d", "session history": r"(?i)session", "a shown escape": r"\\\["}
+
+
+def test_the_built_site_speaks_to_users(tmp_path: Path) -> None:
+    """``mkdocs build --strict`` as CI runs it; the pages' text holds none of NOT_FOR_READERS."""
+    import html
+    import os
+    import subprocess
+
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        markup = re.sub(r"<(script|style)\b.*?</\1>", " ", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        text = html.unescape(re.sub(r"<[^>]+>", " ", markup))
+        for what, pattern in NOT_FOR_READERS.items():
+            found += [f"{page.relative_to(site)}: {what}: …{text[max(0, m.start() - 60):m.end() + 30]!r}…"
+                      for m in re.finditer(pattern, text)]
+    assert len(list(site.rglob("*.html"))) > 20 and not found, "\n".join(found)

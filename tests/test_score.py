@@ -119,6 +119,16 @@ def test_ranked_retrieval_exact_mrr_and_recall(gold):
     assert "mrr_at_3" not in str(r5.metrics) and "MRR@5" in str(r5)
 
 
+def test_missing_questions_are_named_as_misses_in_every_metric_they_lower(gold):
+    """A partial file: the note says a missing question lowers MRR and R@k too, not NM alone."""
+    rows = with_retrieved(gold)[:3]  # three of the six gold questions
+    (note,) = [n for n in score(rows, gold=gold, k=3).notes if "have no prediction" in n]
+    assert note == "3 gold questions have no prediction: wrong in NM (headline), absent from NM (submitted); a miss in MRR@3 and R@1/3/5"
+    retrieval_only = [{"id": r["id"], "prediction": None, "retrieved": r["retrieved"]} for r in rows]
+    (note,) = [n for n in score(retrieval_only, gold=gold, k=3).notes if "have no prediction" in n]
+    assert note == "3 gold questions have no prediction: a miss in MRR@3 and R@1/3/5"
+
+
 def test_single_context_id_gives_rank1_only_and_says_so(gold):
     rows = hand_made(gold)
     rows[0]["context_id"] = gold[0].context_id  # right

@@ -223,8 +223,14 @@ def inherits(opt: Option) -> list[str]:
 
 # --- Markdown -------------------------------------------------------------------------------------
 def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell (pipes, HTML, link brackets, emphasis)."""
-    text = " ".join(str(text).split())
+    """Text safe inside a Markdown table cell (pipes, HTML, link brackets, emphasis); a code span
+    keeps its text as written (a backslash there is shown, not read), only its pipes escaped."""
+    parts = re.split(r"(`[^`]*`)", " ".join(str(text).split()))
+    return "".join(part.replace("|", "\\|") if part.startswith("`") and part.endswith("`") and len(part) > 1 else _plain(part)
+                   for part in parts)
+
+
+def _plain(text: str) -> str:
     for a, b in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("[", "\\["), ("]", "\\]"), ("*", "\\*")):
         text = text.replace(a, b)
     return text

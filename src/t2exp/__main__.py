@@ -261,12 +261,14 @@ def main() -> None:
     """Console entry point (``t2exp``) and ``python -m t2exp``: ``t2exp <command> ...`` runs a
     command of :mod:`t2exp.cli` (score, compare, report, reproduce); anything else is the Hydra app's overrides."""
     from t2exp.cli import COMMANDS, run_command
+    from t2exp.cli.argv import app_argv
 
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
         sys.exit(run_command(sys.argv[1], sys.argv[2:]))
     install_log_redaction()
     register_sweeper()
     try:
+        sys.argv[1:] = app_argv(sys.argv[1:], COMMANDS)  # options ahead of overrides; the command table on --help
         sys.argv[1:] = move_secret_overrides(sys.argv[1:])
         preflight(sys.argv[1:])
     except T2ExpError as exc:

@@ -165,9 +165,6 @@ class _Rows:
                 f"question(s) (e.g. id {q.id!r}, split {q.split!r}); allowed: splits that hold them, or dataset.question_splits "
                 "limited to the corpus's"
             )
-        if self.stats["non_numeric_gold"]:
-            log.warning("subset %s: %d questions have a non-numeric gold answer; excluded from NM", self.name,
-                        self.stats["non_numeric_gold"])
         return Subset(name=self.name, questions=self.questions, corpus=list(self.corpus.values()), sources=self.sources,
                       stats=self.stats)
 

@@ -1,6 +1,6 @@
 """Gemini embeddings through ``google-genai``.
 
-The design card names ``google-generativeai``; that SDK is end-of-life (support ended
+``google-generativeai`` is end-of-life (support ended
 2025-11-30) and pins protobuf<6, so this uses its successor ``google-genai``. For the Gemini
 Developer API, ``client.models.embed_content(contents=[...])`` sends one
 ``POST {base_url}/{api_version}/models/{model}:batchEmbedContents`` with

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +24,9 @@ PROGRESS_ENV = "T2EXP_PROGRESS"
 # HTTP requests); their warnings and errors still show
 QUIET_LOGGERS = ("sentence_transformers", "transformers", "alembic", "mlflow", "httpx", "httpcore", "urllib3", "filelock",
                  "huggingface_hub", "lancedb", "numexpr")
+# the loggers whose INFO lines a run shows; any other library's (an HTTP client's line per request,
+# whatever its package is called) only with hydra.verbose
+OWN_LOGGERS = ("t2exp", "hydra", "__main__", "root")
 
 
 def _disable() -> bool | None:
@@ -84,17 +87,53 @@ def stage(name: str, total: int | None, unit: str = "item") -> Iterator[Stage]:
         log.info("%s: %d %s in %.1fs%s%s%s", name, s.done, plural, dt, rate, f"; {s.note}" if s.note else "", end)
 
 
-def quiet_libraries() -> None:
+class ThirdPartyInfo(logging.Filter):
+    """Drops the records below WARNING of every logger outside ``OWN_LOGGERS`` and ``shown`` (the
+    loggers ``hydra.verbose`` names); set on the handlers Hydra configured for the job."""
+
+    def __init__(self, shown: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.shown = tuple(shown)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or _named(record.name, OWN_LOGGERS + self.shown)
+
+
+def _named(name: str, prefixes: Sequence[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def hydra_verbose() -> bool | list[str]:
+    """``hydra.verbose`` of the running job: True (every logger at DEBUG), the logger names it
+    lists, or False (also outside a Hydra job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    verbose = HydraConfig.get().verbose if HydraConfig.initialized() else False
+    if isinstance(verbose, str):
+        return [verbose]
+    return [str(v) for v in verbose] if isinstance(verbose, Sequence) else bool(verbose)
+
+
+def quiet_libraries(verbose: bool | Sequence[str] = False) -> None:
     """Turn the libraries' chatter down to their warnings: model-loading bars and INFO lines, the
-    embedded store's "dataset will be created" notices, MLflow's database-migration lines."""
+    embedded store's "dataset will be created" notices, MLflow's database-migration lines, an HTTP
+    client's line per request. ``verbose`` (:func:`hydra_verbose`): True keeps every logger as
+    Hydra set it, a list of names keeps those."""
     os.environ.setdefault("LANCEDB_LOG", "error")  # the Rust logger of lancedb (read when it loads)
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # mlflow sets its logger's level from it on import
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    if verbose is True:
+        return
+    shown = () if verbose is False else tuple(verbose)
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+        if not _named(name, shown):
+            logging.getLogger(name).setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, ThirdPartyInfo) for f in handler.filters):
+            handler.addFilter(ThirdPartyInfo(shown))
     # logs a store failure with its traceback before raising it; the run reports it in one line
     # (tracking.mlflow_run: TrackingError)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)

@@ -4,7 +4,8 @@ config's ``_target_`` (:func:`t2exp.config.components.build`). No work on the co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +18,7 @@ from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import build, target_class
 from t2exp.config.generators import GeneratorConfig
 from t2exp.data.loader import load_subsets, loader_args
+from t2exp.data.records import Subset
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
 from t2exp.methods import RagMethod
@@ -24,6 +26,8 @@ from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.experiment import Components, Parts, Settings
 from t2exp.pipeline.identity import cell_key, data_fingerprint
 from t2exp.pipeline.stop import StopRequest
+
+log = logging.getLogger("t2exp")
 
 # keys of a generator config that configure the run, not the backend's constructor
 GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
@@ -45,6 +49,15 @@ def build_component(cfg: DictConfig | None, **kwargs: Any) -> Any:
     return build(d, str(d.get("name", d["_target_"])), **kwargs)
 
 
+def note_non_numeric_golds(subsets: Sequence[Subset]) -> None:
+    """One warning per subset whose questions (the run's sample) include golds without a number."""
+    for s in subsets:
+        n = sum(q.gold is None for q in s.questions)
+        if n:
+            log.warning("subset %s: %d of %d questions have a non-numeric gold answer; excluded from NM", s.name, n,
+                        len(s.questions))
+
+
 def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     """Sampling from config; ``stop: null`` means the answer mode's default stop sequences."""
     d = to_dict(cfg) if cfg is not None else {}
@@ -61,6 +74,8 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
     embedder = build_component(cfg.embedder) if method.needs_index else None
     store_factory = (lambda: build_component(cfg.store)) if method.needs_index else None
     generator = build_component(cfg.generator)
+    if generator is not None:  # NM is computed: say which questions it leaves out (once per cell)
+        note_non_numeric_golds(subsets)
     gen_cfg = cfg.generator
     sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")

@@ -119,7 +119,7 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
     """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
     ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
     config.check(cfg, overrides)
-    progress.quiet_libraries()
+    progress.quiet_libraries(progress.hydra_verbose())
     stop = StopRequest()
     restore = _install_signal_handlers(stop)
     try:

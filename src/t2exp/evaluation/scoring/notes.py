@@ -17,7 +17,7 @@ def submission_notes(c: Counts, retrieval: str, with_nm: bool, k: int, unknown: 
     dataset's question sample, named when rows fall outside it)."""
     notes = _coverage_notes(retrieval, with_nm, k)
     if c.missing:
-        notes.append(f"{c.missing} gold questions have no prediction: wrong in NM (headline), absent from NM (submitted)")
+        notes.append(_missing_note(c.missing, retrieval, with_nm, k))
     if unknown:
         notes.append(_unknown_note(c, unknown, ambiguous, limit))
     if duplicates:
@@ -31,6 +31,16 @@ def submission_notes(c: Counts, retrieval: str, with_nm: bool, k: int, unknown: 
     if c.non_numeric_gold:
         notes.append(f"{c.non_numeric_gold} gold questions have no numeric answer: not counted in NM (as in a run)")
     return notes
+
+
+def _missing_note(missing: int, retrieval: str, with_nm: bool, k: int) -> str:
+    """Where a gold question without a prediction counts: every metric but NM (submitted)."""
+    where = ["wrong in NM (headline), absent from NM (submitted)"] if with_nm else []
+    if retrieval == "ranked":
+        where.append(f"a miss in MRR@{k} and R@1/3/5")
+    elif retrieval == "rank1":
+        where.append(f"a miss in MRR@{k} and R@1")
+    return f"{missing} gold questions have no prediction: {'; '.join(where) or 'not scored'}"
 
 
 def _coverage_notes(retrieval: str, with_nm: bool, k: int) -> list[str]:

@@ -1,0 +1,105 @@
+"""The command line as a newcomer meets it: options on either side of the overrides, the command
+table on --help, one line for a mistyped command, and a run's console without repeats or library
+chatter."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pandas as pd
+
+from conftest import ROOT, cli, run_app
+from t2exp.__main__ import _app_overrides, _compose_jobs, main, preflight
+from t2exp.cli import COMMANDS
+from t2exp.cli.argv import app_argv, hydra_argv
+
+
+def _jobs(argv: list[str]) -> list[list[str]]:
+    """The overrides of every job Hydra would run for ``python -m t2exp <argv>`` (the pre-flight's list)."""
+    parsed = _app_overrides(hydra_argv(argv))
+    assert parsed is not None, argv
+    composed = _compose_jobs(*parsed)
+    assert composed is not None, argv
+    return composed[1]
+
+
+def test_overrides_on_either_side_of_dash_m_make_the_same_sweep():
+    before = _jobs(["-m", "rag_method=base", "k=3,5", "generator=none"])
+    after = _jobs(["rag_method=base", "-m", "k=3,5", "generator=none"])
+    last = _jobs(["rag_method=base", "k=3,5", "generator=none", "--multirun"])
+    assert before == after == last
+    assert [j for j in after if "k=5" in j] and len(after) == 2
+
+
+def test_options_with_values_move_with_their_value():
+    assert hydra_argv(["k=3", "--cfg", "job", "-m", "rag_method=base", "--info", "k=1"]) == \
+        ["--cfg", "job", "-m", "--info", "k=3", "rag_method=base", "k=1"]
+    assert hydra_argv(["k=3", "--info", "config", "--cfg=job"]) == ["--info", "config", "--cfg=job", "k=3"]
+
+
+def test_the_documented_gpu_reproduction_sweep_composes_as_written():
+    """docs/reproduction.md's GPU command, as a user pastes it: 2 protocols x 8 methods."""
+    text = (ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "llama33_70b" in b]
+    argv = shlex.split(block.replace("\\\n", " "))
+    assert argv[:3] == ["python", "-m", "t2exp"]
+    assert preflight(hydra_argv(argv[3:])) == 16
+
+
+def test_help_lists_every_command_then_the_app_help(capsys):
+    app_argv(["k=3", "-h"], COMMANDS)  # -h prints what --help prints (Hydra's part below is its own)
+    short = capsys.readouterr().out
+    proc = cli(main, ["--help"])
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for name, (_, summary) in COMMANDS.items():
+        assert re.search(rf"^  {name} +{re.escape(summary)}$", out, re.M), name
+    assert "--hydra-help" in out
+    assert out.index("reproduce") < out.index("== Configuration groups ==") < out.index("rag_method: ")
+    assert short and out.startswith(short)
+
+
+def test_a_mistyped_command_names_the_closest_one():
+    proc = cli(main, ["reprot", "--limit", "3"])
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("t2exp: error: unknown command 'reprot'; did you mean 'report'?"), line
+    proc = cli(main, ["frobnicate"])
+    assert proc.returncode == 2 and "did you mean" not in proc.stderr and "score, compare, report, reproduce" in proc.stderr
+
+
+def test_cfg_job_as_documented_prints_resolved_values():
+    """The command the README gives for "every resolved value" prints no interpolation."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"`(python -m t2exp [^`]*)` prints every resolved value", readme)
+    proc = cli(main, shlex.split(command)[3:])
+    assert proc.returncode == 0, proc.stderr
+    assert "paths:" in proc.stdout and "${" not in proc.stdout
+
+
+def _data_with_a_date_gold(tmp_path):
+    src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(3).copy()
+    src["split"] = "test"
+    src.loc[src.index[1], "program_answer"] = "2016-09-23"  # not a number: left out of NM
+    data = tmp_path / "data"
+    data.mkdir()
+    src.to_parquet(data / "FinQA_test.parquet")
+    return ["rag_method=oracle", "dataset=finqa", f"dataset.path={data}", "dataset.limit=null"]
+
+
+def test_a_run_warns_once_where_nm_applies_and_hides_library_chatter(tmp_path):
+    from fakes.openai_server import FakeOpenAIServer
+
+    data = _data_with_a_date_gold(tmp_path)
+    warning = "subset FinQA: 1 of 3 questions have a non-numeric gold answer; excluded from NM"
+    with FakeOpenAIServer(model="m", reply=lambda messages: "Final answer: 1") as srv:
+        gen = ["generator=openai_compat", "generator.model=m", f"generator.base_url={srv.base_url}"]
+        sweep = run_app([*data, *gen, "-m", "k=1,2"], tmp_path / "cache", tmp_path / "track")
+        out = sweep.stdout + sweep.stderr
+        assert out.count(warning) == 2, out  # once per cell, not again from the pre-flight's load
+        assert "HTTP Request" not in out and len(srv.requests) == 3  # the second cell's answers: the LLM cache
+        verbose = run_app([*data, *gen, "k=3", "hydra.verbose=true"], tmp_path / "cache", tmp_path / "track")
+        assert "HTTP Request" in verbose.stdout + verbose.stderr  # hydra.verbose shows them again
+    retrieval = run_app([*data, "generator=none"], tmp_path / "cache", tmp_path / "track")
+    assert "non-numeric gold answer" not in retrieval.stdout + retrieval.stderr  # no NM, nothing to warn about
