@@ -29,8 +29,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config as t2exp_config
+from t2exp.cli.hydra_faults import guard_hydra
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
-from t2exp.infra.hydra_faults import guard_hydra
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.stop import Interrupted, StoppedCell

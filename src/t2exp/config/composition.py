@@ -45,7 +45,7 @@ def composition_error(exc: BaseException) -> ConfigError | None:
     """One line for a composition that failed on the typed schema (an unknown key, a wrong type, a
     missing value), prefixed with the option YAML it failed in where Hydra names one; None for any
     other failure (an unknown option, a syntax error: Hydra explains those)."""
-    from t2exp.config import config_error, omegaconf_cause
+    from t2exp.config.messages import config_error, omegaconf_cause
 
     if omegaconf_cause(exc) is None:
         return None

@@ -60,7 +60,7 @@ def check_meta(group: str, block: Any) -> None:
     a misspelt key or a value of the wrong type is one line naming ``<group>.meta.<key>``."""
     from omegaconf.errors import OmegaConfBaseException
 
-    from t2exp.config import config_error
+    from t2exp.config.messages import config_error
 
     if not OmegaConf.is_dict(block):
         raise invalid(f"{group}.{META_KEY}", block, f"a mapping of {', '.join(META_FIELDS)}")

@@ -21,7 +21,7 @@ class StoppedCell:
     """What a sweep cell stopped by a signal returns to its launcher in another process
     (``hydra/launcher=local_parallel``): a cell that raised instead would print as a traceback
     there. The launching process ends the sweep with one line and 128 + the signal
-    (``t2exp.infra.hydra_faults``)."""
+    (``t2exp.cli.hydra_faults``)."""
 
     def __init__(self, signal_name: str, message: str) -> None:
         self.signal_name, self.message = signal_name, message

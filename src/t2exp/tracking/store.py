@@ -18,6 +18,7 @@ from typing import Any
 
 from t2exp.errors import OS_FAULTS, TrackingError, one_line, os_error_line
 from t2exp.infra.cache import build_lock
+from t2exp.infra.contained import remove_file
 
 _OPENED: set[str] = set()  # the SQLite stores this process has opened (MLflow caches each one)
 SQLITE_PREFIX = "sqlite:///"
@@ -73,7 +74,7 @@ def _remove_half_made(db: Path) -> None:
     """A store whose creation failed holds no run: removed, so the next run creates it whole."""
     for path in (db, *(db.with_name(db.name + s) for s in ("-journal", "-wal", "-shm"))):
         try:
-            path.unlink(missing_ok=True)
+            remove_file(path, db.parent, missing_ok=True)
         except OSError:
             pass
 
