@@ -268,6 +268,9 @@ def main() -> None:
     try:
         sys.argv[1:] = move_secret_overrides(sys.argv[1:])
         preflight(sys.argv[1:])
+        from t2exp.pipeline.shard_expand import expand_shards
+
+        sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
     except T2ExpError as exc:
         _fail(exc)
     hydra_main()
