@@ -166,3 +166,18 @@ def test_bad_shard_settings_are_one_line(tmp_path, args, wanted):
     proc = run_app([*args, *RETRIEVAL], tmp_path / "cache", tmp_path / "track", check=False)
     assert proc.returncode == 2 and wanted in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "cache").exists()  # refused before any work
+
+
+def test_more_shards_than_questions_and_collect_by_the_sweeps_parent_run(tmp_path):
+    """Two questions in five shards: the shards with none record themselves done and log nothing
+    (a shard with no rows once failed the run in the scorer); `t2exp collect <parent run id>`
+    finds the cell through the sweep's directory and leaves the FINISHED cell alone."""
+    from t2exp.__main__ import main
+
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    run_app(["generator=none", "dataset=finqa", "dataset.limit=2", "shards=5"], cache, track)
+    assert len((_cell_dir(cache) / "predictions.jsonl").read_text().splitlines()) == 2
+    client, (parent,), (cell_run,), shards = _cells(track)
+    assert cell_run.info.status == "FINISHED" and 1 <= len(shards) <= 2
+    proc = cli(main, ["collect", parent.info.run_id, "--tracking-uri", f"sqlite:///{track / 'mlflow.db'}"])
+    assert proc.returncode == 0 and f"already FINISHED as MLflow run {cell_run.info.run_id}" in proc.stderr, proc.stderr

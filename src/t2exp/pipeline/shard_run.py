@@ -93,7 +93,7 @@ def _rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run: str) -> Result | 
     if not cfg.get("resume") or not layout.done(i).is_file():
         return None
     record = layout.read_done(i)
-    runs.adopt(str(cfg.tracking.uri), cell_run, [record["run_id"]])
+    runs.adopt(str(cfg.tracking.uri), cell_run, [record["run_id"]] if record.get("run_id") else [])
     layout.write_done(i, {**record, "cell_run": cell_run})
     log.info("resume: shard %d of %d already answered its questions (MLflow run %s); skipped", i, layout.shards, record["run_id"])
     return Result(metrics=dict(record["metrics"]), predictions_path=layout.predictions(i), skipped=True, run_id=record["run_id"])
@@ -105,6 +105,10 @@ def _answer(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], 
     fails or is stopped closes the cell run likewise (FAILED, KILLED), naming itself."""
     n = layout.shards
     parts = dataclasses.replace(components.parts, subsets=slice_subsets(components.parts.subsets, i, n))
+    if not any(s.questions for s in parts.subsets):  # more shards than questions: nothing to answer, nothing to log
+        log.info("shard %d of %d: no question of this cell falls in its slice; nothing to answer", i, n)
+        layout.write_done(i, {"shard": i, "shards": n, "run_id": None, "cell_run": cell_run, "metrics": {}, "prompts": {}, "spans": {}})
+        return Result(metrics={}, predictions_path=layout.predictions(i), skipped=True)
     shard = Components(parts=parts, settings=dataclasses.replace(components.settings, run_dir=layout.dir(i)), stop=components.stop)
     tags = {runs.SHARD_TAG: f"{i}/{n}", runs.SHARD_OF_TAG: key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
     try:
