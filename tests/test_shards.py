@@ -181,3 +181,17 @@ def test_more_shards_than_questions_and_collect_by_the_sweeps_parent_run(tmp_pat
     assert cell_run.info.status == "FINISHED" and 1 <= len(shards) <= 2
     proc = cli(main, ["collect", parent.info.run_id, "--tracking-uri", f"sqlite:///{track / 'mlflow.db'}"])
     assert proc.returncode == 0 and f"already FINISHED as MLflow run {cell_run.info.run_id}" in proc.stderr, proc.stderr
+
+
+def test_a_resumed_run_leaves_its_predictions_in_question_order(tmp_path):
+    """A stopped run writes answers as they arrive (out of order under concurrency); the run that
+    resumes it ends with the file in question order — the order the merge of a sharded cell writes
+    — so a resumed cell, an uninterrupted one and a merged one are the same file."""
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    args = ["generator=none", "dataset=finqa", "dataset.limit=3"]
+    run_app(args, cache, track)
+    path = _cell_dir(cache) / "predictions.jsonl"
+    ordered = path.read_bytes()
+    path.write_bytes(b"".join(reversed(ordered.splitlines(keepends=True))))  # as a stop under concurrency leaves it
+    run_app(args, cache, track)
+    assert path.read_bytes() == ordered
