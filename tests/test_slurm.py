@@ -1,5 +1,7 @@
 """Sweeps through ``hydra/launcher=slurm`` on a real local Slurm cluster.
 
+A sharded cell (shards=3) runs as one job array, its merge byte for byte the unsharded cell.
+
 Start the cluster first (root, Debian): ``bash scripts/slurm_local.sh up``. The launching process
 runs inside the cluster's network namespace (``scripts/in_slurm_ns.sh``), submits every cell as a
 task of one Slurm job array (hydra-submitit-launcher) and waits for them; each cell is an MLflow
@@ -162,3 +164,36 @@ def test_crashing_cell_fails_its_child_run_and_the_parent(slurm_cluster, shared_
     states = _sacct_states(job_id, 2)
     assert states[f"{job_id}_0"] == ("COMPLETED", "0:0")
     assert states[f"{job_id}_1"] == ("FAILED", "2:0")
+
+
+def test_a_cell_in_three_shards_on_slurm_equals_the_unsharded_cell(slurm_cluster, tmp_path):
+    """shards=3: the cell's shards are the three tasks of one job array; the last to finish merges
+    them into the cell's predictions and one FINISHED cell run (the shard runs its children), byte
+    for byte the unsharded run of the same cell."""
+    from conftest import run_app
+
+    args = ["generator=none", "dataset.limit=6"]
+    one, three = tmp_path / "one", tmp_path / "three"
+    run_app(args, one / "cache", one / "track")
+    proc = _sweep([*args, "shards=3"], three / "cache", three)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (job_id,) = _array_job_ids(three)
+    script = (three / "multirun" / ".submitit" / job_id / f"{job_id}_submission.sh").read_text()
+    assert "#SBATCH --array=0-2" in script
+    assert {s for s, _ in _sacct_states(job_id, 3).values()} == {"COMPLETED"}
+    (cell,) = (three / "cache" / "runs").iterdir()
+    (unsharded,) = (one / "cache" / "runs").iterdir()
+    assert cell.name == unsharded.name
+    for name in ("predictions.jsonl", "leaderboard.jsonl"):
+        assert (cell / name).read_bytes() == (unsharded / name).read_bytes(), name
+    client, runs = mlflow_runs(three)
+    cells = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent" and "t2exp.shard" not in r.data.tags]
+    shards = [r for r in runs if "t2exp.shard" in r.data.tags]
+    (cell_run,) = cells
+    assert cell_run.info.status == "FINISHED", cell_run.data.tags.get("t2exp.error")
+    assert sorted(r.data.tags["t2exp.shard"] for r in shards) == ["0/3", "1/3", "2/3"]
+    assert all(r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == cell_run.info.run_id for r in shards)
+    one_client, (one_run,) = mlflow_runs(one / "track")
+    metrics = [Path(c.download_artifacts(r.info.run_id, "metrics.json")).read_bytes()
+               for c, r in ((client, cell_run), (one_client, one_run))]
+    assert metrics[0] == metrics[1]

@@ -57,7 +57,7 @@ def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:
-        result = run(cfg, overrides)
+        result = run(cfg, overrides, _shard_runner(cfg))
     except T2ExpError as exc:
         _fail(exc)
     except OSError as exc:  # a full disk, a read-only or misplaced path: the path, the fault, the fix
@@ -81,6 +81,15 @@ def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
     except T2ExpError as exc:
         _fail(exc)
         return None
+
+
+def _shard_runner(cfg: DictConfig) -> Any:
+    """One shard of a sharded cell (``shards`` > 1) runs through the shard runner; else None."""
+    if int(cfg.get("shards") or 1) <= 1:
+        return None
+    from t2exp.pipeline.shard_run import run_shard
+
+    return run_shard
 
 
 # --- pre-flight -------------------------------------------------------------------------------------
@@ -271,6 +280,9 @@ def main() -> None:
         sys.argv[1:] = app_argv(sys.argv[1:], COMMANDS)  # options ahead of overrides; the command table on --help
         sys.argv[1:] = move_secret_overrides(sys.argv[1:])
         preflight(sys.argv[1:])
+        from t2exp.pipeline.shard_expand import expand_shards
+
+        sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
     except T2ExpError as exc:
         _fail(exc)
     with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too

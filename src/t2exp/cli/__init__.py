@@ -11,6 +11,7 @@ COMMANDS = {
     "score": ("t2exp.cli.score", "score any system's predictions against the gold answers"),
     "compare": ("t2exp.cli.compare", "two runs question by question: paired CI and p-value"),
     "report": ("t2exp.cli.report", "paper-style tables and plots of a sweep's runs"),
+    "collect": ("t2exp.cli.collect", "merge a sharded cell's finished shards into the cell's result and MLflow run"),
     "reproduce": ("t2exp.cli.reproduce", "run the expected-numbers conditions (expected/*.yaml): OK/FAIL per metric"),
 }
 

@@ -192,6 +192,12 @@ class Config:
     # the metric a run returns to a Hydra sweeper (hydra/sweeper=optuna maximises it), e.g.
     # avg/mrr_at_3 or FinQA/recall_at_3; null = avg/nm with a generator, avg/mrr_at_<k> without
     objective: str | None = None
+    # sharded cells (t2exp.pipeline.shards): shards=N runs the cell as N jobs, each answering the
+    # questions whose stable hash falls in its slice, merged into one result; `shard` is the job's
+    # index, set by the app when it expands the cell (or by hand to re-run one shard). Neither
+    # changes the cell's key: every shard and an unsharded run of it share its predictions
+    shards: int = 1
+    shard: int | None = None
     document: DocumentConfig = field(default_factory=DocumentConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
@@ -208,6 +214,9 @@ class Config:
 
     def __post_init__(self) -> None:
         at_least("k", self.k, 1)
+        at_least("shards", self.shards, 1)
+        require(self.shard is None or (self.shards > 1 and 0 <= self.shard < self.shards), "shard", self.shard,
+                f"null, or with shards > 1 an integer in [0, {self.shards - 1}]" if self.shards > 1 else "null when shards=1")
         if self.objective is not None:
             scope, _, metric = self.objective.partition("/")
             require(bool(scope) and bool(METRIC.match(metric)), "objective", self.objective,

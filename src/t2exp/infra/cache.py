@@ -169,7 +169,7 @@ class JsonlLog:
         return list(read_jsonl(self.path))
 
     def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        line = jsonl_line(record)
         new = not self.path.exists()
         with naming(self.path), open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
@@ -177,6 +177,11 @@ class JsonlLog:
             os.fsync(f.fileno())
         if new:
             _fsync_dir(self.path.parent)
+
+
+def jsonl_line(record: Mapping[str, Any]) -> str:
+    """One record as :class:`JsonlLog` writes it (a record read back from its line gives the same line)."""
+    return json.dumps(record, ensure_ascii=False, default=str) + "\n"
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -115,15 +115,20 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
     return restore
 
 
-def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
-    """Validate, build, run and log one experiment. Raises ``T2ExpError`` on bad input and
-    ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
+CellRunner = Callable[[DictConfig, "list[str] | None", Callable[[], None], StopRequest], Result]
+
+
+def run(cfg: DictConfig, overrides: list[str] | None = None, runner: CellRunner | None = None) -> Result:
+    """Validate, build, run and log one experiment: the whole cell, or what ``runner`` runs under
+    the same signal handling (the app passes :func:`t2exp.pipeline.shard_run.run_shard` for one
+    shard of a sharded cell). Raises ``T2ExpError`` on bad input and ``Interrupted`` on
+    SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
     config.check(cfg, overrides)
     progress.quiet_libraries(progress.hydra_verbose())
     stop = StopRequest()
     restore = _install_signal_handlers(stop)
     try:
-        result = _run(cfg, overrides, restore, stop)
+        result = (runner or _run)(cfg, overrides, restore, stop)
         signal_name = stop.signal_name
         if signal_name:  # the signal came after the last safe point: the run is complete and logged
             exc = Interrupted(signal_name)
@@ -143,34 +148,44 @@ def _run(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], Non
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", key)
 
     with cell_lock(components.settings.cache_dir / "locks", f"cell-{key}", on_wait=waiting):
-        return _run_cell(cfg, overrides, restore, resolved, components, key)
+        return finished_cell(cfg, key, components) or _run_cell(cfg, overrides, restore, resolved, components, key)
 
 
-def _run_cell(
-    cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], resolved: dict, components: Components, key: str
-) -> Result:
+def cell_tags(key: str, overrides: list[str] | None) -> dict[str, str]:
+    """The tags of a cell's MLflow run: its key (what ``resume=true`` finds it by) and its overrides."""
+    return {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
+
+
+def finished_cell(cfg: DictConfig, key: str, components: Components, *, mirror: bool = True) -> Result | None:
+    """With ``resume=true``, the result of the cell's FINISHED MLflow run (``mirror``: listed under
+    the current sweep as well), or None: the cell is to run."""
     tr = cfg.tracking
-    if cfg.get("resume"):
-        done = finished_run_for(tr.uri, tr.experiment, tr.get("artifact_location"), key)
-        if done is not None:
-            mirror = mirror_into_sweep(tr.uri, tr.experiment, tr.get("artifact_location"), done, _run_name(cfg))
-            log.info("resume: cell %s already FINISHED as MLflow run %s; skipped%s", key, done.info.run_id,
-                     f" (listed under this sweep as run {mirror})" if mirror else "")
-            return Result(metrics=dict(done.data.metrics), predictions_path=components.settings.run_dir / "predictions.jsonl", skipped=True)
+    if not cfg.get("resume"):
+        return None
+    done = finished_run_for(tr.uri, tr.experiment, tr.get("artifact_location"), key)
+    if done is None:
+        return None
+    mirrored = mirror_into_sweep(tr.uri, tr.experiment, tr.get("artifact_location"), done, _run_name(cfg)) if mirror else None
+    log.info("resume: cell %s already FINISHED as MLflow run %s; skipped%s", key, done.info.run_id,
+             f" (listed under this sweep as run {mirrored})" if mirrored else "")
+    return Result(metrics=dict(done.data.metrics), predictions_path=components.settings.run_dir / "predictions.jsonl", skipped=True)
+
+
+def _run_cell(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], resolved: dict, components: Components,
+              key: str, *, tags: dict[str, str] | None = None, parent: str | None = None, name: str | None = None) -> Result:
+    """Run the cell (or, with ``tags``/``parent``/``name``, one shard of it) as one MLflow run."""
+    tr = cfg.tracking
     components.stop.check()
-    tags = {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
-    tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), _run_name(cfg), tags)
-    log.info("MLflow run %s (%s) in %s", tracker.run_id, _run_name(cfg), tr.uri)
+    name = name or _run_name(cfg)
+    tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), name, tags or cell_tags(key, overrides), parent=parent)
+    log.info("MLflow run %s (%s) in %s", tracker.run_id, name, tr.uri)
     status = "FAILED"
     try:
-        params = flatten({k: v for k, v in without_meta(resolved).items() if k != "hydra"})
-        params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in components.parts.subsets})
-        tracker.log_params(params)
+        tracker.log_params(cell_params(resolved, components))
         tracker.log_inputs(components.parts.subsets)
         result = run_experiment(components)
-        tracker.log_metrics({**result.metrics, **headline_metrics(result.metrics, components.settings.k)})
-        _log_artifacts(tracker, cfg, components, result)
-        _log_views(tracker, cfg, components, result)
+        result.run_id = tracker.run_id
+        log_result(tracker, cfg, components, result)
         status = "FINISHED"
         _print_summary(result, components, tracker, cfg)
         return result
@@ -194,6 +209,21 @@ def _run_cell(
     finally:
         getattr(restore, "closing", lambda: None)()
         tracker.finish(status)
+
+
+def cell_params(resolved: dict, c: Components) -> dict[str, Any]:
+    """A run's MLflow params: its resolved config (no hydra, no options' meta) and its data files."""
+    params = flatten({k: v for k, v in without_meta(resolved).items() if k != "hydra"})
+    params.update({f"dataset.source_files.{s.name}": ";".join(s.sources) for s in c.parts.subsets})
+    return params
+
+
+def log_result(tracker: Tracker, cfg: DictConfig, c: Components, result: Result) -> None:
+    """A finished cell's metrics, artifacts (predictions, leaderboard, config, metrics.json,
+    prompts) and views on its MLflow run: an unsharded run's and a sharded cell's merge alike."""
+    tracker.log_metrics({**result.metrics, **headline_metrics(result.metrics, c.settings.k)})
+    _log_artifacts(tracker, cfg, c, result)
+    _log_views(tracker, cfg, c, result)
 
 
 def _log_artifacts(tracker: Tracker, cfg: DictConfig, c: Components, result: Result) -> None:

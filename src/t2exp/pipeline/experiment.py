@@ -36,7 +36,7 @@ from t2exp.infra import progress
 from t2exp.infra.cache import KVCache
 from t2exp.methods import RagMethod, Services
 from t2exp.methods.queries import QueryBuilder
-from t2exp.pipeline.predictions import PredictionWriter, Tally, write_leaderboard
+from t2exp.pipeline.predictions import PredictionWriter, Tally, write_leaderboard, write_predictions
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
 __all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_experiment"]
@@ -92,6 +92,7 @@ class Result:
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: bool = False  # resume=true found this cell already FINISHED
     spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # Tally.spans: each question's stage times
+    run_id: str | None = None  # the MLflow run that logged it (set by the app)
 
 
 def run_experiment(c: Components) -> Result:
@@ -116,6 +117,8 @@ def run_experiment(c: Components) -> Result:
             close()
     metrics, table = _score(rows, c)
     metrics.update(_counts(c, tally, services))
+    if list(writer.done) != [r["id"] for r in rows]:  # written out of order (a stop, then a resume): the final order
+        write_predictions(rows, writer.path)
     write_leaderboard(rows, run.run_dir / "leaderboard.jsonl")
     return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=tally.spans)
 

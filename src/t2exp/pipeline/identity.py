@@ -20,15 +20,17 @@ OPERATIONAL_KEYS = frozenset({
     "cache_dir", "startup_timeout", "poll_interval", "command", "extra_args", "env", "threads", "path",
 })
 COMPONENT_GROUPS = ("dataset", "embedder", "store", "generator", "reranker")
+# run-level keys that are bookkeeping, not results: a sharded cell (shards, shard) is the same cell
+NOT_IDENTITY = frozenset({"tracking", "paths", "resume", "experiment_name", "hydra", "shards", "shard"})
 
 
 def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
     """Deterministic key of a sweep cell: what determines its results — the resolved config without
-    bookkeeping (tracking, paths, resume) and without operational component settings
+    bookkeeping (tracking, paths, resume, shards: ``NOT_IDENTITY``) and without operational component settings
     (``OPERATIONAL_KEYS``: locations, endpoints, timeouts, concurrency), plus the content of the
     prompt templates (an edited prompt is a new cell, never a resume) and ``data``, a fingerprint of
     the loaded corpora and questions (it stands in for ``dataset.path``)."""
-    semantic = {k: v for k, v in without_meta(resolved).items() if k not in ("tracking", "paths", "resume", "experiment_name", "hydra")}
+    semantic = {k: v for k, v in without_meta(resolved).items() if k not in NOT_IDENTITY}
     for group in COMPONENT_GROUPS:
         if isinstance(semantic.get(group), dict):
             semantic[group] = {k: v for k, v in semantic[group].items() if k not in OPERATIONAL_KEYS}

@@ -14,7 +14,7 @@ from t2exp.answering import answer_choice
 from t2exp.data.records import Question
 from t2exp.evaluation.metrics import DEGENERATE, NM_METRICS, RECALL_KS, question_metrics
 from t2exp.generators import Generation
-from t2exp.infra.cache import JsonlLog, atomic_write_text
+from t2exp.infra.cache import JsonlLog, atomic_write_text, jsonl_line
 from t2exp.infra.progress import Stage
 from t2exp.pipeline.stop import StopRequest
 
@@ -138,6 +138,14 @@ def _dense_of(hits) -> list[float | None] | None:
     if not dense:
         return None
     return [None if cid not in dense else round(float(dense[cid]), 6) for cid, _ in hits]
+
+
+def write_predictions(rows: list[dict[str, Any]], path: Path) -> None:
+    """``predictions.jsonl`` as a finished run leaves it: one line per question in the run's question
+    order (subset by subset, each subset's sampled order), each line as :class:`PredictionWriter`
+    wrote it. A run whose file ended up in another order (answers written as they arrived when it
+    was stopped, then resumed) and the merge of a sharded cell both end with this file."""
+    atomic_write_text(path, "".join(jsonl_line(r) for r in rows))
 
 
 def write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:

@@ -89,14 +89,16 @@ def _store_call(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Tracker:
-    """One MLflow run. Child of ``$T2EXP_PARENT_RUN_ID`` when a sweep set it."""
+    """One MLflow run. Child of ``parent`` when given (a shard's cell run), else of
+    ``$T2EXP_PARENT_RUN_ID`` when a sweep set it."""
 
     broken = False  # a store call failed: nothing more is written
 
-    def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str]) -> None:
+    def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str],
+                 parent: str | None = None) -> None:
         self.uri, self.run_id = uri, "(not created)"
         tags = {k: redact_text(str(redact_value(k, v))) for k, v in tags.items()}
-        parent = os.environ.get(PARENT_ENV)
+        parent = parent or os.environ.get(PARENT_ENV)
         if parent:
             tags["mlflow.parentRunId"] = parent
         tags["mlflow.runName"] = run_name

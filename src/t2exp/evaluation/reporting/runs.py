@@ -132,7 +132,8 @@ def resolve_target(client: Any, target: str) -> Target:
     if exp is None:
         raise ReportError(f"{target!r} is neither a run id nor an MLflow experiment name at this tracking URI")
     runs = [r for r in _search_all(client, exp.experiment_id)
-            if r.info.status == "FINISHED" and r.data.tags.get("t2exp.sweep") != "parent" and "t2exp.report" not in r.data.tags]
+            if r.info.status == "FINISHED" and r.data.tags.get("t2exp.sweep") != "parent" and "t2exp.report" not in r.data.tags
+            and "t2exp.shard" not in r.data.tags]  # a sharded cell's shard runs: the cell's run reports it
     if not runs:
         raise ReportError(f"experiment {target!r} has no FINISHED runs; nothing to report: run python -m t2exp there "
                           "(tracking.experiment=...) until a run finishes, or name another experiment")

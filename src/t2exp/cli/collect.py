@@ -1,0 +1,115 @@
+"""``t2exp collect TARGET...``: merge sharded cells whose shards have all finished — what the last
+shard to finish does by itself — into each cell's ``predictions.jsonl``, ``metrics.json`` and one
+FINISHED MLflow run (the shards' runs its children); a cell with a shard not finished, or with a
+question missing or twice, is refused in one line naming the shard's file (exit 2).
+
+TARGET is a cell's run directory (``<paths.cache>/runs/<cell key>``), a shard job's Hydra output
+directory, a sweep directory (every sharded cell under it) or a sweep's MLflow parent run id
+(its ``t2exp.sweep_dir``; ``--tracking-uri`` says where, default the app's ``tracking.uri``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+from t2exp.errors import DataError, T2ExpError, one_line, os_error_line
+
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def build_parser(prog: str = "t2exp collect") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Merge the finished shards of sharded cells (shards=N) into each cell's result.")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help="a cell's run dir, a shard job's or sweep's Hydra dir, or a parent run id")
+    p.add_argument("--tracking-uri", help="where a parent run id is (default: the app config's tracking.uri)")
+    return p
+
+
+def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
+    """The run directories of the sharded cells ``target`` names (see the module's doc)."""
+    from t2exp.pipeline.shards import CONFIG_FILE, POINTER_FILE, SHARDS_DIR
+
+    path = Path(target)
+    if not path.exists() and _RUN_ID.match(target):
+        path = _sweep_dir(target, tracking_uri)
+    if (path / SHARDS_DIR / CONFIG_FILE).is_file():
+        return [path]
+    pointers = [path / POINTER_FILE] if (path / POINTER_FILE).is_file() else sorted(path.glob(f"*/{POINTER_FILE}"))
+    found = dict.fromkeys(Path(json.loads(p.read_text(encoding="utf-8"))["run_dir"]) for p in pointers)
+    if not found:
+        raise DataError(f"{target}: no sharded cell there (no {SHARDS_DIR}/{CONFIG_FILE}, no */{POINTER_FILE}); give a cell's run "
+                        "directory (<paths.cache>/runs/<cell key>), a shard job's or a sweep's Hydra directory, or a parent run id")
+    return list(found)
+
+
+def _sweep_dir(run_id: str, tracking_uri: str | None) -> Path:
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.evaluation.scoring.gold import compose_config
+
+    uri = tracking_uri or str(compose_config("bundled").tracking.uri)
+    try:
+        run = MlflowClient(tracking_uri=uri).get_run(run_id)
+    except Exception as exc:
+        raise DataError(f"{run_id}: no such MLflow run at {uri} ({one_line(exc, 120)}); pass --tracking-uri") from None
+    sweep_dir = run.data.tags.get("t2exp.sweep_dir")
+    if not sweep_dir:
+        raise DataError(f"{run_id}: not a sweep's parent run (no t2exp.sweep_dir tag); give the cell's run directory instead")
+    return Path(sweep_dir)
+
+
+def collect(run_dir: Path) -> str:
+    """Merge the cell in ``run_dir``; what was done, in one line."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from t2exp.data.loader import load_subsets, loader_args
+    from t2exp.infra.cache import cell_lock
+    from t2exp.pipeline.build import to_dict
+    from t2exp.pipeline.identity import cell_key, data_fingerprint
+    from t2exp.pipeline.shard_merge import merge_cell
+    from t2exp.pipeline.shards import Layout
+    from t2exp.tracking.mlflow_run import finished_run_for
+
+    cfg = cast(DictConfig, OmegaConf.load(run_dir / "shards" / "config.yaml"))  # the cell's config as its shards saved it
+    subsets = load_subsets(**loader_args(cfg))
+    key = cell_key(to_dict(cfg), data_fingerprint(subsets))
+    if key != run_dir.name:
+        raise DataError(f"{run_dir}: the data or the prompts changed since its shards ran (cell key now {key}); "
+                        "run the cell again (its shards resume) or restore them")
+    tr = cfg.tracking
+    done = finished_run_for(str(tr.uri), str(tr.experiment), tr.get("artifact_location"), key)
+    if done is not None:
+        return f"cell {key}: already FINISHED as MLflow run {done.info.run_id}; nothing to merge"
+    with cell_lock(Path(str(cfg.paths.cache)) / "locks", f"cell-{key}"):
+        result = merge_cell(cfg, [], Layout(run_dir, int(cfg.shards)), subsets, key, None)
+    return f"cell {key}: merged {int(cfg.shards)} shards into MLflow run {result.run_id} ({result.predictions_path})"
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "t2exp collect") -> int:
+    from t2exp import config
+
+    args = build_parser(prog).parse_args(argv)
+    config.register()
+    status = 0
+    for target in args.targets:
+        try:
+            dirs = cell_dirs(target, args.tracking_uri)
+        except T2ExpError as exc:
+            print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+            status = 2
+            continue
+        for run_dir in dirs:
+            try:
+                print(f"{prog}: {collect(run_dir)}", file=sys.stderr)
+            except T2ExpError as exc:
+                print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+                status = 2
+            except OSError as exc:  # a file gone or unreadable: the path and the fault
+                print(f"{prog}: error: {os_error_line(exc)}", file=sys.stderr)
+                status = 2
+    return status

@@ -1,0 +1,148 @@
+"""Sharded cells: which questions a shard answers, where its files live, and how the shards'
+predictions join into the cell's (every question exactly once, in the cell's question order).
+
+A shard is a slice of every subset's questions: question ``q`` of subset ``s`` belongs to shard
+``int(sha256(s + "\\0" + q.id), 16) % shards`` — stable across processes, machines, Python
+versions and resumes (not ``hash()``, which is salted per process). Shard ``i`` of ``N`` keeps its
+predictions under the cell's run directory (``runs/<cell key>/shards/<i>-of-<N>/``, the files an
+unsharded run keeps in ``runs/<cell key>/``) and, once its questions are all answered,
+``done.json`` there: its shard run, the counts it made, the prompts it used and its questions'
+stage times. The merge (:mod:`t2exp.pipeline.shard_merge`) reads them back through
+:func:`merged_rows` and :func:`merged_counts`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from t2exp.data.records import Subset
+from t2exp.errors import ConfigError, DataError
+from t2exp.infra.cache import atomic_write_text
+
+SHARDS_DIR = "shards"
+CONFIG_FILE = "config.yaml"  # the cell's resolved config (secrets redacted), for `t2exp collect`
+POINTER_FILE = "t2exp_shard.json"  # in a shard job's Hydra output directory: where its cell lives
+
+# count metrics that every shard reports alike (facts of the corpus or the loaded data): the
+# merge keeps one; index_cache_hit is 1 only when every shard found the index; the others add up
+SAME_IN_EVERY_SHARD = ("corpus_size", "empty_questions_skipped", "doc_truncated_frac")
+
+
+def shard_of(cfg: DictConfig) -> tuple[int, int]:
+    """``(shard, shards)`` of a sharded job's config."""
+    n = int(cfg.get("shards") or 1)
+    i = cfg.get("shard")
+    if i is None or not 0 <= int(i) < n:
+        raise ConfigError(f"shard={i} is invalid: a job of a sharded cell (shards={n}) needs shard=0..{n - 1}; "
+                          f"run `python -m t2exp shards={n} ...` and the app starts every shard, or give shard=<i> to re-run one")
+    return int(i), n
+
+
+def shard_index(subset: str, question_id: str, shards: int) -> int:
+    """The shard that answers question ``question_id`` of ``subset``."""
+    digest = hashlib.sha256(f"{subset}\0{question_id}".encode()).hexdigest()
+    return int(digest, 16) % shards
+
+
+def slice_subsets(subsets: list[Subset], shard: int, shards: int) -> list[Subset]:
+    """Each subset with only shard ``shard``'s questions (same order; the corpus whole)."""
+    return [dataclasses.replace(s, questions=[q for q in s.questions if shard_index(s.name, q.id, shards) == shard]) for s in subsets]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The files of a cell sharded ``shards`` ways under its run directory ``run_dir``."""
+
+    run_dir: Path
+    shards: int
+
+    @property
+    def root(self) -> Path:
+        return self.run_dir / SHARDS_DIR
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    def dir(self, i: int) -> Path:
+        return self.root / f"{i}-of-{self.shards}"
+
+    def predictions(self, i: int) -> Path:
+        return self.dir(i) / "predictions.jsonl"
+
+    def done(self, i: int) -> Path:
+        return self.dir(i) / "done.json"
+
+    def missing(self) -> list[int]:
+        """The shards that have not finished (no ``done.json``)."""
+        return [i for i in range(self.shards) if not self.done(i).is_file()]
+
+    def write_done(self, i: int, record: dict[str, Any]) -> None:
+        atomic_write_text(self.done(i), json.dumps(record, sort_keys=True))
+
+    def read_done(self, i: int) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.done(i).read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise DataError(f"{self.predictions(i)}: shard {i} of {self.shards} has not finished (no {self.done(i).name}); "
+                            f"run it again: the same command with resume=true, or shard={i} shards={self.shards}") from None
+        except (json.JSONDecodeError, ValueError):
+            raise DataError(f"{self.done(i)}: not valid JSON (a damaged file); delete it and run shard {i} again "
+                            f"(shard={i} shards={self.shards} resume=true): its answers are kept") from None
+
+
+def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
+    """Every shard's prediction rows, in the cell's question order. Raises ``DataError`` naming the
+    shard file when a shard has not finished, holds a question twice or one of another shard, or
+    misses one of its questions."""
+    from t2exp.infra.cache import read_jsonl
+
+    expected = {(s.name, q.id): shard_index(s.name, q.id, layout.shards) for s in subsets for q in s.questions}
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for i in range(layout.shards):
+        layout.read_done(i)
+        path = layout.predictions(i)
+        for row in read_jsonl(path):
+            key = (str(row.get("subset")), str(row.get("id")))
+            if expected.get(key) != i:
+                where = "a question of no subset of this cell" if key not in expected else f"a question of shard {expected[key]}"
+                raise DataError(f"{path}: holds {key[0]}/{key[1]}, {where}; delete that shard's directory and run it again "
+                                f"(shard={i} shards={layout.shards})")
+            if key in found:
+                raise DataError(f"{path}: question {key[0]}/{key[1]} is there twice; delete one of its lines and run "
+                                f"`t2exp collect` again (or delete the file and run shard={i} shards={layout.shards})")
+            found[key] = row
+    for key, i in expected.items():
+        if key not in found:
+            have = sum(1 for k, j in expected.items() if j == i and k in found)
+            total = sum(1 for j in expected.values() if j == i)
+            raise DataError(f"{layout.predictions(i)}: question {key[0]}/{key[1]} is missing ({have} of the shard's {total} "
+                            f"questions there); run it again: shard={i} shards={layout.shards} resume=true")
+    return [found[(s.name, q.id)] for s in subsets for q in s.questions]
+
+
+def merged_counts(counts: list[dict[str, float]]) -> dict[str, float]:
+    """The cell's count metrics from its shards' (their metrics beside the scores): seconds, tokens,
+    calls and per-subset question counts add up; facts of the corpus are the same in every shard;
+    the index counted as a cache hit when every shard found it; throughput over the shards' generate time."""
+    out: dict[str, float] = {}
+    for name in dict.fromkeys(n for c in counts for n in c):
+        values = [float(c[name]) for c in counts if c.get(name) is not None]
+        if name.rpartition("/")[2] in SAME_IN_EVERY_SHARD:
+            out[name] = values[0]
+        elif name.endswith("index_cache_hit"):
+            out[name] = min(values)
+        elif name != "questions_per_second":
+            out[name] = sum(values)
+    if any("questions_per_second" in c for c in counts):
+        answered = sum(float(c.get("questions_per_second", 0.0)) * float(c.get("generate_seconds", 0.0)) for c in counts)
+        seconds = out.get("generate_seconds", 0.0)
+        out["questions_per_second"] = answered / seconds if seconds > 0 else 0.0
+    return out

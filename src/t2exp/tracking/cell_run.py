@@ -1,0 +1,89 @@
+"""The MLflow run of a sharded cell: one per attempt, opened by its first shard (the others, and
+``t2exp collect``, find it), the shards' runs its children, closed by the merge.
+
+A cell run carries the cell's tags (``t2exp.cell_key``: what ``resume=true`` finds a FINISHED
+cell by) and ``t2exp.shards``; a shard run carries ``t2exp.shard`` (``i/N``) and
+``t2exp.shard_of`` (the cell key) and never the cell key itself, so a finished shard is never
+taken for a finished cell, and reports list the cell, not its shards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from t2exp.infra.cache import build_lock
+from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, ensure_tracking
+
+log = logging.getLogger("t2exp")
+
+SHARDS_TAG = "t2exp.shards"
+SHARD_TAG = "t2exp.shard"
+SHARD_OF_TAG = "t2exp.shard_of"
+
+
+def _running(client: Any, exp_id: str, key: str, shards: int) -> list[Any]:
+    return list(client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`t2exp.cell_key` = '{key}' and tags.`{SHARDS_TAG}` = '{shards}' and attributes.status = 'RUNNING'",
+        order_by=["attributes.start_time DESC"],
+    ))
+
+
+def open_cell_run(tracking: Mapping[str, Any], key: str, shards: int, name: str, tags: dict[str, str], *, lock_dir: Path,
+                  params: Mapping[str, Any], subsets: Any, any_parent: bool = False) -> str:
+    """The id of this attempt's RUNNING cell run (same key, same number of shards, same sweep
+    parent; ``any_parent``: any), created with ``params`` and ``subsets`` as its inputs when there
+    is none. Under a file lock: the shards of one attempt share one run."""
+    uri, experiment, art = str(tracking["uri"]), str(tracking["experiment"]), tracking.get("artifact_location")
+    with build_lock(lock_dir, f"cell-{key}-run", timeout=600):
+        exp_id = ensure_tracking(uri, experiment, art)
+        parent = os.environ.get(PARENT_ENV) or None
+        from mlflow.tracking import MlflowClient
+
+        for run in _running(MlflowClient(tracking_uri=uri), exp_id, key, shards):
+            if any_parent or run.data.tags.get("mlflow.parentRunId") == parent:
+                return str(run.info.run_id)
+        tracker = Tracker(uri, experiment, art, name, {**tags, SHARDS_TAG: str(shards)})
+        tracker.log_params(params)
+        tracker.log_inputs(subsets)
+        log.info("MLflow run %s (%s) for the cell, sharded %d ways; each shard logs a child run", tracker.run_id, name, shards)
+        return tracker.run_id
+
+
+def end_cell_run(uri: str, run_id: str, status: str, error: str | None = None) -> None:
+    """Close the cell run (a shard failed or was stopped: FAILED or KILLED), noting why."""
+    tracker = Tracker.attach(uri, run_id)
+    if error:
+        tracker.set_tags({"t2exp.error": error[:2000]})
+    tracker.finish(status)
+
+
+def adopt(uri: str, cell_run: str, shard_runs: list[str]) -> None:
+    """Make ``shard_runs`` (from this attempt or an earlier one) children of ``cell_run``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    for run_id in shard_runs:
+        client.set_tag(run_id, "mlflow.parentRunId", cell_run)
+
+
+def is_finished(uri: str, run_id: str) -> bool:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "FINISHED"
+
+
+def close_stale(uri: str, experiment_id: str, key: str, shards: int, keep: str) -> None:
+    """Other cell runs of this cell still RUNNING (attempts whose shard was killed before it could
+    close them): KILLED, naming the run that completed the cell."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    for run in _running(client, experiment_id, key, shards):
+        if run.info.run_id != keep:
+            client.set_tag(run.info.run_id, "t2exp.superseded_by", keep)
+            client.set_terminated(run.info.run_id, status="KILLED")
