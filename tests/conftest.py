@@ -197,9 +197,12 @@ def cli(main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path =
     finally:
         import mlflow
 
+        from hydra.core.hydra_config import HydraConfig
+
         while mlflow.active_run() is not None:
             mlflow.end_run()
         GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # a job's config (its runtime.cwd: work_dir) does not outlive the command
         sys.argv = saved_argv
         os.environ.clear()
         os.environ.update(saved_env)
