@@ -131,6 +131,23 @@ def run_link(experiment_id: str, run_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs/{run_id}"
 
 
+def questions_link(experiment_id: str, run_id: str, other_id: str) -> str:
+    """The MLflow UI's trace comparison of two runs, question by question (each of ``run_id``'s
+    traces next to ``other_id``'s trace of the same question, their assessments side by side)."""
+    return f"#/experiments/{experiment_id}/evaluation-runs/{run_id}/traces?compareToRunUuid={other_id}"
+
+
+QUESTIONS_NOTE = ("Questions: the cell's traces next to the baseline's, question by question (MLflow's trace comparison); "
+                  "`t2exp compare CELL_RUN BASELINE_RUN` lists the questions that differ, largest effect first.")
+
+
+def _questions_cell(t: Table, experiment_id: str, run_id: str) -> str:
+    """A row's link to its questions next to the baseline's (none for the baseline itself)."""
+    if t.best is None or run_id == t.best:
+        return ""
+    return f"[vs {baseline_word(t)}]({questions_link(experiment_id, run_id, t.best)})"
+
+
 DESCRIPTION_LIMIT = 7500  # MLflow keeps a tag value of at most 8,000 characters
 
 
@@ -140,14 +157,14 @@ def render_headline(t: Table, experiment_id: str, intro: str, outro: str) -> str
     are left to the report's files."""
     heads = ["Cell"] + [_col_header(s, m) for s, m in t.columns]
     if t.best is not None:
-        heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m)]
+        heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m), "Questions"]
     rows = []
     for r in t.runs:
         name = r.name.replace("|", "/").replace("[", "(").replace("]", ")")
         cells = [f"[{name}]({run_link(experiment_id, r.run_id)})"]
         cells += [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
-        rows.append(cells + (_delta_cells(t, r.run_id) if t.best is not None else []))
-    notes = [delta_note(t)] if t.best is not None else []
+        rows.append(cells + ([*_delta_cells(t, r.run_id), _questions_cell(t, experiment_id, r.run_id)] if t.best is not None else []))
+    notes = [delta_note(t), QUESTIONS_NOTE] if t.best is not None else []
     for shown in range(len(rows), 0, -1):
         left = len(rows) - shown
         more = [f"{left} more row(s) in report/{t.name}.md."] if left else []
