@@ -18,6 +18,17 @@ headless Chromium (Debian: ``apt-get install chromium``), each with a new, empty
 - ``mlflow_report.png``: the sweep's report, ``report/report.md`` of the parent run.
 
 The sweep's own report plot is copied next to them as ``report_table3_bars.png``.
+
+``--only compare`` (also part of the default run) takes the pictures of docs/compare.md: the
+retrieval-only sweep ``-m rag_method=base,bm25f generator=none dataset.limit=20``, then, in one
+fresh profile driven by real mouse clicks (:mod:`cdp_browser`), the path from the experiment page
+to the answer, one picture per step and each click printed:
+
+- ``compare_0_experiment.png``: the experiment page as it opens (``#/experiments/<id>``);
+- ``compare_1_runs.png``: after "Got it" (MLflow's one-time notice) and "Model training";
+- ``compare_2_parent.png``: after a click on the sweep's parent run: its description;
+- ``compare_3_questions.png``: after a click on the description's link to the cell's questions
+  next to the baseline's.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["-m", "rag_method=bm25f,hybrid", "generator=qwen_coder_0_5b", "dataset.limit=2"]
+COMPARE_SWEEP = ["-m", "rag_method=base,bm25f", "generator=none", "dataset.limit=20"]
 
 
 def free_port() -> int:
@@ -79,14 +91,19 @@ def pages(client, experiment_id: str) -> dict[str, str]:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
-    ap.add_argument("--browser", default=shutil.which("chromium") or shutil.which("chromium-browser") or "chromium")
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
-    env.pop("T2EXP_PARENT_RUN_ID", None)
+def mlflow_server(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str, str]:
+    """``mlflow server`` on a free loopback port over ``work``'s store: (process, URL, store URI)."""
+    port = free_port()
+    uri = f"sqlite:///{work / 'mlruns' / 'mlflow.db'}"
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1"], cwd=work, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_http(f"http://127.0.0.1:{port}/health")
+    return server, f"http://127.0.0.1:{port}", uri
+
+
+def inspection_pictures(browser: str, out: Path, env: dict[str, str]) -> None:
+    """The five pages of the MLflow UI docs (getting-started.md) and the report plot."""
     with tempfile.TemporaryDirectory(prefix="t2exp-shots-") as tmp:
         work = Path(tmp)
         models = ROOT / ".t2exp_cache" / "models"
@@ -97,24 +114,87 @@ def main() -> None:
         plots = sorted(work.glob("outputs/reports/*/table3_bars.png"))
         if not plots:
             raise SystemExit("the sweep left no report plot under outputs/reports/")
-        shutil.copy(plots[-1], args.out / "report_table3_bars.png")
-        port = free_port()
-        uri = f"sqlite:///{work / 'mlruns' / 'mlflow.db'}"
-        server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                                   "--port", str(port), "--workers", "1"], cwd=work, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.copy(plots[-1], out / "report_table3_bars.png")
+        server, url, uri = mlflow_server(work, env)
         try:
-            wait_http(f"http://127.0.0.1:{port}/health")
             from mlflow.tracking import MlflowClient
 
             client = MlflowClient(tracking_uri=uri)
             exp = client.get_experiment_by_name("t2exp")
             for name, route in pages(client, exp.experiment_id).items():
-                shoot(args.browser, f"http://127.0.0.1:{port}/#{route}", args.out / name)
+                shoot(browser, f"{url}/#{route}", out / name)
                 print(f"{name}: #{route}")
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+
+def click_path(binary: str, url: str, experiment_id: str, out: Path) -> list[str]:
+    """From the experiment page to a cell's questions next to the baseline's, by real clicks in a
+    fresh profile; a picture after each step. Returns the clicks, in order."""
+    from cdp_browser import Browser
+
+    b = Browser(binary)
+    clicks: list[str] = []
+
+    def click(text: str, selector: str | None = None) -> None:
+        where = b.click(text, selector) if selector else b.click(text)
+        clicks.append(f"{text!r} -> {where.split('#', 1)[-1]}")
+
+    try:
+        b.send("Page.enable")
+        b.goto(f"{url}/#/experiments/{experiment_id}")
+        b.wait_text("Model training")
+        b.shot(out / "compare_0_experiment.png")
+        click("Got it", "button")  # MLflow 3.17's one-time notice on a fresh profile's GenAI overview
+        click("Model training")
+        b.wait_text("sweep rag_method")
+        b.shot(out / "compare_1_runs.png")
+        click(str(b.js("[...document.querySelectorAll('a')].map(a => a.innerText.trim()).find(t => t.startsWith('sweep '))")), "a")
+        b.wait_text("Sweep report")
+        b.shot(out / "compare_2_parent.png")
+        click("its questions next to the best's", "a")
+        b.wait_text("mrr_at_3")
+        b.shot(out / "compare_3_questions.png")
+    finally:
+        b.close()
+    return clicks
+
+
+def compare_pictures(browser: str, out: Path, env: dict[str, str]) -> None:
+    """docs/compare.md's pictures: a retrieval-only two-cell sweep and the click path."""
+    with tempfile.TemporaryDirectory(prefix="t2exp-compare-") as tmp:
+        work = Path(tmp)
+        subprocess.run([sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True)
+        server, url, uri = mlflow_server(work, env)
+        try:
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(tracking_uri=uri)
+            exp = client.get_experiment_by_name("t2exp")
+            clicks = click_path(browser, url, exp.experiment_id, out)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    print(f"{len(clicks)} clicks from the experiment page:")
+    for i, c in enumerate(clicks, 1):
+        print(f"  {i}. {c}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    ap.add_argument("--browser", default=shutil.which("chromium") or shutil.which("chromium-browser") or "chromium")
+    ap.add_argument("--only", choices=("all", "inspection", "compare"), default="all",
+                    help="inspection: the MLflow UI pages of getting-started.md; compare: the click path of compare.md")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
+    env.pop("T2EXP_PARENT_RUN_ID", None)
+    if args.only in ("all", "inspection"):
+        inspection_pictures(args.browser, args.out, env)
+    if args.only in ("all", "compare"):
+        compare_pictures(args.browser, args.out, env)
     print(f"wrote the pictures in {args.out}")
 
 

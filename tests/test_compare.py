@@ -361,3 +361,162 @@ def test_a_metric_outside_the_grammar_is_refused_naming_the_allowed_names(tmp_pa
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert f"--metric={metric!r} is invalid; allowed: nm, nm_bare, nm_strict, mrr_at_<k>, recall_at_<r> (k, r >= 1)" in line
+
+
+# --- the questions that differ (issue 43 item 1) -----------------------------------------------------
+
+
+def _ranked_row(qid, subset, retrieved, nm=None, answer=None, gold="c1"):
+    return {**_row(qid, subset, nm=nm, retrieved=retrieved, gold=gold), "question": f"question {qid} " + "x" * 80,
+            "gold_raw": "42", "answer_text": answer}
+
+
+def _two_files(tmp_path):
+    """A and B over 5 questions: A wins q1 (rank 1 vs 3) and q4 (rank 2 vs none), loses q2 (none vs
+    1), ties q3; q5 is only in A."""
+    a = [_ranked_row("q1", "FinQA", ["c1", "x", "y"], 1.0, "42"), _ranked_row("q2", "FinQA", ["x", "y", "z"], 0.0, "7"),
+         _ranked_row("q3", "TAT-DQA", ["c1", "x", "y"], 1.0, "42"), _ranked_row("q4", "TAT-DQA", ["x", "c1", "y"], 1.0, "42"),
+         _ranked_row("q5", "TAT-DQA", ["c1"], 1.0, "42")]
+    b = [_ranked_row("q1", "FinQA", ["x", "y", "c1"], 0.0, "41"), _ranked_row("q2", "FinQA", ["c1", "y", "z"], 1.0, "42"),
+         _ranked_row("q3", "TAT-DQA", ["c1", "x", "y"], 1.0, "42"), _ranked_row("q4", "TAT-DQA", ["x", "y", "z"], 0.0, None)]
+    return _write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b)
+
+
+def test_compare_lists_the_questions_that_differ_by_effect(tmp_path):
+    """Wins of A first (largest first), then its losses; each with gold, answers, NM and gold rank;
+    --show N lists N and says how many more."""
+    a, b = _two_files(tmp_path)
+    proc = _compare_cli(a, b, "--metric", "mrr_at_3", "--show", "2", "--n-boot", "50")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "questions that differ on MRR@3: 3 of 4 (A better on 2, B better on 1, the same on 1)" in out
+    lines = out[out.index("questions that differ"):].splitlines()
+    head, first, second, more = lines[1:5]
+    assert head.split()[:5] == ["effect", "subset", "id", "question", "gold"] and "gold rank A" in head and "NM A" in head
+    assert first.split()[:3] == ["A", "better", "FinQA"] and " q1 " in first  # 1 - 1/3: the largest win
+    assert " q4 " in second and "not retrieved" in second and "…" in second  # 1/2 - 0; a long question shortened
+    assert more == "… 1 more (--show all, or --out FILE.csv|jsonl for every one)"
+    listed = _compare_cli(a, b, "--metric", "mrr_at_3", "--show", "all", "--n-boot", "50").stdout
+    assert "B better" in listed and " q2 " in listed and " q3 " not in listed and " q5 " not in listed
+    none = _compare_cli(a, b, "--metric", "mrr_at_3", "--show", "0", "--n-boot", "50").stdout
+    assert "effect" not in none and none.rstrip().endswith("(A better on 2, B better on 1, the same on 1)")
+    bad = _compare_cli(a, b, "--show", "many")
+    assert bad.returncode == 2 and "--show 'many': give a number of questions (0: none) or 'all'" in bad.stderr
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_compare_out_writes_every_question_that_differs(tmp_path, suffix):
+    import csv
+
+    a, b = _two_files(tmp_path)
+    out = tmp_path / f"differ{suffix}"
+    proc = _compare_cli(a, b, "--metric", "mrr_at_3", "--show", "0", "--out", str(out), "--n-boot", "50")
+    assert proc.returncode == 0, proc.stderr
+    with out.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh)) if suffix == ".csv" else [json.loads(line) for line in fh]
+    assert [(r["effect"], r["id"]) for r in rows] == [("A better", "q1"), ("A better", "q4"), ("B better", "q2")]
+    q1 = rows[0]
+    assert q1["question"].startswith("question q1 xxx") and len(q1["question"]) > 80  # the whole question
+    got = {k: str(q1[k]) for k in ("subset", "gold", "answer_a", "nm_a", "gold_rank_a", "answer_b", "nm_b", "gold_rank_b")}
+    assert got == {"subset": "FinQA", "gold": "42", "answer_a": "42", "nm_a": "1.0", "gold_rank_a": "1", "answer_b": "41",
+                   "nm_b": "0.0", "gold_rank_b": "3"}
+    assert float(q1["a"]) == 100.0 and float(q1["b"]) == pytest.approx(100 / 3) and float(q1["diff"]) == pytest.approx(200 / 3)
+    assert str(rows[1]["gold_rank_b"]) == "0"  # not among the retrieved ids
+    wrong = _compare_cli(a, b, "--out", str(tmp_path / "differ.txt"))
+    (line,) = wrong.stderr.strip().splitlines()
+    assert wrong.returncode == 2 and "--out" in line and ".csv or .jsonl" in line and not (tmp_path / "differ.txt").exists()
+
+
+def test_the_python_api_is_t2exp_evaluation_compare(tmp_path):
+    from t2exp.evaluation import compare as api
+    from t2exp.evaluation.paired import CompareError, Comparison
+
+    a, b = _two_files(tmp_path)
+    result = api(a, b, "mrr_at_3", n_boot=50)
+    assert isinstance(result, Comparison) and (result.wins, result.losses, result.ties) == (2, 1, 1)
+    assert [q.id for q in result.questions] == ["q1", "q4", "q2"]
+    with pytest.raises(CompareError, match="--baseline goes with one sweep"):
+        api(a, b, baseline="rag_method=base")
+    with pytest.raises(CompareError, match="one run given"):
+        api(a)
+
+
+def _cells(tmp_path):
+    client, runs = mlflow_runs(tmp_path)
+    parent = next(r for r in runs if r.data.tags.get("t2exp.sweep") == "parent")
+    cells = {r.data.params["rag_method.name"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    return client, parent.info.run_id, cells
+
+
+def _artifact_values(client, run, tmp_path, metric="mrr_at_3"):
+    """``{(subset, id): value}`` read straight from a run's predictions.jsonl artifact."""
+    path = client.download_artifacts(run.info.run_id, "predictions.jsonl", str(tmp_path))
+    with open(path, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return {(r["subset"], r["id"]): r[metric] for r in rows}
+
+
+@pytest.mark.slow
+def test_compare_of_a_two_cell_sweep_prints_the_difference_and_the_questions_that_differ(shared_cache, tmp_path):
+    """Issue 43's check: after `python -m t2exp -m rag_method=base,bm25f generator=none
+    dataset.limit=20`, one `t2exp compare` prints the TAT-DQA MRR@3 of both cells, the difference
+    with its CI, and the ids of the questions where they differ: those of the two predictions files."""
+    run_app(["-m", "rag_method=base,bm25f", "generator=none", "dataset.limit=20"], shared_cache, tmp_path)
+    client, parent, cells = _cells(tmp_path)
+    base, bm25f = cells["base"], cells["bm25f"]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    va, vb = _artifact_values(client, bm25f, tmp_path / "a"), _artifact_values(client, base, tmp_path / "b")
+    assert va.keys() == vb.keys() and len(va) == 40
+    differ = {key for key in va if va[key] != vb[key]}
+    assert differ  # bm25f finds gold documents base misses
+
+    proc = _compare_cli(bm25f.info.run_id, base.info.run_id, "--tracking-uri", uri, "--show", "all")
+    assert proc.returncode == 0, proc.stderr
+    tat = next(line for line in proc.stdout.splitlines() if line.startswith("TAT-DQA"))
+    m_a, m_b = bm25f.data.metrics["TAT-DQA/mrr_at_3"], base.data.metrics["TAT-DQA/mrr_at_3"]
+    assert tat.split()[:4] == ["TAT-DQA", "20", f"{m_a:.1f}", f"{m_b:.1f}"]
+    assert f"{m_a - m_b:+.1f} [" in tat
+    listed = [line.split()[3] for line in proc.stdout.splitlines() if line.startswith(("A better", "B better"))]
+    assert sorted(listed) == sorted(qid for _, qid in differ)
+
+    data = json.loads(_compare_cli(bm25f.info.run_id, base.info.run_id, "--tracking-uri", uri, "--format", "json").stdout)
+    row = next(r for r in data["rows"] if r["subset"] == "TAT-DQA")
+    assert (row["mean_a"], row["mean_b"]) == (pytest.approx(m_a, abs=1e-3), pytest.approx(m_b, abs=1e-3))
+    assert row["diff"] == pytest.approx(m_a - m_b, abs=1e-3) and row["ci_low"] <= row["diff"] <= row["ci_high"]
+    assert {(q["subset"], q["id"]) for q in data["questions"]} == differ
+    assert data["wins"] + data["losses"] == len(differ) and data["ties"] == 40 - len(differ)
+
+    # the parent run id: every cell against the one --baseline names (one cell: Holm's p is its p)
+    sweep = _compare_cli(parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--format", "json")
+    assert sweep.returncode == 0, sweep.stderr
+    (cell,) = json.loads(sweep.stdout)["cells"]
+    assert cell["name"] == "bm25f · minilm · k=3" and cell["rows"] == [{**r, "p_holm": r["p_value"]} for r in data["rows"]]
+
+
+@pytest.mark.slow
+def test_compare_of_a_sweep_id_holm_corrects_over_its_cells(shared_cache, tmp_path):
+    """Three cells against the baseline `rag_method=base`: each cell's rows are those of comparing
+    the two runs, and its p (per subset) is Holm-adjusted over the two cells (stats.holm); --out
+    names the cell of every question."""
+    from t2exp.evaluation import compare as api
+    from t2exp.evaluation.stats import holm
+
+    run_app(["-m", "rag_method=base,bm25f,bm25", "generator=none", "dataset.limit=5"], shared_cache, tmp_path)
+    client, parent, cells = _cells(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = api(parent, baseline="rag_method=base", n_boot=500, tracking_uri=uri)
+    assert result.m == 2 and result.baseline.run_id == cells["base"].info.run_id
+    pairs = {c.run.run_id: api(c.run.run_id, cells["base"].info.run_id, n_boot=500, tracking_uri=uri) for c in result.cells}
+    assert {c.run.name for c in result.cells} == {"bm25f · minilm · k=3", "bm25 · minilm · k=3"}
+    for c in result.cells:
+        assert c.comparison.rows == pairs[c.run.run_id].rows
+    for i, subset in enumerate(["FinQA", "TAT-DQA", "overall"]):
+        raw = [c.comparison.rows[i].p_value for c in result.cells]
+        assert [c.p_holm[subset] for c in result.cells] == holm(raw)
+    out = tmp_path / "differ.jsonl"
+    proc = _compare_cli(parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--out", str(out), "--n-boot", "500")
+    assert proc.returncode == 0, proc.stderr
+    assert "p (Holm, m=2)" in proc.stdout and "bm25 · minilm · k=3" in proc.stdout
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted((r["cell_run_id"], r["id"]) for r in written) == sorted(
+        (rid, q.id) for rid, pair in pairs.items() for q in pair.questions)

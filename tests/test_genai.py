@@ -171,3 +171,24 @@ def test_two_cells_over_the_same_questions_trace_the_same_ones(tmp_path):
         assert len(previews) == 5 and all(json.loads(p)["question_id"] in ids for p in previews)
         traced[c.info.run_id] = previews
     assert len(cells) == 2 and len({frozenset(p) for p in traced.values()}) == 1  # the same questions, the same inputs
+
+
+def test_the_mirror_of_a_cell_resume_skipped_finds_the_original_traces(tmp_path):
+    """``resume=true`` skips a finished cell and lists it under the new sweep as a mirror run
+    (tracking.mlflow_run.mirror_into_sweep): a search of the mirror's traces finds the original's
+    (linked, not copied), so the trace comparison of the new sweep's cells has every question."""
+    from conftest import mlflow_runs, run_app
+
+    sweep = ["-m", "rag_method=bm25", "generator=none", "dataset.limit=2"]
+    run_app(sweep, tmp_path / "cache", tmp_path, traces=True)
+    run_app([*sweep, "resume=true"], tmp_path / "cache", tmp_path, traces=True)
+    client, runs = mlflow_runs(tmp_path)
+    (mirror,) = [r for r in runs if "t2exp.resumed_from" in r.data.tags]
+    original = client.get_run(mirror.data.tags["t2exp.resumed_from"])
+
+    def traced(run):
+        found = client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id, include_spans=False)
+        return sorted(t.info.tags["t2exp.question_id"] for t in found)
+
+    assert len(traced(original)) == 4
+    assert traced(mirror) == traced(original)

@@ -147,3 +147,30 @@ def test_the_report_writes_the_rank_breakdown_of_runs_with_nm(tmp_path):
     assert "| RAG method | Subset | NM, gold at rank 1 | NM, gold at ranks 2–3 | NM, gold not in top 3 | NM, all |" in md
     assert tmp_path / "ranks.csv" in result.files and "## NM by where the gold document ranked" in (tmp_path / "report.md").read_text()
     assert "[base · minilm · k=3](#/experiments/7/runs/" + "a" * 32 + ")" in result.description
+
+
+def test_the_description_links_each_cell_to_its_questions_next_to_the_baseline(tmp_path):
+    """The parent's description: beside each row's Δ, a link to MLflow's trace comparison of that
+    cell with the baseline, question by question (issue 43: the questions in one click from the
+    parent run); none on the baseline's own row."""
+    from t2exp.evaluation.reporting.build import make_report
+    from t2exp.evaluation.reporting.runs import Target
+    from t2exp.evaluation.reporting.tables import CellSource
+
+    preds = {"a" * 32: [_row("1", "FinQA", ["x", "g"], 0.0), _row("2", "FinQA", ["g"], 1.0)],
+             "b" * 32: [_row("1", "FinQA", ["g"], 1.0), _row("2", "FinQA", ["g"], 1.0)]}
+    runs = [_run("a" * 32, "base"), _run("b" * 32, "hybrid")]
+    for r, nm in zip(runs, (50.0, 100.0), strict=True):
+        r.metrics = {"FinQA/nm": nm, "avg/nm": nm, "FinQA/mrr_at_3": nm, "avg/mrr_at_3": nm}
+    result = make_report(Target("test", "7", "c" * 32, runs), tmp_path, CellSource(preds.get), n_boot=20)
+    lines = result.description.splitlines()
+    base_row = next(x for x in lines if x.startswith("| [base"))
+    best_row = next(x for x in lines if x.startswith("| [hybrid"))
+    assert base_row.endswith(f"| [vs best](#/experiments/7/evaluation-runs/{'a' * 32}/traces?compareToRunUuid={'b' * 32}) |")
+    assert "evaluation-runs" not in best_row and "| Questions |" in result.description
+    # the first line, what MLflow shows of a collapsed description: the row against the best, its
+    # Δ with CI, p and Holm's p, and the same link
+    first = lines[0]
+    assert first.startswith("**base · minilm · k=3** vs best **hybrid · minilm · k=3**: Avg NM -50.0 [") and ", Holm p=" in first
+    link = f"(#/experiments/7/evaluation-runs/{'a' * 32}/traces?compareToRunUuid={'b' * 32})"
+    assert first.endswith(f"[its questions next to the best's]{link}")

@@ -1,5 +1,6 @@
-"""``t2exp compare RUN_A RUN_B``: two runs compared question by question
-(:func:`t2exp.evaluation.paired.compare_runs`), printed as a table or JSON."""
+"""``t2exp compare A B``: two runs compared question by question, then the questions they differ
+on; ``t2exp compare SWEEP --baseline SPEC``: every cell of a sweep against one
+(:func:`t2exp.evaluation.comparisons.compare`), printed as tables or JSON."""
 
 from __future__ import annotations
 
@@ -8,21 +9,38 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from t2exp.errors import T2ExpError, one_line
-from t2exp.evaluation.paired import compare_runs, format_table
+from t2exp.errors import T2ExpError, one_line, os_error_line
+from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table
+from t2exp.evaluation.listing import SHOW, check_out, counts_line, parse_show, render_questions, write_records
+from t2exp.evaluation.paired import Comparison, format_table
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri
 
 
+def _show(text: str) -> int | None:
+    try:
+        return parse_show(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Paired comparison of two runs' per-question metrics.")
-    p.add_argument("run_a", help="MLflow run id (or a predictions.jsonl path)")
-    p.add_argument("run_b", help="MLflow run id (or a predictions.jsonl path)")
+    p = argparse.ArgumentParser(prog=prog, description="Paired comparison of two runs' per-question metrics, and the "
+                                "questions they differ on; or every cell of a sweep against a baseline cell.")
+    p.add_argument("run_a", help="MLflow run id or a predictions.jsonl path; with --baseline: a sweep's parent run id")
+    p.add_argument("run_b", nargs="?", help="MLflow run id or a predictions.jsonl path (not with --baseline)")
+    p.add_argument("--baseline", metavar="RUN|KEY=VALUE",
+                   help="compare every cell of the sweep RUN_A with this one: a run id (6+ characters) or overrides "
+                        "one cell has, e.g. 'rag_method=base'; p-values Holm-corrected over the cells")
     p.add_argument(
         "--metric", default="auto",
         help="nm | nm_bare | nm_strict | mrr_at_<k> | recall_at_<r> | auto (default: nm if both runs have it, else MRR@k)",
     )
+    p.add_argument("--show", type=_show, default=SHOW, metavar="N|all",
+                   help=f"list the first N questions that differ, largest effect first (default {SHOW}; 0: none; all)")
+    p.add_argument("--out", type=Path, metavar="FILE.csv|FILE.jsonl", help="write every question that differs to this file")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples and permutation sign patterns (default {N_BOOT})")
     p.add_argument("--seed", type=int, default=CI_SEED)
     p.add_argument(
@@ -32,25 +50,59 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "t2exp compare") -> int:
-    args = build_parser(prog).parse_args(argv)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
-    try:
-        result = compare_runs(args.run_a, args.run_b, args.metric, n_boot=args.n_boot, seed=args.seed, tracking_uri=args.tracking_uri)
-    except T2ExpError as exc:
-        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
-        return 2
-    for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
+def _print_pair(result: Comparison, args: argparse.Namespace) -> None:
     paired = result.paired
-    if args.format == "json":
-        print(json.dumps({"metric": result.metric, "a": args.run_a, "b": args.run_b, "paired": paired.n, "dropped": result.dropped,
-                          "n_boot": args.n_boot, "seed": args.seed, "rows": [r.__dict__ for r in result.rows]}, indent=2))
-        return 0
     print(f"A = {args.run_a}\nB = {args.run_b}")
     print(f"paired {paired.n} questions; dropped {paired.dropped} "
           f"({paired.only_a} only in A, {paired.only_b} only in B, {paired.missing_value} without a {result.metric} value)")
     print(format_table(result.rows, result.metric))
+    print("\n" + counts_line(result.questions, paired.n, result.metric))
+    listing = render_questions(result.questions, result.metric, args.show)
+    if listing:
+        print(listing)
+
+
+def _print_sweep(result: SweepComparison, args: argparse.Namespace) -> None:
+    print(f"sweep: {result.title}")
+    print(format_sweep_table(result))
+    for c in result.cells:
+        print(f"\nA = {c.run.name} (run {c.run.run_id}), B = the baseline")
+        print(counts_line(c.comparison.questions, c.comparison.paired.n, result.metric))
+        listing = render_questions(c.comparison.questions, result.metric, args.show)
+        if listing:
+            print(listing)
+
+
+def _run(args: argparse.Namespace) -> None:
+    check_out(args.out)  # before any work
+    result = compare(args.run_a, args.run_b, args.metric, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed,
+                     tracking_uri=args.tracking_uri)
+    if args.out is not None:
+        write_records(args.out, result.records(), result.first_columns)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.format == "json":
+        named = {} if isinstance(result, SweepComparison) else {"a": args.run_a, "b": args.run_b}
+        print(json.dumps({**named, **result.to_dict(), "n_boot": args.n_boot, "seed": args.seed}, indent=2, default=str))
+    elif isinstance(result, SweepComparison):
+        _print_sweep(result, args)
+    else:
+        _print_pair(result, args)
+    if args.out is not None:
+        print(f"every question that differs: {args.out}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "t2exp compare") -> int:
+    args = build_parser(prog).parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
+    try:
+        _run(args)
+    except T2ExpError as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out not writable, a full disk: the path, the fault, the fix
+        print(f"{prog}: error: {os_error_line(exc)}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -14,6 +14,11 @@ Metrics: ``nm``, ``nm_bare``, ``nm_strict``, ``mrr_at_<k>``, ``recall_at_<r>``. 
 its own k (``mrr_at_5`` of a k=3 run) is recomputed from the ranked ``retrieved`` ids when their
 depth allows it. ``--metric auto`` (default) is ``nm`` when both runs have NM values, else the
 MRR@k of run A.
+
+Then the questions on which the two differ (:func:`t2exp.evaluation.questions.question_differences`
+sorted by :func:`~t2exp.evaluation.questions.by_effect`: A's wins, then its losses, the largest
+first), each with its gold answer and each run's answer, NM and gold rank
+(:func:`~t2exp.evaluation.questions.question_record`); ``wins``/``losses``/``ties`` count them.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from t2exp.config.checks import METRIC, METRIC_NAMES
 from t2exp.errors import T2ExpError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import question_value
+from t2exp.evaluation.questions import QuestionDiff, by_effect, question_differences, question_record
 from t2exp.evaluation.scoring.predictions import first_of_each, logged_rows, read_predictions
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
 from t2exp.infra.mlflow_store import open_for_reading
@@ -76,8 +82,9 @@ def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
 # --- per-question values (the evaluator's question_value) ----------------------------------------
 
 
-def default_metric(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]]) -> str:
-    if any(r.get("nm") is not None for r in rows_a) and any(r.get("nm") is not None for r in rows_b):
+def default_metric(rows_a: Sequence[Mapping[str, Any]], *others: Sequence[Mapping[str, Any]]) -> str:
+    """``nm`` when every run given has NM values, else the MRR@k that run A logged."""
+    if all(any(r.get("nm") is not None for r in rows) for rows in (rows_a, *others)):
         return "nm"
     for r in rows_a:
         for key in r:
@@ -189,16 +196,44 @@ def format_table(rows: Sequence[ComparisonRow], metric: str, label_a: str = "A",
 
 @dataclass
 class Comparison:
-    """Two runs compared on one metric: per-subset and overall rows, and what was left out."""
+    """Two runs compared on one metric: per-subset and overall rows, what was left out, and the
+    questions on which they differ (sorted by effect: A's wins, then its losses)."""
 
     metric: str
     paired: Paired
     rows: list[ComparisonRow]
+    questions: list[QuestionDiff] = field(default_factory=list)
+
+    @property
+    def wins(self) -> int:
+        """Paired questions on which A has the higher value."""
+        return sum(1 for q in self.questions if (q.diff or 0) > 0)
+
+    @property
+    def losses(self) -> int:
+        return sum(1 for q in self.questions if (q.diff or 0) < 0)
+
+    @property
+    def ties(self) -> int:
+        return self.paired.n - self.wins - self.losses
 
     @property
     def dropped(self) -> dict[str, int]:
         p = self.paired
         return {"only_in_a": p.only_a, "only_in_b": p.only_b, "missing_value": p.missing_value, "duplicate_rows": p.duplicates}
+
+    first_columns: ClassVar[tuple[str, ...]] = ()  # the columns of records() before a question record's
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every question that differs, by effect (:func:`~t2exp.evaluation.questions.question_record`)."""
+        return [question_record(q) for q in self.questions]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON data: its rows, what was dropped, the counts and every differing
+        question (:func:`~t2exp.evaluation.questions.question_record`)."""
+        return {"metric": self.metric, "paired": self.paired.n, "dropped": self.dropped, "rows": [r.__dict__ for r in self.rows],
+                "wins": self.wins, "losses": self.losses, "ties": self.ties,
+                "questions": self.records()}
 
     @property
     def notes(self) -> list[str]:
@@ -211,29 +246,48 @@ class Comparison:
                 f"does): {shown}"]
 
 
-def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED,
-                 tracking_uri: str | None = None) -> Comparison:
-    """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
-    question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises
-    :class:`CompareError` with one line when they cannot be compared."""
-    if n_boot < 1:
-        raise CompareError("--n-boot must be >= 1")
-    clients: list[Any] = []
-
-    def client() -> Any:  # only a run id needs MLflow; a store that does not exist is not created
-        if not clients:
-            clients.append(open_for_reading(tracking_uri or default_tracking_uri()))
-        return clients[0]
-
-    if metric != "auto" and METRIC.match(metric) is None:  # before any file is read or store opened
-        raise CompareError(f"--metric={metric!r} is invalid; allowed: {METRIC_NAMES}, auto")
-    rows_a = load_source(client, run_a)
-    rows_b = load_source(client, run_b)
-    metric = default_metric(rows_a, rows_b) if metric == "auto" else metric
+def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *,
+                 n_boot: int = N_BOOT, seed: int = CI_SEED) -> Comparison:
+    """Two runs' prediction rows compared on ``metric`` (a name of the grammar; not ``auto``)."""
     paired = pair_predictions(rows_a, rows_b, metric)
     if paired.n == 0:
         raise CompareError(
             f"no question has a {metric!r} value in both runs ({paired.only_a} only in A, {paired.only_b} only in B, "
             f"{paired.missing_value} without a value; retrieval-only runs have no nm: try --metric mrr_at_3)"
         )
-    return Comparison(metric, paired, compare(paired, n_boot=n_boot, seed=seed))
+    questions = by_effect(question_differences(rows_a, rows_b, metric))
+    return Comparison(metric, paired, compare(paired, n_boot=n_boot, seed=seed), questions)
+
+
+def check_metric(metric: str, n_boot: int) -> None:
+    """``--metric`` and ``--n-boot`` checked before any file is read or store opened."""
+    if n_boot < 1:
+        raise CompareError("--n-boot must be >= 1")
+    if metric != "auto" and METRIC.match(metric) is None:
+        raise CompareError(f"--metric={metric!r} is invalid; allowed: {METRIC_NAMES}, auto")
+
+
+def lazy_client(tracking_uri: str | None) -> Callable[[], Any]:
+    """The MLflow client of ``tracking_uri``, opened on first use (only a run id needs one; a
+    store that does not exist is not created: :func:`open_for_reading`)."""
+    clients: list[Any] = []
+
+    def client() -> Any:
+        if not clients:
+            clients.append(open_for_reading(tracking_uri or default_tracking_uri()))
+        return clients[0]
+
+    return client
+
+
+def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED,
+                 tracking_uri: str | None = None) -> Comparison:
+    """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
+    question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises
+    :class:`CompareError` with one line when they cannot be compared."""
+    check_metric(metric, n_boot)
+    client = lazy_client(tracking_uri)
+    rows_a = load_source(client, run_a)
+    rows_b = load_source(client, run_b)
+    metric = default_metric(rows_a, rows_b) if metric == "auto" else metric
+    return compare_rows(rows_a, rows_b, metric, n_boot=n_boot, seed=seed)

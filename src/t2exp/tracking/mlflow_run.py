@@ -18,6 +18,7 @@ from t2exp.tracking.store import open_client
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "T2EXP_PARENT_RUN_ID"
+LINK_BATCH = 100  # MLflow links at most 100 traces to a run per call (MAX_TRACE_LINKS_PER_REQUEST)
 DISPLAY_DECIMALS = 4  # logged metric values are rounded to this many decimals
 
 
@@ -176,6 +177,24 @@ class Tracker:
         return log_traces(self.client, self.experiment_id, self.run_id, rows, k, spans, tracking_uri=self.uri, limit=limit)
 
     @_store_call
+    def link_traces_of(self, run_id: str) -> int:
+        """Link the traces of run ``run_id`` (its own and those linked to it) to this run, so a
+        search of this run's traces finds them (MLflow's ``link_traces_to_run``, at most
+        ``LINK_BATCH`` ids a call); how many were linked."""
+        ids: list[str] = []
+        token = None
+        while True:
+            page = self.client.search_traces(locations=[self.experiment_id], run_id=run_id, include_spans=False,
+                                             max_results=LINK_BATCH, page_token=token)
+            ids.extend(t.info.trace_id for t in page)
+            token = page.token
+            if not token:
+                break
+        for i in range(0, len(ids), LINK_BATCH):
+            self.client.link_traces_to_run(ids[i : i + LINK_BATCH], self.run_id)
+        return len(ids)
+
+    @_store_call
     def finish(self, status: str = "FINISHED") -> None:
         if not self.closed:
             self.client.set_terminated(self.run_id, status=status)
@@ -197,7 +216,8 @@ def finished_run_for(uri: str, experiment: str, artifact_location: str | None, k
 def mirror_into_sweep(uri: str, experiment: str, artifact_location: str | None, done: Any, run_name: str) -> str | None:
     """A cell that ``resume=true`` skipped gets a child under the current sweep's parent that
     mirrors its finished run (params, metrics, tags and artifacts, ``t2exp.resumed_from`` naming
-    it), so the parent's report lists every cell of the sweep. None outside a sweep."""
+    it; its traces are linked to the mirror), so the parent's report lists every cell of the sweep
+    and the trace comparison of two cells finds the skipped cell's traces. None outside a sweep."""
     import tempfile
 
     parent = os.environ.get(PARENT_ENV)
@@ -211,6 +231,7 @@ def mirror_into_sweep(uri: str, experiment: str, artifact_location: str | None, 
         for a in mirror.client.list_artifacts(done.info.run_id):
             local = mirror.client.download_artifacts(done.info.run_id, a.path, tmp)
             mirror.log_artifact(local, os.path.dirname(a.path) or None)
+    mirror.link_traces_of(done.info.run_id)
     mirror.finish("FINISHED")
     return str(mirror.run_id)
 

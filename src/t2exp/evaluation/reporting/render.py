@@ -8,7 +8,7 @@ from pathlib import Path
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import format_p
+from t2exp.evaluation.paired import format_p, p_text
 from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
 from t2exp.evaluation.stats import N_BOOT, holm_header
 
@@ -131,6 +131,44 @@ def run_link(experiment_id: str, run_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs/{run_id}"
 
 
+def questions_link(experiment_id: str, run_id: str, other_id: str) -> str:
+    """The MLflow UI's trace comparison of two runs, question by question (each of ``run_id``'s
+    traces next to ``other_id``'s trace of the same question, their assessments side by side)."""
+    return f"#/experiments/{experiment_id}/evaluation-runs/{run_id}/traces?compareToRunUuid={other_id}"
+
+
+QUESTIONS_NOTE = ("Questions: the cell's traces next to the baseline's, question by question (MLflow's trace comparison); "
+                  "`t2exp compare CELL_RUN BASELINE_RUN` lists the questions that differ, largest effect first.")
+
+
+def _questions_cell(t: Table, experiment_id: str, run_id: str) -> str:
+    """A row's link to its questions next to the baseline's (none for the baseline itself)."""
+    if t.best is None or run_id == t.best:
+        return ""
+    return f"[vs {baseline_word(t)}]({questions_link(experiment_id, run_id, t.best)})"
+
+
+SUMMARY_ROWS = 5  # rows the description's first lines sum up (a collapsed description shows about that much)
+
+
+def _summary(t: Table, experiment_id: str) -> list[str]:
+    """The description's first lines, which MLflow shows before its "Show more": each row compared
+    with the baseline (the first :data:`SUMMARY_ROWS`), its Δ with CI, p and Holm's p, and the link
+    to its questions next to the baseline's."""
+    base = next((r for r in t.runs if r.run_id == t.best), None)
+    if base is None or not t.deltas:
+        return []
+    lines = []
+    for r in [r for r in t.runs if r.run_id in t.deltas][:SUMMARY_ROWS]:
+        d = t.deltas[r.run_id]
+        holm_p = "" if d.p_holm is None else f", Holm {p_text(d.p_holm)}"
+        lines.append(f"**{r.name}** vs {baseline_word(t)} **{base.name}**: Avg {metric_label(t.primary or '')} "
+                     f"{tabular.value(d.diff, d.low, d.high, signed=True)}, {p_text(d.p)}{holm_p} · "
+                     f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})")
+    more = len(t.deltas) - len(lines)
+    return ["  \n".join(lines) + (f"  \n… {more} more in the table" if more > 0 else "")]
+
+
 DESCRIPTION_LIMIT = 7500  # MLflow keeps a tag value of at most 8,000 characters
 
 
@@ -140,18 +178,19 @@ def render_headline(t: Table, experiment_id: str, intro: str, outro: str) -> str
     are left to the report's files."""
     heads = ["Cell"] + [_col_header(s, m) for s, m in t.columns]
     if t.best is not None:
-        heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m)]
+        heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m), "Questions"]
     rows = []
     for r in t.runs:
         name = r.name.replace("|", "/").replace("[", "(").replace("]", ")")
         cells = [f"[{name}]({run_link(experiment_id, r.run_id)})"]
         cells += [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
-        rows.append(cells + (_delta_cells(t, r.run_id) if t.best is not None else []))
-    notes = [delta_note(t)] if t.best is not None else []
+        rows.append(cells + ([*_delta_cells(t, r.run_id), _questions_cell(t, experiment_id, r.run_id)] if t.best is not None else []))
+    notes = [delta_note(t), QUESTIONS_NOTE] if t.best is not None else []
+    summary = _summary(t, experiment_id)
     for shown in range(len(rows), 0, -1):
         left = len(rows) - shown
         more = [f"{left} more row(s) in report/{t.name}.md."] if left else []
-        text = "\n\n".join([intro, tabular.markdown(heads, rows[:shown]), *notes, *more, outro]) + "\n"
+        text = "\n\n".join([*summary, intro, tabular.markdown(heads, rows[:shown]), *notes, *more, outro]) + "\n"
         if len(text) <= DESCRIPTION_LIMIT:
             return text
-    return f"{intro}\n\n{outro}\n"
+    return "\n\n".join([*summary, intro, outro]) + "\n"
