@@ -196,7 +196,6 @@ def cli(main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path =
                     err.write(f"{exc.code}\n")
     finally:
         import mlflow
-
         from hydra.core.hydra_config import HydraConfig
 
         while mlflow.active_run() is not None:
