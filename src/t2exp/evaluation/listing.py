@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from t2exp.errors import T2ExpError
+from t2exp.errors import T2ExpError, one_line
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.questions import QuestionDiff, question_record
@@ -41,9 +41,8 @@ def parse_show(text: str) -> int | None:
 
 
 def shorten(text: Any, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    s = "" if text is None else " ".join(str(text).split())
-    return s if len(s) <= width else s[: width - 1] + "…"
+    """``text`` on one line, cut to ``width`` characters with an ellipsis (:func:`one_line`)."""
+    return "" if text is None else one_line(text, width)
 
 
 def counts_line(questions: Sequence[QuestionDiff], paired: int, metric: str) -> str:
