@@ -16,7 +16,7 @@ from t2exp.answering.demos import DemoPool
 from t2exp.answering.evidence import Evidence
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import build, target_class
-from t2exp.config.generators import GeneratorConfig
+from t2exp.config.generators import AUX_MAX_TOKENS, GeneratorConfig
 from t2exp.data.loader import load_subsets, loader_args
 from t2exp.data.records import Subset
 from t2exp.errors import ConfigError
@@ -77,10 +77,10 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
     if generator is not None:  # NM is computed: say which questions it leaves out (once per cell)
         note_non_numeric_golds(subsets)
     gen_cfg = cfg.generator
-    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
+    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", GeneratorConfig.answer_mode))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")
     # auxiliary calls (HyDE passages, summaries) have no answer mode: ``stop: null`` is no stop sequence
-    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=160, seed=sampling.seed)
+    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=AUX_MAX_TOKENS, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
     prompts = PromptLibrary(cfg.paths.prompts)
     return Components(
@@ -117,7 +117,7 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
     name = cfg.generator.get("demos")
     if not name:
         return None
-    template = answer_template(str(cfg.generator.get("answer_mode", "direct")), cfg.generator.get("prompt"))
+    template = answer_template(str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)), cfg.generator.get("prompt"))
     if "demos" not in prompts.variables(template):
         raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
                           "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")
