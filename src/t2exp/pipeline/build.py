@@ -29,6 +29,8 @@ from t2exp.pipeline.stop import StopRequest
 
 log = logging.getLogger("t2exp")
 
+# what a method class declares (t2exp.methods.RagMethod) and the run reads before building it
+METHOD_FLAGS = ("needs_index", "needs_generator", "needs_reranker")
 # keys of a generator config that configure the run, not the backend's constructor
 GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
 
@@ -127,5 +129,9 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
 def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMethod:
     """The method a ``rag_method`` config names by ``_target_`` (``reranker`` for methods that
     rescore candidates: ``needs_reranker``)."""
-    kwargs = {"reranker": reranker} if getattr(target_class(cfg["_target_"], "rag_method._target_"), "needs_reranker", False) else {}
+    cls = target_class(cfg["_target_"], "rag_method._target_")
+    if not all(hasattr(cls, flag) for flag in METHOD_FLAGS):
+        raise ConfigError(f"rag_method._target_={cfg['_target_']}: a method class declares {', '.join(METHOD_FLAGS)} "
+                          "(t2exp.methods.RagMethod; subclass t2exp.methods.RetrievingMethod to inherit them)")
+    kwargs = {"reranker": reranker} if cls.needs_reranker else {}
     return build(cfg, f"rag_method={cfg.get('name')}", **kwargs)
