@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from t2exp.config.schema import Config
 from t2exp.errors import T2ExpError, one_line
 from t2exp.evaluation.scoring.compute import score
 from t2exp.evaluation.scoring.gold import compose_config
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp score") -> int:
         cfg = compose_config(
             args.dataset, dataset_path=args.dataset_path, question_splits=splits, limit=args.limit, overrides=args.override
         )
-        k = int(args.k if args.k is not None else cfg.get("k", 3))
+        k = int(args.k if args.k is not None else cfg.get("k", Config.k))
         result = score(args.predictions, config=cfg, k=k, n_boot=args.bootstrap, seed=args.seed)
         try:
             print(_render(result, args.format), flush=True)

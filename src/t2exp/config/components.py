@@ -252,6 +252,8 @@ class CohereRerankConfig(RerankerConfig):
     max_tokens_per_doc: int | None = None
     max_retries: int = 5
     timeout: float = 60.0
+    backoff_base: float = 1.0  # seconds; delay = backoff_base * 2**attempt, capped at backoff_max
+    backoff_max: float = 30.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

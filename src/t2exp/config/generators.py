@@ -14,8 +14,10 @@ from t2exp.infra import model_hub
 from t2exp.infra.devices import DTYPES
 from t2exp.infra.option_meta import OptionMeta
 
-
 # --- generator ------------------------------------------------------------------------------------
+AUX_MAX_TOKENS = 160  # the length of a HyDE passage or a summary when generator.aux_sampling is null
+
+
 @dataclass
 class NoGeneratorConfig:
     """``generator=none``: retrieval only."""
@@ -44,7 +46,7 @@ class GeneratorConfig:
     demos: str | None = None
     demos_k: int = 3
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    aux_sampling: SamplingConfig | None = None  # HyDE passages, summaries (default 160 tokens)
+    aux_sampling: SamplingConfig | None = None  # HyDE passages, summaries (null: AUX_MAX_TOKENS tokens, the answer's seed)
     batch_size: int = 1
 
     def __post_init__(self) -> None:
@@ -98,6 +100,7 @@ class OpenAICompatConfig(GeneratorConfig):
     max_retries: int = 4
     timeout: float = 120.0  # seconds per request
     backoff_base: float = 1.0  # seconds; doubles per retry, honours Retry-After
+    backoff_max: float = 60.0  # seconds: the longest wait between two tries
     reasoning: bool = False
     batch_size: int = 64  # prompts per generate() call, sent max_concurrency at a time; predictions saved per batch
 

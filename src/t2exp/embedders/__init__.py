@@ -12,6 +12,7 @@ class Embedder(Protocol):
     name: str
     dim: int
     max_tokens: int
+    batch_size: int  # texts per call: the cache commits after each batch
 
     @property
     def fingerprint(self) -> str:

@@ -93,7 +93,7 @@ class VLLMGenerator:
         reasoning: bool = False,
         seed: int = 0,
         enforce_eager: bool = False,
-        batch_size: int = 100000,
+        batch_size: int = 64,
     ) -> None:
         if not vllm_available():
             raise ConfigError(f"generator={name}: backend vllm needs the vllm package; {INSTALL_HINT}")

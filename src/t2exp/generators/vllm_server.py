@@ -83,11 +83,12 @@ class VLLMServerGenerator:
         startup_timeout: float = 1800.0,
         poll_interval: float = 2.0,
         reasoning: bool = False,
-        max_concurrency: int = 64,
+        max_concurrency: int = 8,
         max_retries: int = 4,
-        timeout: float = 900.0,
+        timeout: float = 120.0,
         backoff_base: float = 1.0,
-        batch_size: int = 256,
+        backoff_max: float = 60.0,
+        batch_size: int = 64,
     ) -> None:
         _check_backend(name, model, command)
         self.name = name
@@ -112,7 +113,8 @@ class VLLMServerGenerator:
         self.poll_interval = float(poll_interval)
         self.reasoning = bool(reasoning)
         self.client_kwargs: dict[str, Any] = dict(
-            max_concurrency=max_concurrency, max_retries=max_retries, timeout=timeout, backoff_base=backoff_base
+            max_concurrency=max_concurrency, max_retries=max_retries, timeout=timeout, backoff_base=backoff_base,
+            backoff_max=backoff_max,
         )
         self.batch_size = int(batch_size)
         self._client: OpenAICompatGenerator | None = None

@@ -34,7 +34,7 @@ class Index:
     """Everything retrieval needs for one subset."""
 
     subset: Subset
-    store: Store
+    store: Store | None  # None: a method that reads no store (oracle)
     embedder: Embedder
     variant: str
     key: str

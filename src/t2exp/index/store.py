@@ -17,6 +17,7 @@ Hits = list[tuple[str, float]]
 @runtime_checkable
 class Store(Protocol):
     name: str
+    inserted: int  # rows added by this object (0 when the collection was already built)
 
     def open(self, key: str) -> bool:
         """Create-or-open the collection for ``key``; True when it already holds a complete build."""

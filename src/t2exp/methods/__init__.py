@@ -15,12 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from t2exp.data.records import Question, Subset
 from t2exp.errors import ConfigError
 from t2exp.index.build import Index, build_index
 from t2exp.methods.queries import QueryBuilder
+
+if TYPE_CHECKING:
+    from t2exp.answering.prompts import PromptLibrary
+    from t2exp.embedders.cached import CachedEmbedder
+    from t2exp.generators import Generation, Sampling
+    from t2exp.generators.cached import CachedGenerator
+    from t2exp.index.store import Store
 
 Hits = list[tuple[str, float]]
 
@@ -39,6 +46,12 @@ class Ranking(list):
         self.dense: dict[str, float] = dict(dense)
         self.depth = depth
 
+    @classmethod
+    def of(cls, hits: Iterable[tuple[str, float]]) -> Ranking:
+        """``hits`` as a Ranking: itself when it is one, else plain hits with no dense similarities
+        and no depth limit (a plugin method may return plain ``Hits``)."""
+        return hits if isinstance(hits, Ranking) else cls(hits)
+
 
 def dense_rankings(hits_per_question: list[Hits]) -> list[Ranking]:
     """Rankings of a dense retriever: each hit's score is its dense similarity."""
@@ -50,13 +63,13 @@ def dense_rankings(hits_per_question: list[Hits]) -> list[Ranking]:
 class Services:
     """What methods may use: built once per run by the experiment."""
 
-    embedder: Any | None
-    store_factory: Callable[[], Any] | None
-    generator: Any | None  # a CachedGenerator (every LLM call goes through the one cache)
-    prompts: Any
+    embedder: CachedEmbedder | None  # every vector goes through the one embedding cache
+    store_factory: Callable[[], Store] | None
+    generator: CachedGenerator | None  # every LLM call goes through the one cache
+    prompts: PromptLibrary
     variant: str
     lock_dir: Path
-    aux_sampling: Any = None  # sampling for auxiliary LLM calls (HyDE, summaries)
+    aux_sampling: Sampling | None = None  # sampling for auxiliary LLM calls (HyDE, summaries)
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question (query.*)
     # the run's k: procedures defined by it (the authors' hybrid's dense top-k, the reranker's 3k
     # candidates) read it here; retrieve's own argument is the depth the metrics read (>= k).
@@ -68,10 +81,11 @@ class Services:
         from t2exp.infra import progress
 
         assert self.generator is not None, "a method that generates declares needs_generator"
+        assert self.aux_sampling is not None, "the experiment sets aux_sampling (generator.aux_sampling or its default)"
         with progress.stage(stage, len(prompts), unit) as bar:
-            def arrived(i: int, g: Any) -> None:
+            def arrived(i: int, g: Generation) -> None:
                 bar.advance()
-                if getattr(g, "cached", False):
+                if g.cached:
                     bar.tally("from the LLM cache")
 
             return list(self.generator.generate(prompts, self.aux_sampling, on_result=arrived))
@@ -80,7 +94,9 @@ class Services:
 @runtime_checkable
 class RagMethod(Protocol):
     name: str
-    needs_index: bool
+    needs_index: bool  # prepare builds an index: the run builds an embedder and a store
+    needs_generator: bool  # it calls the generator itself (HyDE, summaries)
+    needs_reranker: bool  # its constructor takes the `reranker` group's component
 
     def prepare(self, subset: Subset, services: Services) -> Index | None: ...
 

@@ -86,8 +86,8 @@ class MetadataHybrid(Hybrid):
                 if len(kept) < len(hits):
                     self.filtered += 1
                     self.dropped_gold += int(any(c == q.context_id for c, _ in hits) and all(c != q.context_id for c, _ in kept))
-                hits = Ranking(kept, dense=getattr(hits, "dense", {}))
-            out.append(Ranking(self.boosted_ranking(q.question, hits, index, k), dense=getattr(hits, "dense", {})))
+                hits = Ranking(kept, dense=Ranking.of(hits).dense)
+            out.append(Ranking(self.boosted_ranking(q.question, hits, index, k), dense=Ranking.of(hits).dense))
         return out
 
     def company_filter(self, question: str, hits: list[tuple[str, float]], index) -> list[tuple[str, float]]:

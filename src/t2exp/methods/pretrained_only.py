@@ -6,6 +6,7 @@ from __future__ import annotations
 class PretrainedOnly:
     needs_index = False
     needs_generator = False
+    needs_reranker = False
 
     def __init__(self, name: str = "pretrained_only") -> None:
         self.name = name

@@ -59,7 +59,7 @@ class Rerank(RetrievingMethod):
             ids = [cid for cid, _ in hits]
             scores = self.reranker.score(query, [index.docs[cid].text for cid in ids])
             ranked = sorted(zip(ids, scores, strict=False), key=lambda t: -t[1])
-            out.append(Ranking([(cid, float(s)) for cid, s in ranked][:k], dense=getattr(hits, "dense", {}), depth=len(ids)))
+            out.append(Ranking([(cid, float(s)) for cid, s in ranked][:k], dense=Ranking.of(hits).dense, depth=len(ids)))
         return out
 
     def stats(self) -> dict[str, float]:

@@ -16,7 +16,7 @@ from t2exp.answering.demos import DemoPool
 from t2exp.answering.evidence import Evidence
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import build, target_class
-from t2exp.config.generators import GeneratorConfig
+from t2exp.config.generators import AUX_MAX_TOKENS, GeneratorConfig
 from t2exp.data.loader import load_subsets, loader_args
 from t2exp.data.records import Subset
 from t2exp.errors import ConfigError
@@ -29,6 +29,8 @@ from t2exp.pipeline.stop import StopRequest
 
 log = logging.getLogger("t2exp")
 
+# what a method class declares (t2exp.methods.RagMethod) and the run reads before building it
+METHOD_FLAGS = ("needs_index", "needs_generator", "needs_reranker")
 # keys of a generator config that configure the run, not the backend's constructor
 GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
 
@@ -77,10 +79,10 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
     if generator is not None:  # NM is computed: say which questions it leaves out (once per cell)
         note_non_numeric_golds(subsets)
     gen_cfg = cfg.generator
-    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", "direct"))) if generator else Sampling()
+    sampling = _sampling(gen_cfg.get("sampling"), str(gen_cfg.get("answer_mode", GeneratorConfig.answer_mode))) if generator else Sampling()
     aux = gen_cfg.get("aux_sampling")
     # auxiliary calls (HyDE passages, summaries) have no answer mode: ``stop: null`` is no stop sequence
-    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=160, seed=sampling.seed)
+    aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=AUX_MAX_TOKENS, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
     prompts = PromptLibrary(cfg.paths.prompts)
     return Components(
@@ -117,7 +119,7 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
     name = cfg.generator.get("demos")
     if not name:
         return None
-    template = answer_template(str(cfg.generator.get("answer_mode", "direct")), cfg.generator.get("prompt"))
+    template = answer_template(str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)), cfg.generator.get("prompt"))
     if "demos" not in prompts.variables(template):
         raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
                           "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")
@@ -127,5 +129,9 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
 def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMethod:
     """The method a ``rag_method`` config names by ``_target_`` (``reranker`` for methods that
     rescore candidates: ``needs_reranker``)."""
-    kwargs = {"reranker": reranker} if getattr(target_class(cfg["_target_"], "rag_method._target_"), "needs_reranker", False) else {}
+    cls = target_class(cfg["_target_"], "rag_method._target_")
+    if not all(hasattr(cls, flag) for flag in METHOD_FLAGS):
+        raise ConfigError(f"rag_method._target_={cfg['_target_']}: a method class declares {', '.join(METHOD_FLAGS)} "
+                          "(t2exp.methods.RagMethod; subclass t2exp.methods.RetrievingMethod to inherit them)")
+    kwargs = {"reranker": reranker} if cls.needs_reranker else {}
     return build(cfg, f"rag_method={cfg.get('name')}", **kwargs)

@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config
+from t2exp.config.schema import TrackingConfig
 from t2exp.errors import ConfigError, T2ExpError, TrackingError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import headline_metrics, metric_label
@@ -258,7 +259,8 @@ def _log_views(tracker: Tracker, cfg: DictConfig, c: Components, result: Result)
     tracker.log_table(predictions_table(rows), TABLE_FILE)
     wanted = cfg.tracking.get("traces")
     if wanted is not False:
-        tracker.log_traces(rows, c.settings.k, result.spans, limit=None if wanted else int(cfg.tracking.get("trace_limit", 500)))
+        limit = None if wanted else int(cfg.tracking.get("trace_limit", TrackingConfig.trace_limit))
+        tracker.log_traces(rows, c.settings.k, result.spans, limit=limit)
 
 
 def _print_summary(result: Result, c: Components, tracker: Tracker, cfg: DictConfig) -> None:

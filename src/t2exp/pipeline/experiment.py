@@ -112,9 +112,8 @@ def run_experiment(c: Components) -> Result:
         hits = _retrieve(c, todo, index, tally)
         _generate(c, subset.name, todo, hits, index, services.generator, writer)
         rows.extend(writer.done[q.id] for q in subset.questions)
-        close = getattr(getattr(index, "store", None), "close", None)
-        if close is not None:
-            close()
+        if index is not None and index.store is not None:
+            index.store.close()
     metrics, table = _score(rows, c)
     metrics.update(_counts(c, tally, services))
     if list(writer.done) != [r["id"] for r in rows]:  # written out of order (a stop, then a resume): the final order
@@ -128,7 +127,7 @@ def _services(c: Components) -> Services:
     (embeddings committed after every embedder batch, one API request, so a failure or a kill
     mid-corpus keeps everything embedded so far)."""
     parts, run = c.parts, c.settings
-    embed_chunk = max(1, int(getattr(parts.embedder, "batch_size", 256) or 256))
+    embed_chunk = max(1, int(parts.embedder.batch_size)) if parts.embedder else 1
     embedder = CachedEmbedder(parts.embedder, KVCache(run.cache_dir / "embeddings.sqlite"), chunk=embed_chunk) if parts.embedder else None
     generator = CachedGenerator(parts.generator, KVCache(run.cache_dir / "llm.sqlite")) if parts.generator else None
     return Services(
@@ -148,7 +147,7 @@ def _index(c: Components, subset: Subset, services: Services, tally: Tally) -> I
     if index is not None and index.store is not None:
         extra[f"{name}/index_cache_hit"] = float(index.cache_hit)
         extra[f"{name}/index_build_seconds"] = index.build_seconds
-        extra[f"{name}/index_inserted"] = float(getattr(index.store, "inserted", 0))
+        extra[f"{name}/index_inserted"] = float(index.store.inserted)
         extra[f"{name}/doc_truncated_frac"] = truncation_fraction(index.embedder, list(index.texts.values()))
     extra[f"{name}/questions"] = float(len(subset.questions))
     extra[f"{name}/non_numeric_gold"] = float(sum(q.gold is None for q in subset.questions))
@@ -173,7 +172,7 @@ def _generate(c: Components, name: str, todo: list[Question], hits: list | None,
               writer: PredictionWriter) -> None:
     """Answer ``todo`` in the generator's batches and write each prediction (a retrieval-only run
     writes its rows with no answer)."""
-    batch = max(1, getattr(generator, "batch_size", 1)) if generator else len(todo) or 1
+    batch = max(1, generator.batch_size) if generator else len(todo) or 1
     shown = progress.stage(f"generate {name}", len(todo), "answer") if generator is not None and todo else nullcontext(None)
     with shown as bar:
         writer.bar = bar

@@ -16,6 +16,7 @@ from t2exp.evaluation.metrics import DEGENERATE, NM_METRICS, RECALL_KS, question
 from t2exp.generators import Generation
 from t2exp.infra.cache import JsonlLog, atomic_write_text, jsonl_line
 from t2exp.infra.progress import Stage
+from t2exp.methods import Ranking
 from t2exp.pipeline.stop import StopRequest
 
 log = logging.getLogger("t2exp.pipeline.experiment")
@@ -96,8 +97,8 @@ def prediction_row(q: Question, hits, contexts: list[str], gen: Generation | Non
         parsed = answer_choice.choose(answer_mode, [gen.text, *gen.extra.get("samples", [])], contexts, grounding)
     pred = parsed.value if parsed else None
     text = parsed.text if parsed else None
-    dense = _dense_of(hits)
-    depth = getattr(hits, "depth", None)
+    dense = None if hits is None else _dense_of(Ranking.of(hits))
+    depth = None if hits is None else Ranking.of(hits).depth
     m = question_metrics(ranked, q.context_id, k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=depth)
     if gen is None:
         for name in (*NM_METRICS, DEGENERATE):
@@ -133,8 +134,8 @@ def prediction_row(q: Question, hits, contexts: list[str], gen: Generation | Non
     }
 
 
-def _dense_of(hits) -> list[float | None] | None:
-    dense = getattr(hits, "dense", None)
+def _dense_of(hits: Ranking) -> list[float | None] | None:
+    dense = hits.dense
     if not dense:
         return None
     return [None if cid not in dense else round(float(dense[cid]), 6) for cid, _ in hits]

@@ -13,6 +13,7 @@ from typing import Any, cast
 from omegaconf import DictConfig
 
 from t2exp.answering.prompts import PromptLibrary
+from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.generators import Sampling
@@ -30,7 +31,7 @@ def merge_view(cfg: DictConfig, subsets: list[Subset], run_dir: Path) -> Compone
     """What scoring and logging a cell read: its data, ``k`` and run directory (no model is built)."""
     parts = Parts(subsets=subsets, method=cast(Any, None), embedder=None, store_factory=None, generator=None,
                   prompts=PromptLibrary(cfg.paths.prompts))
-    settings = Settings(sampling=Sampling(), answer_mode=str(cfg.generator.get("answer_mode", "direct")), k=int(cfg.k),
+    settings = Settings(sampling=Sampling(), answer_mode=str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)), k=int(cfg.k),
                         variant=str(cfg.document.variant), cache_dir=Path(cfg.paths.cache), run_dir=run_dir)
     return Components(parts=parts, settings=settings)
 

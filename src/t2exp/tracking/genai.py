@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from t2exp.config.schema import Config
 from t2exp.errors import one_line
 from t2exp.evaluation.metrics import question_metric_names, question_metrics
 from t2exp.evaluation.scoring.gold import FROM_CONFIG, compose_config, load_gold
@@ -59,7 +60,7 @@ def evaluation_data(dataset: str = "bundled", *, limit: int | None | str = FROM_
     return rows
 
 
-def question_values(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -> dict[str, float | None]:
+def question_values(outputs: Any, expectations: Mapping[str, Any], k: int = Config.k) -> dict[str, float | None]:
     """Every metric of one answered question, as ``t2exp score`` computes it: ``outputs`` is the
     answer (a string or number) or a mapping with ``answer`` (or ``prediction``) and optionally
     ``retrieved`` (context ids, best first). A part of the row that cannot be read (``retrieved``
@@ -67,7 +68,7 @@ def question_values(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -
     return scored(outputs, expectations, k)[0]
 
 
-def scored(outputs: Any, expectations: Mapping[str, Any], k: int = 3) -> tuple[dict[str, float | None], dict[str, str]]:
+def scored(outputs: Any, expectations: Mapping[str, Any], k: int = Config.k) -> tuple[dict[str, float | None], dict[str, str]]:
     """:func:`question_values`, and for each metric left out because its part of the row could not
     be read, the reason (one line)."""
     answer, retrieved = _answer_and_retrieved(outputs)
@@ -103,7 +104,7 @@ def _ranked(retrieved: Any, expectations: Mapping[str, Any]) -> tuple[list[str] 
     return sub.retrieved or [], ""
 
 
-def scorers(k: int = 3) -> list[Any]:
+def scorers(k: int = Config.k) -> list[Any]:
     """MLflow scorers of every T²-RAGBench metric: ``nm``, ``nm_strict``, ``nm_bare``,
     ``mrr_at_<k>`` and ``recall_at_1/3/5``, each with a one-line rationale."""
     return [_scorer(name, k) for name in question_metric_names(k)]

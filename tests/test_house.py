@@ -1,0 +1,64 @@
+"""House rules read off the source tree (issue 45): the pipeline reads its components through their
+declared protocols, never ``getattr`` with a default."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import t2exp
+
+SRC = Path(t2exp.__file__).parent
+# getattr with a default in pipeline/ on what is no component: the signal-restore function's
+# attribute (cell.py) and an Optuna direction, an enum or a string (tuning.py)
+NOT_COMPONENTS = {("cell.py", "restore"), ("tuning.py", "direction")}
+
+
+def getattr_defaults(folder: Path) -> list[tuple[str, str]]:
+    """``(file, object)`` of every ``getattr(object, name, default)`` under ``folder``."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3:
+                found.append((path.relative_to(folder).as_posix(), ast.unparse(node.args[0])))
+    return found
+
+
+def test_the_pipeline_reads_components_through_their_protocols():
+    assert set(getattr_defaults(SRC / "pipeline")) - NOT_COMPONENTS == set()
+
+
+def test_a_getattr_default_is_caught(tmp_path):
+    (tmp_path / "experiment.py").write_text("n = getattr(parts.embedder, 'batch_size', 256)\nm = getattr(x, 'y')\n")
+    assert getattr_defaults(tmp_path) == [("experiment.py", "parts.embedder")]
+
+
+def test_the_protocols_declare_what_the_pipeline_reads():
+    from t2exp.embedders import Embedder
+    from t2exp.generators import Generator
+    from t2exp.index.store import Store
+    from t2exp.methods import RagMethod
+
+    assert "batch_size" in Embedder.__annotations__
+    assert "inserted" in Store.__annotations__
+    assert "batch_size" in Generator.__annotations__
+    assert {"needs_index", "needs_generator", "needs_reranker"} <= set(RagMethod.__annotations__)
+
+
+def test_a_method_class_without_its_flags_is_one_config_error():
+    from t2exp.errors import ConfigError
+    from t2exp.pipeline.build import build_method
+
+    with pytest.raises(ConfigError, match=r"rag_method._target_=collections.OrderedDict: a method class declares needs_index"):
+        build_method({"_target_": "collections.OrderedDict", "name": "x"})
+
+
+def test_plain_hits_and_rankings_read_alike():
+    from t2exp.methods import Ranking
+
+    plain = [("a", 1.0)]
+    ranked = Ranking(plain, dense={"a": 0.5}, depth=1)
+    assert Ranking.of(ranked) is ranked
+    assert (Ranking.of(plain).dense, Ranking.of(plain).depth, list(Ranking.of(plain))) == ({}, None, plain)
