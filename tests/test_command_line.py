@@ -66,7 +66,7 @@ def test_a_mistyped_command_names_the_closest_one():
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("t2exp: error: unknown command 'reprot'; did you mean 'report'?"), line
     proc = cli(main, ["frobnicate"])
-    assert proc.returncode == 2 and "did you mean" not in proc.stderr and "score, compare, report, reproduce" in proc.stderr
+    assert proc.returncode == 2 and "did you mean" not in proc.stderr and "report, collect, status, reproduce" in proc.stderr
 
 
 def test_cfg_job_as_documented_prints_resolved_values():
