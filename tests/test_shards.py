@@ -183,6 +183,27 @@ def test_more_shards_than_questions_and_collect_by_the_sweeps_parent_run(tmp_pat
     assert proc.returncode == 0 and f"already FINISHED as MLflow run {cell_run.info.run_id}" in proc.stderr, proc.stderr
 
 
+def test_status_lists_every_shard_job_done_with_its_answers(tmp_path):
+    """`t2exp status <sweep dir | parent run id>`: one row per job (here the two shards of a cell),
+    its state from MLflow and the cache (the shard's done.json, the predictions it wrote); read-only."""
+    from t2exp.__main__ import main
+
+    cache, track = tmp_path / "cache", tmp_path / "track"
+    run_app([*RETRIEVAL, "shards=2"], cache, track)
+    proc = cli(main, ["status", str(track / "multirun")])
+    assert proc.returncode == 0, proc.stderr
+    head, *rows, total = proc.stdout.splitlines()[:4]
+    assert head.split() == ["job", "state", "slurm", "mlflow", "answered", "cell"]
+    cells = [r.split() for r in rows]
+    assert [(c[0], c[1], c[3], c[-1]) for c in cells] == [("0", "done", "FINISHED", "shard=0"), ("1", "done", "FINISHED", "shard=1")]
+    assert sum(int(c[4]) for c in cells) == 12 and total.startswith("2 jobs: 2 done (parent run ")
+    _, (parent,), _, _ = _cells(track)
+    by_id = cli(main, ["status", parent.info.run_id, "--tracking-uri", f"sqlite:///{track / 'mlflow.db'}"])
+    assert by_id.returncode == 0 and by_id.stdout == proc.stdout
+    gone = cli(main, ["status", str(tmp_path / "nowhere")])
+    assert gone.returncode == 2 and gone.stderr.startswith("t2exp status: error: ") and gone.stderr.count("\n") == 1
+
+
 def test_a_resumed_run_leaves_its_predictions_in_question_order(tmp_path):
     """A stopped run writes answers as they arrive (out of order under concurrency); the run that
     resumes it ends with the file in question order — the order the merge of a sharded cell writes

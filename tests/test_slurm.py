@@ -197,3 +197,52 @@ def test_a_cell_in_three_shards_on_slurm_equals_the_unsharded_cell(slurm_cluster
     metrics = [Path(c.download_artifacts(r.info.run_id, "metrics.json")).read_bytes()
                for c, r in ((client, cell_run), (one_client, one_run))]
     assert metrics[0] == metrics[1]
+
+
+def _t2exp_in_ns(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m t2exp ARGS`` (a command: status, collect) inside the cluster's namespace."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(["bash", str(WRAPPER), sys.executable, "-m", "t2exp", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def _status_when_ended(sweep_dir: Path, timeout_s: float = SWEEP_TIMEOUT_S) -> str:
+    """`t2exp status` once it says every job has ended (bounded wait)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        proc = _t2exp_in_ns("status", str(sweep_dir))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        if "every job has ended" in proc.stdout or time.monotonic() > deadline:
+            return proc.stdout
+        time.sleep(2)
+
+
+def test_submit_and_return_then_status_and_collect(slurm_cluster, shared_cache, tmp_path):
+    """hydra.launcher.wait=false: the launching process submits the job array, prints the job ids
+    and the commands to follow them, and ends while the cells run; the sweep's parent run stays
+    RUNNING. `t2exp status` shows each cell done or failed from MLflow and Slurm; `t2exp collect`
+    logs the sweep's report on the parent run and closes it (FAILED: one cell failed)."""
+    proc = _sweep(["rag_method=base", "store=lancedb,weaviate", "generator=none", "dataset.limit=5",
+                   "hydra.launcher.wait=false"], shared_cache, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (job_id,) = _array_job_ids(tmp_path)
+    sweep_dir = tmp_path / "multirun"
+    assert f"submitted 2 jobs to Slurm ({job_id}_0, {job_id}_1)" in proc.stderr
+    assert f"t2exp collect {sweep_dir}" in proc.stderr and f"t2exp status {sweep_dir}" in proc.stderr
+    _, runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    assert parent.info.status == "RUNNING"  # nobody waits for the cells: collect closes it
+    table = _status_when_ended(sweep_dir)
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:3]}
+    assert rows["0"][1:5] == ["done", f"{job_id}_0", "COMPLETED", "FINISHED"], table  # ended: Slurm saw its process exit
+    assert rows["1"][1:5] == ["failed", f"{job_id}_1", "FAILED", "FAILED"], table
+    assert "store=weaviate" in table and "2 jobs: 1 done, 1 failed" in table
+    client, runs = mlflow_runs(tmp_path)
+    assert client.get_run(parent.info.run_id).info.status == "RUNNING"  # status only reads
+    done = _t2exp_in_ns("collect", str(sweep_dir))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"1 of 2 jobs done; its report logged on parent run {parent.info.run_id}, closed FAILED" in done.stderr
+    assert client.get_run(parent.info.run_id).info.status == "FAILED"
+    assert "report" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    again = _t2exp_in_ns("collect", parent.info.run_id, "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert again.returncode == 0 and "already FAILED; nothing to close" in again.stderr

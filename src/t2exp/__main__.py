@@ -34,6 +34,7 @@ from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.stop import Interrupted, StoppedCell
+from t2exp.pipeline.submit import register_launcher
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
 
 t2exp_config.register()  # the schemas and resolvers Hydra composes with (importing t2exp registers nothing)
@@ -276,6 +277,7 @@ def main() -> None:
         sys.exit(run_command(sys.argv[1], sys.argv[2:]))
     install_log_redaction()
     register_sweeper()
+    register_launcher()
     try:
         sys.argv[1:] = app_argv(sys.argv[1:], COMMANDS)  # options ahead of overrides; the command table on --help
         sys.argv[1:] = move_secret_overrides(sys.argv[1:])

@@ -12,6 +12,7 @@ COMMANDS = {
     "compare": ("t2exp.cli.compare", "two runs question by question: paired CI and p-value"),
     "report": ("t2exp.cli.report", "paper-style tables and plots of a sweep's runs"),
     "collect": ("t2exp.cli.collect", "merge a sharded cell's finished shards into the cell's result and MLflow run"),
+    "status": ("t2exp.cli.status", "a sweep's jobs: done, running, failed or pending (MLflow, the cache, Slurm)"),
     "reproduce": ("t2exp.cli.reproduce", "run the expected-numbers conditions (expected/*.yaml): OK/FAIL per metric"),
 }
 

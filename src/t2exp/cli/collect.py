@@ -6,21 +6,24 @@ question missing or twice, is refused in one line naming the shard's file (exit 
 TARGET is a cell's run directory (``<paths.cache>/runs/<cell key>``), a shard job's Hydra output
 directory, a sweep directory (every sharded cell under it) or a sweep's MLflow parent run id
 (its ``t2exp.sweep_dir``; ``--tracking-uri`` says where, default the app's ``tracking.uri``).
+
+A sweep submitted without waiting (``hydra.launcher.wait=false``: its ``t2exp_jobs.json``) is
+collected once every job has ended (``t2exp status``): its sharded cells merged, then its report
+logged on the parent run, which is closed FINISHED (FAILED when a job failed). Before that, collect
+says how many jobs are still pending or running and changes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
+from t2exp.cli.sweep_target import sweep_path
 from t2exp.errors import DataError, T2ExpError, one_line, os_error_line
-
-_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def build_parser(prog: str = "t2exp collect") -> argparse.ArgumentParser:
@@ -34,9 +37,7 @@ def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
     """The run directories of the sharded cells ``target`` names (see the module's doc)."""
     from t2exp.pipeline.shards import CONFIG_FILE, POINTER_FILE, SHARDS_DIR
 
-    path = Path(target)
-    if not path.exists() and _RUN_ID.match(target):
-        path = _sweep_dir(target, tracking_uri)
+    path = sweep_path(target, tracking_uri)
     if (path / SHARDS_DIR / CONFIG_FILE).is_file():
         return [path]
     pointers = [path / POINTER_FILE] if (path / POINTER_FILE).is_file() else sorted(path.glob(f"*/{POINTER_FILE}"))
@@ -45,22 +46,6 @@ def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
         raise DataError(f"{target}: no sharded cell there (no {SHARDS_DIR}/{CONFIG_FILE}, no */{POINTER_FILE}); give a cell's run "
                         "directory (<paths.cache>/runs/<cell key>), a shard job's or a sweep's Hydra directory, or a parent run id")
     return list(found)
-
-
-def _sweep_dir(run_id: str, tracking_uri: str | None) -> Path:
-    from mlflow.tracking import MlflowClient
-
-    from t2exp.evaluation.scoring.gold import compose_config
-
-    uri = tracking_uri or str(compose_config("bundled").tracking.uri)
-    try:
-        run = MlflowClient(tracking_uri=uri).get_run(run_id)
-    except Exception as exc:
-        raise DataError(f"{run_id}: no such MLflow run at {uri} ({one_line(exc, 120)}); pass --tracking-uri") from None
-    sweep_dir = run.data.tags.get("t2exp.sweep_dir")
-    if not sweep_dir:
-        raise DataError(f"{run_id}: not a sweep's parent run (no t2exp.sweep_dir tag); give the cell's run directory instead")
-    return Path(sweep_dir)
 
 
 def collect(run_dir: Path) -> str:
@@ -90,6 +75,49 @@ def collect(run_dir: Path) -> str:
     return f"cell {key}: merged {int(cfg.shards)} shards into MLflow run {result.run_id} ({result.predictions_path})"
 
 
+def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:
+    """A submit-and-return sweep: merge its sharded cells and close its parent run once every job
+    has ended (see the module's doc); the exit status."""
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.cli.status import load_sweep, table
+    from t2exp.tracking.callbacks import close_sweep
+
+    sweep = load_sweep(sweep_dir, tracking_uri)
+    if not sweep.ended():
+        counts = sweep.counts()
+        print(table(sweep))
+        print(f"{prog}: {counts['pending'] + counts['running']} of {len(sweep.jobs)} jobs still pending or running; nothing "
+              f"collected yet: run `t2exp collect {sweep_dir}` again when `t2exp status` shows them ended", file=sys.stderr)
+        return 0
+    status = 0
+    pointers = cell_dirs(str(sweep_dir)) if any(sweep_dir.glob("*/t2exp_shard.json")) else []
+    for run_dir in pointers:
+        status = max(status, _collect_one(run_dir, prog))
+    parent = sweep.parent_run
+    if parent:
+        now = MlflowClient(tracking_uri=sweep.tracking_uri).get_run(parent).info.status
+        if now == "RUNNING":
+            now = close_sweep(sweep.tracking_uri, parent)
+            print(f"{prog}: sweep {sweep_dir}: {sweep.counts()['done']} of {len(sweep.jobs)} jobs done; its report logged on "
+                  f"parent run {parent}, closed {now}", file=sys.stderr)
+        else:
+            print(f"{prog}: sweep {sweep_dir}: parent run {parent} already {now}; nothing to close", file=sys.stderr)
+    return status
+
+
+def _collect_one(run_dir: Path, prog: str) -> int:
+    try:
+        print(f"{prog}: {collect(run_dir)}", file=sys.stderr)
+    except T2ExpError as exc:
+        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file gone or unreadable: the path and the fault
+        print(f"{prog}: error: {os_error_line(exc)}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "t2exp collect") -> int:
     from t2exp import config
 
@@ -98,18 +126,23 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp collect") -> int:
     status = 0
     for target in args.targets:
         try:
+            submitted = _submitted_sweep(target, args.tracking_uri)
+            if submitted is not None:
+                status = max(status, collect_sweep(submitted, args.tracking_uri, prog))
+                continue
             dirs = cell_dirs(target, args.tracking_uri)
         except T2ExpError as exc:
             print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
             status = 2
             continue
         for run_dir in dirs:
-            try:
-                print(f"{prog}: {collect(run_dir)}", file=sys.stderr)
-            except T2ExpError as exc:
-                print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
-                status = 2
-            except OSError as exc:  # a file gone or unreadable: the path and the fault
-                print(f"{prog}: error: {os_error_line(exc)}", file=sys.stderr)
-                status = 2
+            status = max(status, _collect_one(run_dir, prog))
     return status
+
+
+def _submitted_sweep(target: str, tracking_uri: str | None) -> Path | None:
+    """The sweep directory ``target`` names when it is a submit-and-return sweep's, else None."""
+    from t2exp.pipeline.submit import JOBS_FILE
+
+    path = sweep_path(target, tracking_uri)
+    return path if (path / JOBS_FILE).is_file() else None

@@ -34,6 +34,7 @@ class MLflowSweepCallback(Callback):
     def __init__(self) -> None:
         self.parent_id: str | None = None
         self.uri: str | None = None
+        self.detached = False  # hydra.launcher.wait=false: the parent outlives this process
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from mlflow.tracking import MlflowClient
@@ -68,63 +69,24 @@ class MLflowSweepCallback(Callback):
         if self.parent_id is not None:
             os.environ[PARENT_ENV] = self.parent_id
 
-    def _children_status(self) -> str:
-        from mlflow.tracking import MlflowClient
-
-        assert self.parent_id is not None, "called by on_multirun_end once the parent run exists"
-        client = MlflowClient(tracking_uri=self.uri)
-        parent = client.get_run(self.parent_id)
-        children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}'")
-        if any(c.info.status in ("FAILED", "KILLED") for c in children):
-            return "FAILED"
-        return "FINISHED"
-
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
             return
-        from mlflow.tracking import MlflowClient
-
         if _forwarded:  # the launching process was told to stop and its cells have: no report, the runs KILLED
             self._close_if_running()
-            os.environ.pop(PARENT_ENV, None)
-            return
-        self._name_cells()
-        self._report()
-        MlflowClient(tracking_uri=self.uri).set_terminated(self.parent_id, status=self._children_status())
-        log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", self.parent_id)
+        elif submitted_only(config.hydra.launcher):  # the cells run on without this process
+            self.detached = True
+            log.info("MLflow parent run %s stays RUNNING until `t2exp collect %s` finds every cell ended",
+                     self.parent_id, config.hydra.sweep.dir)
+        else:
+            close_sweep(str(self.uri), self.parent_id)
         os.environ.pop(PARENT_ENV, None)
-
-    def _name_cells(self) -> None:
-        """Each child run named by what tells it apart (:func:`t2exp.tracking.names.name_sweep_cells`);
-        a store that fails here leaves the names as they were and the sweep ends normally."""
-        from mlflow.tracking import MlflowClient
-
-        from t2exp.tracking.names import name_sweep_cells
-
-        assert self.parent_id is not None, "on_multirun_start created the parent"
-        try:
-            name_sweep_cells(MlflowClient(tracking_uri=self.uri), self.parent_id)
-        except Exception as exc:  # best effort: the names are a convenience, the runs are logged
-            log.warning("sweep cells not renamed: %s", one_line(exc, 200))
-
-    def _report(self) -> None:
-        """The Table-3/Table-4 report of the finished cells, logged on the parent run; a sweep
-        whose report cannot be made (no finished cell) still ends normally."""
-        from t2exp.errors import T2ExpError
-        from t2exp.evaluation.reporting.build import report_parent
-
-        assert self.parent_id is not None and self.uri is not None, "on_multirun_start created the parent"
-        try:
-            result = report_parent(self.uri, self.parent_id)
-            log.info("sweep report: %s (%s)", ", ".join(sorted(result.tables)) or "no table", result.out_dir)
-        except T2ExpError as exc:
-            log.warning("sweep report not made: %s", exc)
 
     def _close_if_running(self) -> None:
         """At exit: a parent still RUNNING (a job raised, a signal ended the sweep) becomes
         KILLED when a signal ended it, else FAILED; after a signal passed on to local cells, so
         does any child those cells left RUNNING."""
-        if self.parent_id is None:
+        if self.parent_id is None or self.detached:
             return
         try:
             from mlflow.tracking import MlflowClient
@@ -144,6 +106,48 @@ class MLflowSweepCallback(Callback):
             pass
 
 
+def close_sweep(uri: str, parent_id: str) -> str:
+    """End a sweep whose cells have all ended: each cell named by what tells it apart, the sweep's
+    report logged on the parent run, the parent closed FINISHED (FAILED when a cell failed). Run
+    by the launching process, or by ``t2exp status``/``t2exp collect`` after a submit-and-return
+    sweep. The parent's status, returned."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    _name_cells(client, parent_id)
+    _report(uri, parent_id)
+    parent = client.get_run(parent_id)
+    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    status = "FAILED" if any(c.info.status in ("FAILED", "KILLED") for c in children) else "FINISHED"
+    client.set_terminated(parent_id, status=status)
+    log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", parent_id)
+    return status
+
+
+def _name_cells(client: Any, parent_id: str) -> None:
+    """Each child run named by what tells it apart (:func:`t2exp.tracking.names.name_sweep_cells`);
+    a store that fails here leaves the names as they were and the sweep ends normally."""
+    from t2exp.tracking.names import name_sweep_cells
+
+    try:
+        name_sweep_cells(client, parent_id)
+    except Exception as exc:  # best effort: the names are a convenience, the runs are logged
+        log.warning("sweep cells not renamed: %s", one_line(exc, 200))
+
+
+def _report(uri: str, parent_id: str) -> None:
+    """The Table-3/Table-4 report of the finished cells, logged on the parent run; a sweep
+    whose report cannot be made (no finished cell) still ends normally."""
+    from t2exp.errors import T2ExpError
+    from t2exp.evaluation.reporting.build import report_parent
+
+    try:
+        result = report_parent(uri, parent_id)
+        log.info("sweep report: %s (%s)", ", ".join(sorted(result.tables)) or "no table", result.out_dir)
+    except T2ExpError as exc:
+        log.warning("sweep report not made: %s", exc)
+
+
 _forwarded: list[str] = []  # the signals the launching process passed on to its cell processes
 
 
@@ -155,6 +159,12 @@ def forwarded_signal() -> str | None:
 def is_joblib_launcher(launcher: Any) -> bool:
     """``hydra.launcher`` is joblib's (``hydra/launcher=local_parallel``: cells in loky workers)."""
     return "joblib" in str(launcher.get("_target_", ""))
+
+
+def submitted_only(launcher: Any) -> bool:
+    """``hydra.launcher`` submits and returns (``hydra/launcher=slurm hydra.launcher.wait=false``:
+    :mod:`t2exp.pipeline.submit`): the sweep's cells run on after this process has ended."""
+    return "wait" in launcher and not bool(launcher.get("wait"))
 
 
 def child_pids(pid: int) -> list[int]:

@@ -1,0 +1,57 @@
+"""Submit and return: ``hydra/launcher=slurm hydra.launcher.wait=false`` submits a sweep's cells
+(or a sharded cell's shards) as one Slurm job array and ends, leaving them to run; ``t2exp status``
+shows where they are and ``t2exp collect`` merges and logs what finished.
+
+:class:`hydra_plugins.t2exp_submit.submit_launcher.SubmitLauncher` is hydra-submitit-launcher's Slurm launcher with one more key, ``wait``
+(default true: the launching process waits for every cell, as before). With ``wait=false`` it
+submits the same job array, writes the jobs to ``<sweep dir>/t2exp_jobs.json`` (Slurm job ids, each
+job's overrides, the sweep's MLflow parent run and store: what ``t2exp status`` and ``t2exp
+collect`` read), prints the job ids and the commands to follow them, and hands Hydra a finished
+placeholder result per job; the sweep's parent run is left RUNNING
+(:mod:`t2exp.tracking.callbacks`) and closed by ``t2exp status``/``t2exp collect`` once every job has
+ended. ``register_launcher`` stores the launcher's schema as ``hydra/launcher/t2exp_slurm`` (what
+conf/hydra/launcher/slurm.yaml builds on).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import field, make_dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("t2exp")
+
+LAUNCHER_CLASS = "hydra_plugins.t2exp_submit.submit_launcher.SubmitLauncher"  # Hydra takes launchers only from there
+JOBS_FILE = "t2exp_jobs.json"
+
+
+def register_launcher() -> None:
+    """Store ``hydra/launcher/t2exp_slurm``: the submitit Slurm schema with ``wait`` and this
+    module's launcher as its target (nothing without hydra-submitit-launcher installed)."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
+    except ImportError:
+        return
+    node = make_dataclass("T2ExpSlurmQueueConf", [
+        ("_target_", str, field(default=LAUNCHER_CLASS)),
+        ("wait", bool, field(default=True)),
+    ], bases=(SlurmQueueConf,))
+    ConfigStore.instance().store(group="hydra/launcher", name="t2exp_slurm", node=node, provider="t2exp")
+
+
+def read_jobs(sweep_dir: Path) -> dict[str, Any] | None:
+    """The jobs a submit-and-return sweep left in ``sweep_dir`` (None: it was not one)."""
+    path = sweep_dir / JOBS_FILE
+    if not path.is_file():
+        return None
+    from t2exp.errors import DataError
+
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValueError):
+        raise DataError(f"{path}: not valid JSON (a damaged file); the jobs run on: follow them with squeue, "
+                        "or give `t2exp collect` a cell's run directory") from None
