@@ -35,8 +35,8 @@ from t2exp.config.checks import METRIC, METRIC_NAMES
 from t2exp.errors import T2ExpError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import question_value
-from t2exp.evaluation.questions import QuestionDiff, by_effect, question_differences, question_record
-from t2exp.evaluation.scoring.predictions import first_of_each, logged_rows, read_predictions
+from t2exp.evaluation.questions import QuestionDiff, QuestionKey, by_effect, index_by_question, question_differences, question_record
+from t2exp.evaluation.scoring.predictions import logged_rows, read_predictions
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
 from t2exp.infra.mlflow_store import open_for_reading
 from t2exp.infra.paths import default_tracking_uri
@@ -119,9 +119,10 @@ class Paired:
         return self.only_a + self.only_b + self.missing_value
 
 
-def _index(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[tuple[str, str], Mapping[str, Any]], list[str]]:
-    """Rows by (subset, id); a repeated question keeps its first row, as ``t2exp score`` does."""
-    first, repeated = first_of_each(((str(r.get("subset", "")), str(r["id"])), r) for r in rows)
+def _index(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[QuestionKey, Mapping[str, Any]], list[str]]:
+    """Rows by question (:func:`index_by_question`: a repeated one keeps its first row, as ``t2exp
+    score`` does) and the ids of the repeats."""
+    first, repeated = index_by_question(rows)
     return first, [str(r["id"]) for r in repeated]
 
 

@@ -25,11 +25,10 @@ def question_key(row: Mapping[str, Any]) -> QuestionKey:
     return (str(row.get("subset", "")), str(row["id"]))
 
 
-def index_by_question(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[QuestionKey, Mapping[str, Any]], int]:
-    """Each question's first row (the one rule, :func:`first_of_each`), in first-seen order, and how
-    many repeated rows were dropped."""
-    first, repeated = first_of_each((question_key(r), r) for r in rows)
-    return first, len(repeated)
+def index_by_question(rows: Iterable[Mapping[str, Any]]) -> tuple[dict[QuestionKey, Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """Each question's first row (the one rule, :func:`first_of_each`), in first-seen order, and the
+    repeated rows that were dropped."""
+    return first_of_each((question_key(r), r) for r in rows)
 
 
 @dataclass(frozen=True)

@@ -80,12 +80,22 @@ def _health_request(uri: str) -> Any:
     return request
 
 
+SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` tracking URI, else None (also in memory)."""
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
 def local_store(uri: str) -> Path | None:
     """The file or directory of a local store: ``sqlite:///PATH``, ``file:PATH`` or a bare path;
     None for a server or a database elsewhere (``http://``, ``postgresql://``, ``sqlite://`` in memory)."""
     if uri.startswith("sqlite:"):
-        path = uri[len("sqlite:///"):].split("?", 1)[0] if uri.startswith("sqlite:///") else ""
-        return Path(path) if path and path != ":memory:" else None
+        return sqlite_path(uri)
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         return Path(unquote(parsed.path))

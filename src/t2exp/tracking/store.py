@@ -19,18 +19,10 @@ from typing import Any
 from t2exp.errors import OS_FAULTS, TrackingError, one_line, os_error_line
 from t2exp.infra.cache import build_lock
 from t2exp.infra.contained import remove_file
+from t2exp.infra.mlflow_store import sqlite_path
 
 _OPENED: set[str] = set()  # the SQLite stores this process has opened (MLflow caches each one)
-SQLITE_PREFIX = "sqlite:///"
 INIT_LOCK_TIMEOUT = 600  # seconds a process waits for another one creating the same store
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///PATH`` tracking URI, else None."""
-    if not uri.startswith(SQLITE_PREFIX):
-        return None
-    path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
-    return Path(path) if path and path != ":memory:" else None
 
 
 def open_client(uri: str) -> Any:
