@@ -43,6 +43,7 @@ from typing import Any
 from t2exp.errors import T2ExpError, os_error_line
 from t2exp.evaluation.expected import Condition, ExpectedError, Table, default_expected_dir, load_tables, select
 from t2exp.infra.contained import inside, remove_file, remove_tree
+from t2exp.infra.signals import handle_stop_signals
 
 PROG = "t2exp reproduce"
 # the caches a condition inherits from the one before it (keyed by model + text, not by code)
@@ -139,17 +140,7 @@ class Signals:
 
     def install(self) -> Callable[[], None]:
         """Handle both signals (main thread only); returns what puts the previous handlers back."""
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {s: signal.signal(s, self.handler) for s in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for s, h in previous.items():
-                signal.signal(s, h)
-
-        return restore
+        return handle_stop_signals(self.handler)
 
 
 def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: float | None, signals: Signals | None) -> int:

@@ -23,6 +23,7 @@ from t2exp.evaluation.metrics import headline_metrics, metric_label
 from t2exp.infra import progress
 from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
+from t2exp.infra.signals import handle_stop_signals
 from t2exp.pipeline.build import build_components, to_dict
 from t2exp.pipeline.experiment import Components, Result, run_experiment
 from t2exp.pipeline.identity import cell_key, data_fingerprint, without_meta
@@ -77,11 +78,8 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
     predictions in flight are written and their LLM answers cached) and arms a timer; a second
     signal, or the timer after ``$T2EXP_STOP_GRACE_SECONDS`` (default 5), raises ``Interrupted``
     at once. Returns a function that restores the previous handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None  # signal handlers can only be set from the main thread
     grace = _stop_grace()
     state: dict[str, Any] = {"closing": False, "timer": None}
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
     def handler(signum, frame):
         name = signal.Signals(signum).name
@@ -100,8 +98,7 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
         timer.start()
         state["timer"] = timer
 
-    for s in previous:
-        signal.signal(s, handler)
+    put_back = handle_stop_signals(handler)  # not off the main thread: a restore that does nothing then
 
     def closing() -> None:
         state["closing"] = True
@@ -109,8 +106,7 @@ def _install_signal_handlers(stop: StopRequest) -> Callable[[], None]:
     def restore() -> None:
         if state["timer"] is not None:
             state["timer"].cancel()
-        for s, h in previous.items():
-            signal.signal(s, h)
+        put_back()
 
     restore.closing = closing  # type: ignore[attr-defined]
     return restore
