@@ -168,7 +168,7 @@ def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_two_cell_sweep_resum
 
     _, runs = mlflow_runs(track)
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert sorted(r.info.run_name.split("-")[0] for r in children) == ["oracle", "pretrained_only"]
+    assert sorted(r.data.params["rag_method.name"] for r in children) == ["oracle", "pretrained_only"]
     for r in children:
         assert r.info.status == "FINISHED", r.info.run_name
         assert r.data.metrics["prompt_tokens"] > 0 and r.data.metrics["completion_tokens"] > 0, r.data.metrics
