@@ -1,13 +1,17 @@
+"""The tests' fixtures and the environment every test process starts with. What tests share that is
+no fixture lives in tests/helpers/ (imported as ``helpers.*``, never from here)."""
+
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.app import run_app
+from helpers.caches import warm
+from helpers.tracking import MLFLOW_TEMPLATE
+
 # pytest -n N: each worker (and every process it starts) computes with cores // N threads. N
 # workers of all-core torch/OpenMP pools oversubscribe the cores, and the pools' spin-waiting then
 # slows the model tests several-fold (the 0.5B generator tests: 38 s instead of 93 s in two workers
@@ -50,16 +54,6 @@ def corpus_embeddings(tmp_path_factory) -> Path:
     return target
 
 
-def warm(cache: Path, embeddings: Path) -> Path:
-    """``cache`` (a t2exp ``paths.cache``) holding ``embeddings`` as its embedding cache: every
-    corpus vector found, nothing else (indices, runs, LLM answers) there yet."""
-    import shutil
-
-    cache.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(embeddings, cache / "embeddings.sqlite")
-    return cache
-
-
 @pytest.fixture
 def warm_cache(tmp_path, corpus_embeddings) -> Path:
     """A test's own empty cache, but with both corpora's MiniLM vectors (``corpus_embeddings``)."""
@@ -74,159 +68,10 @@ def shared_cache(tmp_path_factory, corpus_embeddings) -> Path:
     return warm(tmp_path_factory.mktemp("cache"), corpus_embeddings)
 
 
-_MLFLOW_TEMPLATE: list[Path] = []  # one migrated MLflow store per test session (seed_tracking)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _mlflow_template(tmp_path_factory) -> None:
     """Where the session's migrated MLflow store goes; it is made on first use (seed_tracking)."""
-    _MLFLOW_TEMPLATE[:] = [tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"]
-
-
-def seed_tracking(tracking_dir: Path) -> None:
-    """Give a test's MLflow store (``tracking_dir/mlflow.db``) the session's migrated copy when it
-    has none: MLflow migrates a new SQLite store's schema on first use (~2 s a store), once a
-    session now. Only for runs expected to succeed: a refused run must leave no store behind."""
-    import shutil
-
-    target = Path(tracking_dir) / "mlflow.db"
-    if target.exists() or not _MLFLOW_TEMPLATE:
-        return
-    template = _MLFLOW_TEMPLATE[0]
-    if not template.exists():
-        from mlflow.tracking import MlflowClient
-
-        MlflowClient(tracking_uri=f"sqlite:///{template}").search_experiments()  # creates and migrates it
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(template, target)
-
-
-def compose_cfg(*overrides: str):
-    """The app's config as ``python -m t2exp <overrides>`` composes it (schemas applied)."""
-    from hydra import compose, initialize_config_dir
-
-    from t2exp import config
-    from t2exp.infra.paths import CONF_DIR
-
-    config.register()
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
-
-
-def app_overrides(cache: Path, tracking_dir: Path, *, traces: bool = False) -> list[str]:
-    """The test's cache and MLflow store. Per-question traces are off unless the test is about them
-    (``traces=True``; tests/test_genai.py, tests/test_progress.py): logging them is a third of a
-    retrieval run's time (135 questions: 18.1 s with, 12.7 s without)."""
-    return [
-        *([] if traces else ["tracking.traces=false"]),
-        f"paths.cache={cache}",
-        f"paths.models={ROOT / '.t2exp_cache' / 'models'}",
-        f"tracking.uri=sqlite:///{tracking_dir / 'mlflow.db'}",
-        f"tracking.artifact_location={tracking_dir / 'artifacts'}",
-        f"hydra.run.dir={tracking_dir / 'hydra'}",
-        f"hydra.sweep.dir={tracking_dir / 'multirun'}",
-    ]
-
-
-def run_app(args: list[str], cache: Path, tracking_dir: Path, timeout: float = 900, check: bool = True,
-            *, process: bool = False, env: dict[str, str] | None = None, traces: bool = False) -> subprocess.CompletedProcess:
-    """``python -m t2exp <args>`` with the test's cache and MLflow store: in this process (the
-    entry point ``t2exp.__main__.main`` with this argv, see :func:`cli`), or as a real process
-    when the process itself is the subject (``process=True``: signals, a kill, what a fresh
-    interpreter reads from its environment). ``timeout`` bounds the real process only."""
-    argv = [*args, *app_overrides(cache, tracking_dir, traces=traces)]
-    if check:
-        seed_tracking(tracking_dir)
-    if process:
-        cmd = [sys.executable, "-m", "t2exp", *argv]
-        full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", **(env or {})}
-        full_env.pop("T2EXP_PARENT_RUN_ID", None)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env)
-    else:
-        from t2exp.__main__ import main
-
-        proc = cli(main, argv, env=env, prog="t2exp")
-    if check and proc.returncode != 0:
-        raise AssertionError(f"t2exp failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return proc
-
-
-def cli(main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT, prog: str = "t2exp",
-        replace_env: bool = False) -> subprocess.CompletedProcess:
-    """A command-line entry point run in this process as its console script would run it: ``argv``
-    as ``sys.argv[1:]``, ``env`` added to the environment (``replace_env``: the whole environment),
-    ``cwd`` the working directory; its exit
-    status (``SystemExit`` or ``main``'s return value), stdout and stderr come back as a
-    ``CompletedProcess``. Everything the command changes in the process is put back: argv, the
-    environment (a sweep's parent-run id, moved secrets), the working directory, Hydra's global
-    state, an MLflow run left active, the signal handlers and the root logger's handlers."""
-    import contextlib
-    import io
-    import logging
-    import signal
-    from unittest import mock
-
-    from hydra.core.global_hydra import GlobalHydra
-
-    saved_argv, saved_env, saved_cwd = sys.argv[:], dict(os.environ), os.getcwd()
-    saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    root = logging.getLogger()
-    saved_handlers, saved_level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    if replace_env:
-        os.environ.clear()
-    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", **(env or {})})
-    os.environ.pop("T2EXP_PARENT_RUN_ID", None)
-    sys.argv = [prog, *argv]
-    code: int = 0
-    # Hydra re-raises instead of printing its one-line error when it believes a debugger is
-    # attached, and it takes any trace function (coverage's tracer) for one.
-    not_debugging = mock.patch("hydra._internal.utils.is_under_debugger", return_value=False)
-    try:
-        os.chdir(cwd)
-        GlobalHydra.instance().clear()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), not_debugging:
-            try:
-                ret = main()
-                code = ret if isinstance(ret, int) else 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                if not isinstance(exc.code, int | None):
-                    err.write(f"{exc.code}\n")
-    finally:
-        import mlflow
-        from hydra.core.hydra_config import HydraConfig
-
-        while mlflow.active_run() is not None:
-            mlflow.end_run()
-        GlobalHydra.instance().clear()
-        HydraConfig.instance().cfg = None  # a job's config (its runtime.cwd: work_dir) does not outlive the command
-        sys.argv = saved_argv
-        os.environ.clear()
-        os.environ.update(saved_env)
-        os.chdir(saved_cwd)
-        for s, h in saved_signals.items():
-            signal.signal(s, h)
-        for h in root.handlers[:]:
-            if h not in saved_handlers:
-                root.removeHandler(h)
-                h.close()
-        for h in saved_handlers:
-            if h not in root.handlers:
-                root.addHandler(h)
-        root.setLevel(saved_level)
-    return subprocess.CompletedProcess([prog, *argv], code, out.getvalue(), err.getvalue())
-
-
-def mlflow_runs(tracking_dir: Path, experiment: str = "t2exp"):
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{tracking_dir / 'mlflow.db'}")
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return client, []
-    return client, client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+    MLFLOW_TEMPLATE[:] = [tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"]
 
 
 @pytest.fixture

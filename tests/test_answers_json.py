@@ -7,12 +7,8 @@ import json
 
 import pytest
 
+from fakes.openai_server import FakeOpenAIServer
 from t2exp.answering.answers import ANSWER_SCHEMA, MODES, parse_answer
-
-try:
-    from tests.fakes.openai_server import FakeOpenAIServer
-except ImportError:
-    from fakes.openai_server import FakeOpenAIServer
 
 VALID = json.dumps({"reasoning_steps": ["rev 2019 = 120", "rev 2018 = 100"], "final_formula": "(120 - 100) / 100 * 100",
                     "computed_formula": "20.0"})
@@ -125,7 +121,8 @@ def test_the_bounds_name_themselves_and_keep_an_answer_before_a_ramble():
 def test_a_runaway_reply_is_nm_zero_in_a_run_and_in_its_rerun_from_the_llm_cache(tmp_path):
     """End to end over the OpenAI wire protocol: the runaway reply is cached like any other; the run
     and a second run reading it from the LLM cache both finish, the question counted wrong."""
-    from conftest import mlflow_runs, run_app
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     args = ["generator=openai_compat", "generator.model=m", "generator.answer_mode=json", "generator.max_retries=0",
             "rag_method=oracle", "dataset=finqa", "dataset.limit=2"]

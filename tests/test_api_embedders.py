@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
+from fakes import FakeHTTPServer
+from fakes.providers import CohereFake, GeminiFake, OpenAIFake, fake_vector, unit
+from helpers.app import compose_cfg
 from t2exp.embedders import Embedder
 from t2exp.embedders._remote import RemoteEmbedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -27,13 +29,6 @@ from t2exp.embedders.gemini_embedder import GeminiEmbedder
 from t2exp.embedders.openai_embedder import OpenAIEmbedder
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.infra.cache import KVCache
-
-try:
-    from tests.fakes import FakeHTTPServer
-    from tests.fakes.providers import CohereFake, GeminiFake, OpenAIFake, fake_vector, unit
-except ImportError:  # tests/ itself is on sys.path (pytest rootdir without tests/__init__.py)
-    from fakes import FakeHTTPServer
-    from fakes.providers import CohereFake, GeminiFake, OpenAIFake, fake_vector, unit
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 8

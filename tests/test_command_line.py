@@ -9,7 +9,9 @@ import shlex
 
 import pandas as pd
 
-from conftest import ROOT, cli, run_app
+from helpers.app import run_app
+from helpers.command import cli
+from helpers.paths import ROOT
 from t2exp.__main__ import _app_overrides, _compose_jobs, main, preflight
 from t2exp.cli import COMMANDS
 from t2exp.cli.argv import app_argv, hydra_argv

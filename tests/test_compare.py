@@ -8,7 +8,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import cli, mlflow_runs, run_app
+from helpers.app import run_app
+from helpers.command import cli
+from helpers.tracking import mlflow_runs
 from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.paired import compare, pair_predictions
 from t2exp.evaluation.stats import paired_bootstrap, permutation_test
@@ -232,7 +234,7 @@ def test_compare_on_the_other_nm_readings(tmp_path, capsys, monkeypatch, metric)
 def test_the_commands_are_subcommands_of_t2exp(tmp_path):
     """``t2exp score|compare|report`` reach their command with its own prog name; anything else is
     the experiment app's overrides."""
-    from conftest import cli
+    from helpers.command import cli
     from t2exp.__main__ import main
     from t2exp.cli import COMMANDS
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, compose_cfg
+from helpers.app import compose_cfg
+from helpers.paths import ROOT
 from t2exp import config
 from t2exp.config.components import build, target_class
 from t2exp.generators import vllm_backend

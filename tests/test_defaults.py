@@ -14,7 +14,7 @@ import pytest
 import yaml
 from omegaconf import MISSING, OmegaConf
 
-from conftest import compose_cfg
+from helpers.app import compose_cfg
 from t2exp.config import SCHEMAS
 from t2exp.config.components import target_class
 from t2exp.config.schema import Config, DatasetConfig

@@ -8,7 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_app
+from helpers.app import run_app
+from helpers.paths import ROOT
+from helpers.tracking import mlflow_runs
 from t2exp.answering.answers import build_messages
 from t2exp.answering.demos import Demo, DemoPool
 from t2exp.answering.prompts import PromptLibrary

@@ -177,7 +177,8 @@ def test_the_runnable_blocks_run(tmp_path: Path, warm_cache: Path) -> None:
     """Each command of a runnable block, in order, in one fresh working directory (a report reads the
     sweeps before it), in process: ``python -m t2exp``/``t2exp`` lines as typed, the app's with
     ``dataset.limit=2 generator=none`` and the test's warm embedding cache added."""
-    from conftest import cli, seed_tracking
+    from helpers.command import cli
+    from helpers.tracking import seed_tracking
     from t2exp.__main__ import main
     from t2exp.cli import COMMANDS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import compose_cfg
+from helpers.app import compose_cfg
 from t2exp import config
 from t2exp.answering.evidence import Evidence, focus, split, terms
 from t2exp.data.records import Document

@@ -1,5 +1,5 @@
 """The fault probes: bad input a user can give, each a `python -m t2exp` command line run through its
-entry point in this process (``conftest.cli``), started from an empty directory (outputs go under
+entry point in this process (``helpers.command.cli``), started from an empty directory (outputs go under
 the working directory, so "nothing written" is checked there; tests/test_reliability_e2e.py runs
 one bad input as a real process, the console entry's exit status and stderr included).
 
@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, cli
+from helpers.command import cli
+from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
 FINQA = ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet"

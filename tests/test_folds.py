@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compose_cfg
+from helpers.app import compose_cfg
 from t2exp import config
 from t2exp.data.folds import assign_folds, describe, select_fold
 from t2exp.data.loader import load_subsets

@@ -93,11 +93,9 @@ def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
     import json
     import time
 
-    from conftest import mlflow_runs, run_app
-    try:
-        from tests.fakes.openai_server import FakeOpenAIServer
-    except ImportError:
-        from fakes.openai_server import FakeOpenAIServer
+    from fakes.openai_server import FakeOpenAIServer
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     def slow(messages) -> str:
         time.sleep(0.4)  # the generator's known time per answer: what the span must show
@@ -128,11 +126,9 @@ def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
 def test_a_resumed_run_traces_each_question_once(tmp_path):
     """A run that failed after one answer logs no traces; the run that resumes it traces every
     question once, the kept answer included."""
-    from conftest import mlflow_runs, run_app
-    try:
-        from tests.fakes.openai_server import FakeOpenAIServer
-    except ImportError:
-        from fakes.openai_server import FakeOpenAIServer
+    from fakes.openai_server import FakeOpenAIServer
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     args = ["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", "generator.model=m",
             "generator.max_concurrency=1", "generator.max_retries=0"]
@@ -156,7 +152,8 @@ def test_two_cells_over_the_same_questions_trace_the_same_ones(tmp_path):
     the two cells pairs every row with the same question of the other cell."""
     import json
 
-    from conftest import mlflow_runs, run_app
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     run_app(["-m", "rag_method=bm25,oracle", "generator=none", "dataset.limit=4", "tracking.trace_limit=5"],
             tmp_path / "cache", tmp_path, traces=True)
@@ -177,7 +174,8 @@ def test_the_mirror_of_a_cell_resume_skipped_finds_the_original_traces(tmp_path)
     """``resume=true`` skips a finished cell and lists it under the new sweep as a mirror run
     (tracking.mlflow_run.mirror_into_sweep): a search of the mirror's traces finds the original's
     (linked, not copied), so the trace comparison of the new sweep's cells has every question."""
-    from conftest import mlflow_runs, run_app
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     sweep = ["-m", "rag_method=bm25", "generator=none", "dataset.limit=2"]
     run_app(sweep, tmp_path / "cache", tmp_path, traces=True)

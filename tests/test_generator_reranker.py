@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import compose_cfg
+from helpers.app import compose_cfg
 from t2exp import config
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.errors import ConfigError

@@ -1,5 +1,6 @@
 """House rules read off the source tree (issue 45): the pipeline reads its components through their
-declared protocols, never ``getattr`` with a default."""
+declared protocols, never ``getattr`` with a default; tests take shared helpers from tests/helpers/,
+never from conftest.py, and import without try/except."""
 
 from __future__ import annotations
 
@@ -62,3 +63,45 @@ def test_plain_hits_and_rankings_read_alike():
     ranked = Ranking(plain, dense={"a": 0.5}, depth=1)
     assert Ranking.of(ranked) is ranked
     assert (Ranking.of(plain).dense, Ranking.of(plain).depth, list(Ranking.of(plain))) == ({}, None, plain)
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def catches_import_error(node: ast.Try) -> bool:
+    """Whether a handler of ``node`` catches ImportError (or ModuleNotFoundError, or anything)."""
+    names = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+    for handler in node.handlers:
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if handler.type is None or any(isinstance(t, ast.Name) and t.id in names for t in types):
+            return True
+    return False
+
+
+def import_faults(source: str) -> list[str]:
+    """What a test module must not do with its imports: take helpers from ``conftest`` (they live in
+    tests/helpers/; conftest.py holds only fixtures and hooks) or wrap an import in ``try``/``except ImportError``
+    (a missing optional package is ``pytest.importorskip``; tests/ is on the path, so one name works)."""
+    faults = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "conftest":
+            faults.append(f"line {node.lineno}: from conftest import")
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "conftest" for a in node.names):
+            faults.append(f"line {node.lineno}: import conftest")
+        elif isinstance(node, ast.Try) and catches_import_error(node) and any(
+                isinstance(n, ast.Import | ast.ImportFrom) for stmt in node.body for n in ast.walk(stmt)):
+            faults.append(f"line {node.lineno}: an import inside try/except ImportError")
+    return faults
+
+
+def test_tests_import_helpers_plainly():
+    found = {p.relative_to(TESTS).as_posix(): f for p in sorted(TESTS.rglob("*.py")) if (f := import_faults(p.read_text(encoding="utf-8")))}
+    assert found == {}
+
+
+def test_an_import_from_conftest_or_in_try_is_caught():
+    source = "from conftest import cli\nimport conftest\ntry:\n    from tests.fakes import X\nexcept ImportError:\n    pass\n"
+    assert import_faults(source) == ["line 1: from conftest import", "line 2: import conftest",
+                                     "line 3: an import inside try/except ImportError"]
+    fine = "from helpers.app import run_app\npytest.importorskip('openai')\ntry:\n    import x\nfinally:\n    pass\n"
+    assert import_faults(fine) == []

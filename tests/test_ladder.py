@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import compose_cfg
+from helpers.app import compose_cfg
 from t2exp import config
 from t2exp.evaluation.reporting.ladder import build_ladder, render_ladder
 from t2exp.evaluation.reporting.runs import RunInfo

@@ -119,7 +119,7 @@ RECORDED_KEYS = {
 def test_runs_recorded_before_the_move_keep_their_cell_key(overrides):
     from omegaconf import OmegaConf
 
-    from conftest import compose_cfg
+    from helpers.app import compose_cfg
     from t2exp.pipeline.identity import cell_key
 
     cfg = compose_cfg(*overrides, "paths.work=/w", "paths.cache=/w/c", "paths.models=/m")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, compose_cfg
+from helpers.app import compose_cfg
+from helpers.paths import ROOT
 from t2exp.generators import Sampling
 
 pytestmark = pytest.mark.slow

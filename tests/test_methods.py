@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_cfg
 from fakes.openai_server import FakeOpenAIServer
+from helpers.app import compose_cfg
+from helpers.paths import ROOT
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.data.loader import load_subsets
 from t2exp.data.sampling import subsample_corpus

@@ -35,7 +35,8 @@ def test_other_errors_are_not_disguised():
 
 @pytest.mark.slow
 def test_an_uncached_hub_embedder_offline_ends_in_one_line_and_a_failed_run(tmp_path):
-    from conftest import mlflow_runs, run_app
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     args = ["embedder=e5", "rag_method=base", "generator=none", "dataset=finqa", "dataset.limit=2"]  # a dense method embeds
     proc = run_app(args, tmp_path / "cache", tmp_path, check=False)

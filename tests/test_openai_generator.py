@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes.openai_server import FakeOpenAIServer
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Sampling, server_process, vllm_backend, vllm_server
 from t2exp.generators.cached import CachedGenerator
@@ -19,11 +20,6 @@ from t2exp.generators.openai_compat import OpenAICompatGenerator
 from t2exp.generators.vllm_server import VLLMServerGenerator
 from t2exp.infra.cache import KVCache
 from t2exp.text.reasoning import split_reasoning
-
-try:
-    from tests.fakes.openai_server import FakeOpenAIServer
-except ImportError:  # tests/ itself is on sys.path (pytest rootdir without tests/__init__.py)
-    from fakes.openai_server import FakeOpenAIServer
 
 pytest.importorskip("openai")
 

@@ -7,7 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import ROOT, mlflow_runs, run_app
+from helpers.app import run_app
+from helpers.paths import ROOT
+from helpers.tracking import mlflow_runs
 
 pytestmark = pytest.mark.slow
 
@@ -241,8 +243,8 @@ def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache,
     import threading
     import uuid
 
-    from conftest import app_overrides
     from fakes.openai_server import FakeOpenAIServer
+    from helpers.app import app_overrides
 
     first_cells = 2 * 4  # two cells x (2 FinQA + 2 TAT-DQA questions)
     arrived, gate, count = threading.Event(), threading.Event(), itertools.count(1)

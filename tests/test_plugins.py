@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, app_overrides, mlflow_runs
+from helpers.app import app_overrides
+from helpers.paths import ROOT
+from helpers.tracking import mlflow_runs
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from conftest import mlflow_runs, run_app
+from helpers.app import run_app
+from helpers.tracking import mlflow_runs
 from t2exp.infra import progress
 
 

@@ -194,7 +194,7 @@ def test_file_system_faults_are_one_line_naming_the_path_and_the_fix():
 
 
 def test_a_cache_path_that_is_a_file_is_one_line(tmp_path):
-    from conftest import cli
+    from helpers.command import cli
     from t2exp.__main__ import main
 
     (tmp_path / "cache").write_text("a file, not a directory")
@@ -231,7 +231,7 @@ def _fill(directory, leave: int = 0) -> None:
 
 
 def _run_app(tmp_path, *extra: str, cache=None):
-    from conftest import cli
+    from helpers.command import cli
     from t2exp.__main__ import main
 
     return cli(main, ["rag_method=bm25", "generator=none", "dataset.limit=2", f"paths.cache={cache or tmp_path / 'cache'}",
@@ -303,7 +303,7 @@ def test_a_disk_that_fills_while_the_store_is_created_is_one_line_and_leaves_no_
 
 
 def _hydra_app(tmp_path, *extra: str):
-    from conftest import cli
+    from helpers.command import cli
     from t2exp.__main__ import main
 
     return cli(main, ["rag_method=bm25", "generator=none", "dataset.limit=1", f"paths.cache={tmp_path / 'cache'}", *extra])

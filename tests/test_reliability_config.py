@@ -382,13 +382,11 @@ def test_a_second_sigint_as_an_answer_is_written_keeps_it_once(tmp_path, monkeyp
     """Ctrl-C while a request is in flight, Ctrl-C again the moment its answer's line is written:
     the answer was written a second time by the stop's "keep every answer that arrived" (it was not
     yet recorded as written when the signal raised)."""
-    from conftest import app_overrides, cli
+    from fakes.openai_server import FakeOpenAIServer
+    from helpers.app import app_overrides
+    from helpers.command import cli
     from t2exp.__main__ import main
     from t2exp.infra.cache import JsonlLog
-    try:
-        from tests.fakes.openai_server import FakeOpenAIServer
-    except ImportError:
-        from fakes.openai_server import FakeOpenAIServer
 
     def first_ctrl_c(messages) -> str:  # handled in the main thread once this answer is back there
         os.kill(os.getpid(), signal.SIGINT)

@@ -220,8 +220,10 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
     """A run on a file whose golds are wrong, then the same command on the corrected file (same
     ids, same questions, same documents): the second run scores the corrected golds (its own
     cell), and the LLM cache answers it (no request sent twice)."""
-    from conftest import ROOT, mlflow_runs, run_app
     from fakes.openai_server import FakeOpenAIServer
+    from helpers.app import run_app
+    from helpers.paths import ROOT
+    from helpers.tracking import mlflow_runs
     from t2exp.data.loader import load_subsets as load
 
     src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(3).copy()

@@ -30,14 +30,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, app_overrides, cli, mlflow_runs, seed_tracking
-
-try:
-    from tests.fakes.openai_server import FakeOpenAIServer
-    from tests.fakes.providers import OpenAIFake
-except ImportError:  # tests/ itself is on sys.path
-    from fakes.openai_server import FakeOpenAIServer
-    from fakes.providers import OpenAIFake
+from fakes.openai_server import FakeOpenAIServer
+from fakes.providers import OpenAIFake
+from helpers.app import app_overrides
+from helpers.command import cli
+from helpers.paths import ROOT
+from helpers.tracking import mlflow_runs, seed_tracking
 
 pytest.importorskip("openai")
 
@@ -60,9 +58,9 @@ def app_cmd(args: list[str], cache: Path, track: Path) -> list[str]:
 
 
 def run_t2exp(args, cache, track, *, env=None, timeout=600, process=False, seed=True) -> subprocess.CompletedProcess:
-    """``python -m t2exp`` in this process (``conftest.cli``), or a real process (``process=True``,
+    """``python -m t2exp`` in this process (``helpers.command.cli``), or a real process (``process=True``,
     bounded by ``timeout``) where the process is the subject; ``seed``: the MLflow store starts as
-    the session's migrated copy (``conftest.seed_tracking``)."""
+    the session's migrated copy (``helpers.tracking.seed_tracking``)."""
     if seed:
         seed_tracking(track)
     if process:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, mlflow_runs, run_app, seed_tracking
+from helpers.app import run_app
+from helpers.command import cli
+from helpers.tracking import mlflow_runs, seed_tracking
 from t2exp.evaluation.metrics import reciprocal_rank
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -266,8 +266,8 @@ def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpu
     run stops as a t2exp run does (KILLED), and the command says so in one line, exit 130.
     Synchronised on events: the generator (a stand-in server) holds the run's requests until the
     run has logged that the signal reached it."""
-    from conftest import warm
     from fakes.openai_server import FakeOpenAIServer
+    from helpers.caches import warm
 
     arrived, gate = threading.Event(), threading.Event()
 

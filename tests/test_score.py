@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import cli
+from helpers.command import cli
 from t2exp.cli.score import main as cli_main
 from t2exp.config.schema import Config
 from t2exp.data.loader import load_subsets

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, compose_cfg, mlflow_runs, run_app
-
-try:
-    from tests.fakes.openai_server import FakeOpenAIServer
-except ImportError:  # tests/ itself is on sys.path
-    from fakes.openai_server import FakeOpenAIServer
+from fakes.openai_server import FakeOpenAIServer
+from helpers.app import compose_cfg, run_app
+from helpers.command import cli
+from helpers.tracking import mlflow_runs
 
 RETRIEVAL = ["generator=none", "dataset.limit=6"]  # 12 questions of two subsets, every shard some
 

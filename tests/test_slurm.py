@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, app_overrides, mlflow_runs
+from helpers.app import app_overrides
+from helpers.paths import ROOT
+from helpers.tracking import mlflow_runs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # real processes on a real cluster
 
@@ -170,7 +172,7 @@ def test_a_cell_in_three_shards_on_slurm_equals_the_unsharded_cell(slurm_cluster
     """shards=3: the cell's shards are the three tasks of one job array; the last to finish merges
     them into the cell's predictions and one FINISHED cell run (the shard runs its children), byte
     for byte the unsharded run of the same cell."""
-    from conftest import run_app
+    from helpers.app import run_app
 
     args = ["generator=none", "dataset.limit=6"]
     one, three = tmp_path / "one", tmp_path / "three"

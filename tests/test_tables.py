@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import compose_cfg
+from helpers.app import compose_cfg
 from t2exp import config
 from t2exp.answering.evidence import Evidence
 from t2exp.answering.table_text import cells, render_rows, with_rows

@@ -91,7 +91,8 @@ def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path):
     created, before the lock that guards its creation. Two cells (seeds 0 and 1: one cell twice
     is serialised by its cell lock before any MLflow call), three new directories, real processes
     started together; both must exit 0 and the store hold both runs."""
-    from conftest import ROOT, mlflow_runs
+    from helpers.paths import ROOT
+    from helpers.tracking import mlflow_runs
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
@@ -149,7 +150,7 @@ def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, s
 def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):
     """The sweep's first MLflow call (its parent run, in the launching process) on such a file:
     the same line, exit 2, no cell run."""
-    from conftest import run_app
+    from helpers.app import run_app
 
     db = _damaged_store(tmp_path, "not_sqlite")
     proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache",
@@ -164,7 +165,7 @@ def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path
     """Hydra turns a callback's exception into a warning: the sweep used to run its cells without
     a parent run (orphans, no report) and exit 0. The experiment here cannot be created (its
     artifact location is a file): one line naming tracking.uri, exit 2, no cell run."""
-    from conftest import run_app
+    from helpers.app import run_app
 
     (tmp_path / "track").mkdir()
     (tmp_path / "track" / "artifacts").write_text("not a directory")
@@ -177,7 +178,7 @@ def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path
 
 
 def test_a_tracking_uri_of_no_store_kind_is_one_config_line():
-    from conftest import compose_cfg
+    from helpers.app import compose_cfg
     from t2exp import config
     from t2exp.errors import ConfigError
 
@@ -192,7 +193,7 @@ def test_an_experiment_name_mlflow_refuses_is_one_config_line_naming_it():
     as a tracking.uri problem; now the config check names the key and MLflow's limit."""
     from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
 
-    from conftest import compose_cfg
+    from helpers.app import compose_cfg
     from t2exp import config
     from t2exp.config.schema import MLFLOW_MAX_EXPERIMENT_NAME
     from t2exp.errors import ConfigError
@@ -324,7 +325,7 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     """The server is killed once the run's predictions are written, before its metrics are
     logged: the run ends with one line (not minutes of retries and tracebacks), the predictions
     stay, and the same command once the server is back logs them without answering anything again."""
-    from conftest import cli
+    from helpers.command import cli
     from t2exp.__main__ import main
     from t2exp.pipeline import cell
 

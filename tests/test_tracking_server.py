@@ -21,7 +21,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import ROOT, cli
+from helpers.command import cli
+from helpers.paths import ROOT
 
 pytestmark = [pytest.mark.slow]  # a database server, a tracking server and three cell processes
 

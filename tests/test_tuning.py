@@ -9,7 +9,8 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import mlflow_runs, run_app
+from helpers.app import run_app
+from helpers.tracking import mlflow_runs
 
 pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
 

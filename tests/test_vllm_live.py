@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, app_overrides, mlflow_runs, run_app
+from helpers.app import app_overrides, run_app
+from helpers.paths import ROOT
+from helpers.tracking import mlflow_runs
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import mlflow_runs, run_app
+from helpers.app import run_app
+from helpers.tracking import mlflow_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.weaviate]
 
