@@ -67,7 +67,7 @@ def split_data(dest: Path) -> tuple[int, int]:
 def tune(work: Path, data: Path, trials: int) -> dict:
     import yaml
 
-    t2exp(work, ["-m", "hydra/sweeper=optuna", "hydra.sweeper.held_out=false", "+rung=l4_priors", f"dataset.path={data}",
+    t2exp(work, ["-m", "hydra/sweeper=held_out_optuna", "hydra.sweeper.held_out=false", "+rung=l4_priors", f"dataset.path={data}",
                  "dataset.question_splits=[tune]", "dataset.limit=null", "generator=none", "experiment_name=default_retriever",
                  f"hydra.sweeper.n_trials={trials}", "hydra.sweeper.sampler.seed=0", *(f"{k}={v}" for k, v in SPACE.items())])
     (result,) = sorted(work.glob("multirun/*/*/optimization_results.yaml"))

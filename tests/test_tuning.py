@@ -1,6 +1,7 @@
-"""hydra/sweeper=optuna (t2exp.pipeline.tuning): trials on the tuning folds, the best trial once more
+"""hydra/sweeper=held_out_optuna (t2exp.pipeline.tuning): trials on the tuning folds, the best trial once more
 on the held-out fold, the outcome on the parent run, and the report's tuned-on vs reported-on
-table. A real `python -m t2exp -m` on a small local corpus (MiniLM embeddings)."""
+table. A real `python -m t2exp -m` on a small local corpus (MiniLM embeddings). Its old name,
+hydra/sweeper=optuna (the plugin's own), selects the same tuner, with one warning."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _data(tmp_path):
 @pytest.mark.slow
 def test_optuna_tunes_on_tune_folds_and_reports_on_the_held_out_fold(shared_cache, tmp_path):
     data = _data(tmp_path)
-    run_app(["-m", "hydra/sweeper=optuna", "dataset=finqa", f"dataset.path={data}", "dataset.limit=null", "generator=none",
+    run_app(["-m", "hydra/sweeper=held_out_optuna", "dataset=finqa", f"dataset.path={data}", "dataset.limit=null", "generator=none",
              "dataset.folds=3", "dataset.fold=1", "rag_method.alpha=interval(0,1)", "hydra.sweeper.n_trials=3",
              "hydra.sweeper.sampler.seed=0"], shared_cache, tmp_path)
     client, runs = mlflow_runs(tmp_path)
@@ -65,10 +66,27 @@ def test_optuna_tunes_on_tune_folds_and_reports_on_the_held_out_fold(shared_cach
     assert "folds != 1 of 3" in text and "fold 1 of 3" in text and best.data.params["rag_method.alpha"][:6] in text
 
 
-def test_optuna_without_folds_is_one_line(tmp_path):
-    proc = run_app(["-m", "hydra/sweeper=optuna", "generator=none", "rag_method.alpha=interval(0,1)"], tmp_path / "cache", tmp_path,
+@pytest.mark.parametrize("name", ["held_out_optuna", "optuna"])
+def test_optuna_without_folds_is_one_line(tmp_path, name):
+    proc = run_app(["-m", f"hydra/sweeper={name}", "generator=none", "rag_method.alpha=interval(0,1)"], tmp_path / "cache", tmp_path,
                    check=False)
     assert proc.returncode == 2
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
-    assert "dataset.folds=None is invalid for hydra/sweeper=optuna" in line and "Traceback" not in proc.stderr
+    assert "dataset.folds=None is invalid for hydra/sweeper=held_out_optuna" in line and "Traceback" not in proc.stderr
     assert not (tmp_path / "multirun").exists()
+
+
+OLD_NAME_WARNING = "hydra/sweeper=optuna is the old name of hydra/sweeper=held_out_optuna"
+
+
+@pytest.mark.parametrize("name", ["held_out_optuna", "optuna"])
+def test_the_old_name_runs_the_same_tuner_and_says_its_name_once(shared_cache, tmp_path, name):
+    """Configs and commands written for ``hydra/sweeper=optuna`` keep working: the same tuner (its
+    ``held_out`` key, its parent-run outcome), with one warning naming ``held_out_optuna``."""
+    proc = run_app(["-m", f"hydra/sweeper={name}", "hydra.sweeper.held_out=false", "hydra.sweeper.n_trials=1",
+                    "hydra.sweeper.sampler.seed=0", "generator=none", "dataset.limit=1", "rag_method.alpha=interval(0,1)"],
+                   shared_cache, tmp_path)
+    assert (proc.stdout + proc.stderr).count(OLD_NAME_WARNING) == (name == "optuna")
+    _, runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    assert parent.data.params["tune.trials"] == "1" and parent.data.tags["t2exp.sweep_kind"] == "tune"

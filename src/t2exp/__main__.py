@@ -152,7 +152,7 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
             raise _Skip("sweep without --multirun")  # Hydra explains
         return [overrides]
     sweeper = OmegaConf.select(base, "hydra.sweeper._target_", default=None)
-    if sweeper == SWEEPER_CLASS:  # hydra/sweeper=optuna: its folds, then the job without the searched keys
+    if sweeper == SWEEPER_CLASS:  # hydra/sweeper=held_out_optuna: its folds, then the job without the searched keys
         check_folds(base, bool(base.hydra.sweeper.get("held_out", True)))
         return [plain]
     if sweeper != _BASIC_SWEEPER:

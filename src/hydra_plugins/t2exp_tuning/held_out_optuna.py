@@ -1,4 +1,4 @@
-"""The ``hydra/sweeper=optuna`` sweeper t2exp installs (``t2exp.pipeline.tuning``): Optuna on the
+"""The ``hydra/sweeper=held_out_optuna`` sweeper t2exp installs (``t2exp.pipeline.tuning``): Optuna on the
 tuning folds, then the best trial on the held-out fold. Hydra instantiates sweepers only from the
 ``hydra_plugins`` package, so the class lives here and its helpers in ``t2exp.pipeline.tuning``."""
 
@@ -13,17 +13,20 @@ from omegaconf import DictConfig
 class HeldOutOptunaSweeper(Sweeper):
     def __init__(self, held_out: bool = True, **optuna: Any) -> None:
         from t2exp.errors import ConfigError
-        from t2exp.pipeline.tuning import INSTALL_HINT
+        from t2exp.pipeline.tuning import INSTALL_HINT, NAME
 
         try:
             from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
         except ImportError:
-            raise ConfigError(f"hydra/sweeper=optuna is invalid: hydra-optuna-sweeper is not installed; allowed: {INSTALL_HINT}") from None
+            raise ConfigError(f"hydra/sweeper={NAME} is invalid: hydra-optuna-sweeper is not installed; allowed: {INSTALL_HINT}") from None
         self.held_out = bool(held_out)
         self.inner = OptunaSweeper(**optuna)
         self.config: DictConfig | None = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        from t2exp.pipeline.tuning import warn_old_name
+
+        warn_old_name(config)
         self.inner.setup(hydra_context=hydra_context, task_function=task_function, config=config)
         self.config = config
 

@@ -189,7 +189,7 @@ class Config:
     k: int = 3  # documents retrieved: MRR@k uses it; the generator reads the top context.documents of them
     seed: int = 0
     resume: bool = False  # true: skip a cell whose config hash already has a FINISHED MLflow run
-    # the metric a run returns to a Hydra sweeper (hydra/sweeper=optuna maximises it), e.g.
+    # the metric a run returns to a Hydra sweeper (hydra/sweeper=held_out_optuna maximises it), e.g.
     # avg/mrr_at_3 or FinQA/recall_at_3; null = avg/nm with a generator, avg/mrr_at_<k> without
     objective: str | None = None
     # sharded cells (t2exp.pipeline.shards): shards=N runs the cell as N jobs, each answering the

@@ -1,12 +1,14 @@
-"""``hydra/sweeper=optuna``: tune on some questions, report on others.
+"""``hydra/sweeper=held_out_optuna``: tune on some questions, report on others.
 
 hydra-optuna-sweeper's ``OptunaSweeper`` (``pip install 't2exp[tune]'``) runs the trials, with its
 own config keys (``hydra.sweeper.n_trials``, ``sampler``, ``direction``, ``params``, ...);
-``register_sweeper`` puts this module's sweeper in place of the plugin's under the same name, with
-one more key, ``held_out``, and the defaults ``direction: maximize``, ``n_jobs: 1``. Each trial is
-a normal t2exp job whose return value is the run's ``objective`` (``t2exp.pipeline.cell.objective_name``), on
-the *tuning* questions: every trial gets ``dataset.fold_role=tune``, i.e. the questions of every
-fold but ``dataset.fold`` (``t2exp.data.folds``). When the trials are done, the best trial's overrides
+``register_sweeper`` stores this module's sweeper as ``held_out_optuna`` (and in place of the
+plugin's own ``optuna``, the name it had before: old configs and commands keep working, with one
+warning that the name is ``held_out_optuna``). Its schema is the plugin's with one more key,
+``held_out``, and the defaults ``direction: maximize``, ``n_jobs: 1``. Each trial is a normal t2exp
+job whose return value is the run's ``objective`` (``t2exp.pipeline.cell.objective_name``), on the
+*tuning* questions: every trial gets ``dataset.fold_role=tune``, i.e. the questions of every fold
+but ``dataset.fold`` (``t2exp.data.folds``). When the trials are done, the best trial's overrides
 run once more, through the same launcher, with ``dataset.fold_role=eval``: the held-out fold,
 questions no trial saw. Both runs are children of the sweep's MLflow parent; the parent gets the
 tuned parameters (``tune.best.<key>``), the objective, the tuning and held-out scores
@@ -33,6 +35,8 @@ INSTALL_HINT = "pip install 't2exp[tune]' (hydra-optuna-sweeper)"
 ROLE_KEY = "dataset.fold_role"
 # Hydra instantiates sweepers only from the hydra_plugins package: the class is there, its logic here
 SWEEPER_CLASS = "hydra_plugins.t2exp_tuning.held_out_optuna.HeldOutOptunaSweeper"
+NAME = "held_out_optuna"  # hydra/sweeper=held_out_optuna
+OLD_NAME = "optuna"  # the plugin's own name, this sweeper's until issue 45: an alias with a warning
 
 
 @dataclass
@@ -74,9 +78,10 @@ def with_role(overrides: Sequence[str], role: str) -> list[str]:
 
 def register_sweeper() -> None:
     """Scan Hydra's plugins now (once per process: the scan registers hydra-optuna-sweeper's own
-    ``hydra/sweeper/optuna`` schema), then store this module's sweeper under that name: its
-    schema is the plugin's plus ``held_out``, with ``direction: maximize`` and ``n_jobs: 1``. Without the plugin
-    installed, nothing is stored (``hydra/sweeper=optuna`` is then Hydra's "could not find")."""
+    ``hydra/sweeper/optuna`` schema), then store this module's sweeper as ``held_out_optuna`` and
+    under the plugin's name (the alias of old configs): its schema is the plugin's plus ``held_out``,
+    with ``direction: maximize`` and ``n_jobs: 1``. Without the plugin installed, nothing is stored
+    (``hydra/sweeper=held_out_optuna`` is then Hydra's "could not find")."""
     from hydra.core.config_store import ConfigStore
     from hydra.core.plugins import Plugins
 
@@ -91,7 +96,16 @@ def register_sweeper() -> None:
         ("direction", Any, field(default="maximize")),
         ("n_jobs", int, field(default=1)),  # trials per batch: one, so every trial's sampler has seen the ones before
     ], bases=(OptunaSweeperConf,))
-    ConfigStore.instance().store(group="hydra/sweeper", name="optuna", node=node, provider="t2exp")
+    for name in (NAME, OLD_NAME):
+        ConfigStore.instance().store(group="hydra/sweeper", name=name, node=node, provider="t2exp")
+
+
+def warn_old_name(config: Any) -> None:
+    """One warning when the sweep chose this sweeper by its old name, ``hydra/sweeper=optuna``."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(config, "hydra.runtime.choices", default={}).get("hydra/sweeper") == OLD_NAME:
+        log.warning("hydra/sweeper=%s is the old name of hydra/sweeper=%s (t2exp's held-out tuner); it runs the same", OLD_NAME, NAME)
 
 
 def log_parent(config: Any, objective: str, maximize: bool, tuned: dict[str, str], tune_value: float | None,
@@ -121,7 +135,7 @@ def log_parent(config: Any, objective: str, maximize: bool, tuned: dict[str, str
 def check_folds(config: Any, held_out: bool) -> None:
     if held_out and not config.dataset.get("folds"):
         raise ConfigError(
-            "dataset.folds=None is invalid for hydra/sweeper=optuna: it tunes on some questions and reports on others; "
+            f"dataset.folds=None is invalid for hydra/sweeper={NAME}: it tunes on some questions and reports on others; "
             "allowed: dataset.folds=N dataset.fold=F (tune on every fold but F, report on F), or hydra.sweeper.held_out=false"
         )
 

@@ -1,6 +1,6 @@
 """Report, tuned on vs reported on: every run on held-out questions (``dataset.fold_role=eval``)
 next to the run with the same config on the questions it was tuned on (``dataset.fold_role=tune``),
-e.g. the best trial of ``hydra/sweeper=optuna`` and its held-out run, or each rung of a ladder
+e.g. the best trial of ``hydra/sweeper=held_out_optuna`` and its held-out run, or each rung of a ladder
 run on both roles. Cells are the runs' logged metrics, as in every other table."""
 
 from __future__ import annotations
