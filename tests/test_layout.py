@@ -4,6 +4,7 @@ count too), so a new module that breaks a rule fails here, not in review."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,25 @@ def test_one_helper_makes_a_message_one_line():
     twin = re.compile(r"""["']\s["']\.join\(str\([^()]*\)(\.split\([^()]*\)\[0\])?\.split\(\)\)""")
     files = [p for p in PACKAGE.rglob("*.py") if p.name != "errors.py"]  # errors.py holds the helper
     assert [str(p.relative_to(PACKAGE)) for p in files if twin.search(p.read_text(encoding="utf-8"))] == []
+
+
+HYDRA_INTERNAL = re.compile(r"\bhydra\._internal\b|\bfrom\s+hydra\s+import\s+[^\n]*\b_internal\b")
+
+
+def _hydra_internal_users(root: Path) -> list[str]:
+    """The files under ``root`` that name Hydra's private package ``hydra._internal``."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if HYDRA_INTERNAL.search(p.read_text(encoding="utf-8")))
+
+
+def test_one_module_uses_hydra_internals():
+    """Hydra's private ``hydra._internal`` (its argv parser, basic sweeper, main Hydra, reporter) is
+    reached through ``t2exp.infra.hydra_internals`` only: a Hydra release that moves them breaks
+    one file (the package and its ``hydra_plugins``, imports and strings alike)."""
+    assert _hydra_internal_users(PACKAGE.parent) == ["t2exp/infra/hydra_internals.py"]
+
+
+def test_a_use_of_hydra_internals_is_found(tmp_path):
+    (tmp_path / "a.py").write_text('X = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"\n')
+    (tmp_path / "b.py").write_text("from hydra import _internal\n")
+    (tmp_path / "c.py").write_text("from hydra.core import plugins  # hydra_internal is no module\n")
+    assert _hydra_internal_users(tmp_path) == ["a.py", "b.py"]

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp import config as t2exp_config
 from t2exp.cli.hydra_faults import guard_hydra
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
+from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.stop import Interrupted, StoppedCell
@@ -41,7 +42,6 @@ t2exp_config.register()  # the schemas and resolvers Hydra composes with (import
 log = logging.getLogger("t2exp")
 
 SECRET_ENV_PREFIX = "T2EXP_SECRET_"
-_BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 PREFLIGHT_MAX_JOBS = 1000  # larger sweeps are validated per job, after Hydra made the job's directory
 
 
@@ -138,7 +138,6 @@ class _Skip(Exception):
 def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
     """The overrides of every job Hydra will run (basic sweeper), composing nothing yet."""
     from hydra import compose
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
@@ -155,13 +154,12 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
     if sweeper == SWEEPER_CLASS:  # hydra/sweeper=held_out_optuna: its folds, then the job without the searched keys
         check_folds(base, bool(base.hydra.sweeper.get("held_out", True)))
         return [plain]
-    if sweeper != _BASIC_SWEEPER:
+    if sweeper != BASIC_SWEEPER:
         raise _Skip("another sweeper")
     params = base.hydra.sweeper.get("params")
     params_dict = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
     params_list = [f"{k}={v}" for k, v in params_dict.items()]
-    (batch,) = BasicSweeper.split_arguments(parser.parse_overrides(params_list + overrides), None)
-    return batch
+    return basic_sweep_jobs(parser.parse_overrides(params_list + overrides))
 
 
 def _schema_error(exc: BaseException) -> ConfigError | None:
@@ -189,18 +187,16 @@ def _app_overrides(argv: list[str]) -> tuple[list[str], bool, str | None] | None
     """The overrides, ``-m`` and ``--config-dir`` of an app command line, as Hydra reads them; None
     for a command Hydra answers itself (--help, --cfg, --info, another config, a rerun, a config dir
     that is not there) or cannot parse."""
-    from hydra._internal.utils import get_args_parser
-
-    args_parser = get_args_parser()
+    parser = args_parser()
 
     def _error(message: str) -> NoReturn:
         raise _Skip(message)
 
-    args_parser.error = _error  # type: ignore[method-assign]
+    parser.error = _error  # type: ignore[method-assign]
     if any(a in ("--version", "-h", "--help", "-hh", "--hydra-help") for a in argv):
         return None
     try:
-        args = args_parser.parse_args(argv)
+        args = parser.parse_args(argv)
     except (_Skip, SystemExit):
         return None
     if args.cfg or args.info or args.shell_completion or args.config_path or args.config_name:

@@ -20,9 +20,9 @@ HELP_FLAGS = ("-h", "--help")
 def hydra_argv(argv: Sequence[str]) -> list[str]:
     """``argv`` with Hydra's options (``-m``, ``--cfg job``, ``--info config``, ...) ahead of the
     overrides, each kept in its order; an unknown option is moved too, for Hydra to name."""
-    from hydra._internal.utils import get_args_parser
+    from t2exp.infra.hydra_internals import args_parser
 
-    actions = get_args_parser()._option_string_actions
+    actions = args_parser()._option_string_actions
     options: list[str] = []
     overrides: list[str] = []
     i = 0

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
 from hydra.experimental.callback import Callback
 
 from t2exp.errors import OS_FAULTS, exit_with, os_error_line
+from t2exp.infra.hydra_internals import wrapped_run_and_report
 from t2exp.infra.redaction import redact_text
 
 _OUTPUT_DIR: list[str] = []  # the directory Hydra writes for the run or sweep now starting
@@ -88,34 +89,26 @@ def _report(exc: Exception) -> None:
         exit_with(redact_text(os_error_line(fault)))
 
 
-@contextmanager
-def guard_hydra() -> Iterator[None]:
+def guard_hydra() -> AbstractContextManager[None]:
     """While the app runs under Hydra: its reporter hands our faults to :func:`_report` first."""
-    from hydra._internal import utils
+    return wrapped_run_and_report(_guarded)
 
-    original = getattr(utils, "run_and_report", None)
-    if original is None:  # another Hydra: its own reporting, unchanged
-        yield
-        return
 
-    def run_and_report(func: Callable[[], Any]) -> Any:
-        def guarded() -> Any:
-            from t2exp.tracking.callbacks import forwarded_signal
+def _guarded(func: Callable[[], Any]) -> Callable[[], Any]:
+    """``func`` (the app under Hydra's reporter) with our faults reported first and a stopped
+    cell's signal stopping the sweep."""
 
-            try:
-                result = func()
-            except Exception as exc:
-                _report(exc)  # SystemExit is not an Exception: Hydra's reporter lets it through
-                raise
-            stopped = _stopped_cell(result)
-            if stopped is not None:
-                _stopped_sweep(forwarded_signal() or stopped.signal_name)
-            return result
+    def guarded() -> Any:
+        from t2exp.tracking.callbacks import forwarded_signal
 
-        return original(guarded)
+        try:
+            result = func()
+        except Exception as exc:
+            _report(exc)  # SystemExit is not an Exception: Hydra's reporter lets it through
+            raise
+        stopped = _stopped_cell(result)
+        if stopped is not None:
+            _stopped_sweep(forwarded_signal() or stopped.signal_name)
+        return result
 
-    utils.run_and_report = run_and_report
-    try:
-        yield
-    finally:
-        utils.run_and_report = original
+    return guarded

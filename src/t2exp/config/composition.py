@@ -21,21 +21,21 @@ def app_context(config_dir: str | None = None, job_name: str = "t2exp") -> Itera
     """Hydra initialised with the app's search path (``hydra.initialize_config_dir`` of ``conf/``,
     plus ``config_dir`` where the app's ``--config-dir`` puts it: after ``conf/``, before the schemas)."""
     from hydra import version
-    from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.config_search_path import ConfigSearchPath, SearchPathQuery
     from hydra.initialize import get_gh_backup, restore_gh_from_backup
 
+    from t2exp.infra.hydra_internals import create_main_hydra
     from t2exp.infra.paths import CONF_DIR
+
+    def user_dir(search_path: ConfigSearchPath) -> None:
+        if config_dir is not None:
+            search_path.prepend(provider="command-line", path=f"file://{os.path.abspath(config_dir)}",
+                                anchor=SearchPathQuery(provider="schema"))
 
     backup = get_gh_backup()
     version.setbase("1.3")
     try:
-        search_path = create_config_search_path(str(CONF_DIR))
-        if config_dir is not None:
-            search_path.prepend(provider="command-line", path=f"file://{os.path.abspath(config_dir)}",
-                                anchor=SearchPathQuery(provider="schema"))
-        Hydra.create_main_hydra2(task_name=job_name, config_search_path=search_path)
+        create_main_hydra(str(CONF_DIR), job_name, user_dir)
         yield
     finally:
         restore_gh_from_backup(backup)

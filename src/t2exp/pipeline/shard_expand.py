@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from t2exp.errors import ConfigError
-
-_BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+from t2exp.infra.hydra_internals import BASIC_SWEEPER
 
 
 def _key(override: str) -> str:
@@ -47,7 +46,7 @@ def expand_shards(argv: list[str], parse: Callable[[list[str]], tuple[Any, ...] 
     n = int(OmegaConf.select(base, "shards", default=1) or 1)
     if n <= 1:
         return argv
-    if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != _BASIC_SWEEPER:
+    if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != BASIC_SWEEPER:
         raise ConfigError(f"shards={n} is invalid with this sweeper: a sharded cell runs as a sweep of its shards; "
                           "allowed: Hydra's basic sweeper (the default), or shards=1")
     return [*([] if multirun else ["-m"]), *argv, f"shard={','.join(map(str, range(n)))}"]

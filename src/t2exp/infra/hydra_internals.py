@@ -1,0 +1,59 @@
+"""Every use of Hydra's private package ``hydra._internal``, in one place: the command-line parser
+Hydra reads ``argv`` with, its basic sweeper (the name a config selects it by, and how it splits a
+sweep into jobs), the global Hydra created with the app's search path, and the reporter every
+Hydra run goes through. No other module of t2exp names ``hydra._internal`` (tests/test_layout.py),
+so a Hydra release that moves one of these breaks here, in one file."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+# hydra.sweeper._target_ of Hydra's default sweeper (hydra/sweeper=basic)
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def args_parser() -> argparse.ArgumentParser:
+    """A new copy of the parser Hydra reads an app's command line with (``-m``, ``--cfg``, ...)."""
+    from hydra._internal.utils import get_args_parser
+
+    return get_args_parser()
+
+
+def basic_sweep_jobs(overrides: Sequence[Any]) -> list[list[str]]:
+    """The jobs Hydra's basic sweeper makes of parsed ``overrides`` (one batch: no max_batch_size)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    (batch,) = BasicSweeper.split_arguments(list(overrides), None)
+    return batch
+
+
+def create_main_hydra(conf_dir: str, job_name: str, prepend: Callable[[Any], None] | None = None) -> None:
+    """The global Hydra with the search path a ``@hydra.main`` app of ``conf_dir`` gets;
+    ``prepend(search_path)`` adds to that path first (a ``--config-dir``)."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+
+    search_path = create_config_search_path(conf_dir)
+    if prepend is not None:
+        prepend(search_path)
+    Hydra.create_main_hydra2(task_name=job_name, config_search_path=search_path)
+
+
+@contextmanager
+def wrapped_run_and_report(wrap: Callable[[Callable[[], Any]], Callable[[], Any]]) -> Iterator[None]:
+    """While inside: Hydra's reporter (``run_and_report``, which runs the app and prints its
+    errors) runs ``wrap(func)`` instead of ``func``. A Hydra without that reporter is left alone."""
+    from hydra._internal import utils
+
+    original = getattr(utils, "run_and_report", None)
+    if original is None:
+        yield
+        return
+    utils.run_and_report = lambda func: original(wrap(func))
+    try:
+        yield
+    finally:
+        utils.run_and_report = original
