@@ -25,7 +25,7 @@ from _common import DEFAULT_DATA, SHARED_CACHE, compose, instantiate, machine, r
 
 def oracle_prompts(mode: str, n: int) -> list[list[dict[str, str]]]:
     from t2exp.answering.answers import build_messages
-    from t2exp.answering.evidence import Evidence
+    from t2exp.answering.context import Evidence
     from t2exp.answering.prompts import PromptLibrary
     from t2exp.data.loader import load_subsets
     from t2exp.infra.paths import PROMPTS_DIR

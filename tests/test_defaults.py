@@ -190,7 +190,7 @@ def test_run_level_helpers_take_their_defaults_from_the_schema():
     """The objects the app builds from ``context``, ``query`` and ``generator`` settings default to
     the schema's values (a test, an API user or a benchmark that builds them bare gets what the
     command line gets)."""
-    from t2exp.answering.evidence import Evidence
+    from t2exp.answering.context import Evidence
     from t2exp.config.generators import GeneratorConfig
     from t2exp.config.schema import ContextConfig, QueryConfig
     from t2exp.methods.queries import QueryBuilder

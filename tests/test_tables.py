@@ -6,7 +6,7 @@ import pytest
 
 from helpers.app import compose_cfg
 from t2exp import config
-from t2exp.answering.evidence import Evidence
+from t2exp.answering.context import Evidence
 from t2exp.answering.table_text import cells, render_rows, with_rows
 from t2exp.errors import ConfigError
 

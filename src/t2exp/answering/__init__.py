@@ -1,1 +1,1 @@
-"""Generate: prompts, evidence, answer modes, the safe evaluator of programs, the answer choice."""
+"""Generate: prompts, the context the generator reads (``context``), answer modes, the safe evaluator of programs, the answer choice."""

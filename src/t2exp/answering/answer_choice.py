@@ -6,7 +6,7 @@ Each candidate is parsed by the answer mode (:func:`t2exp.answering.answers.pars
 
 - **grounding** (``generator.grounding``): a program is *grounded* when every number literal it
   uses (:func:`t2exp.answering.safe_exec.program_literals`) is a number of the evidence the generator read
-  (:func:`t2exp.answering.evidence.terms`: ``$1,234.5`` → 1234.5, ``(12.3)%`` → 12.3), up to a factor of 100
+  (:func:`t2exp.answering.context.terms`: ``$1,234.5`` → 1234.5, ``(12.3)%`` → 12.3), up to a factor of 100
   or 1000 (a percentage written as a fraction, a table in thousands), or one of the constants
   arithmetic on reports needs (``CONSTANTS``: 1 for growth, 2-4 for averages, 12 months, 100 for
   percent, ...). A program that copies a number not in the evidence has read it wrong or made it up.
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from t2exp.answering.answers import ParsedAnswer, parse_answer
-from t2exp.answering.evidence import terms
+from t2exp.answering.context import terms
 from t2exp.answering.safe_exec import program_literals
 from t2exp.errors import ConfigError
 from t2exp.text.numbers import is_degenerate, number_match

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2exp.answering.evidence import terms
+from t2exp.answering.context import terms
 from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import ConfigError, DataError
 

@@ -6,7 +6,7 @@
   value no longer has to be matched to its column header by counting ``|`` separators, which is
   where small models pick the wrong year.
 
-A table is a run of consecutive Markdown rows (:func:`t2exp.answering.evidence.split` finds them and keeps a
+A table is a run of consecutive Markdown rows (:func:`t2exp.answering.context.split` finds them and keeps a
 caption with its first row). Its header is every row above the ``|---|`` separator plus the rows
 right below it whose first cell is empty (TAT-DQA's multi-row headers); a column's name is its
 header cells joined. Header rows shorter or longer than the data rows are aligned at their right
@@ -92,7 +92,7 @@ def render_rows(lines: list[str]) -> str:
 def row_parts(line: str) -> tuple[str, str, str] | None:
     """``(text before, | the row |, text after)`` of a line holding a Markdown row (two or more
     ``|``; FinQA glues prose to its table on both sides), else None. The one rule of what a table
-    line is, for :func:`with_rows` and :func:`t2exp.answering.evidence.split`."""
+    line is, for :func:`with_rows` and :func:`t2exp.answering.context.split`."""
     first, last = line.find("|"), line.rfind("|")
     if first == -1 or first == last:
         return None

@@ -125,7 +125,7 @@ class PathsConfig:
 
 @dataclass
 class ContextConfig:
-    """What the generator reads of each document it is handed (``t2exp.answering.evidence``): ``full``
+    """What the generator reads of each document it is handed (``t2exp.answering.context``): ``full``
     documents, or ``focused`` evidence (every table plus the ``sentences`` prose sentences that
     best match the question); its tables as ``markdown`` or as labelled ``rows`` (``t2exp.answering.table_text``);
     with or without a ``header`` line naming the report each comes from; of the k retrieved
@@ -140,7 +140,7 @@ class ContextConfig:
     documents: int | None = 1
 
     def __post_init__(self) -> None:
-        from t2exp.answering.evidence import HEADERS, MODES
+        from t2exp.answering.context import HEADERS, MODES
         from t2exp.answering.table_text import FORMATS
 
         one_of("context.header", self.header, HEADERS)

@@ -12,8 +12,8 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.answering.answers import ANSWER_SCHEMA, MODE_STOPS, answer_template
+from t2exp.answering.context import Evidence
 from t2exp.answering.demos import DemoPool
-from t2exp.answering.evidence import Evidence
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.components import build, target_class
 from t2exp.config.generators import AUX_MAX_TOKENS, GeneratorConfig

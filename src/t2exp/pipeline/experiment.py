@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.answering import answers
+from t2exp.answering.context import Evidence
 from t2exp.answering.demos import Demo, DemoPool
-from t2exp.answering.evidence import Evidence
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Question, Subset

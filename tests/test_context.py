@@ -6,7 +6,7 @@ import pytest
 
 from helpers.app import compose_cfg
 from t2exp import config
-from t2exp.answering.evidence import Evidence, focus, split, terms
+from t2exp.answering.context import Evidence, focus, split, terms
 from t2exp.data.records import Document
 from t2exp.errors import ConfigError
 from t2exp.index.documents import heading, render
