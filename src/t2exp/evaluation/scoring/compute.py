@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from t2exp.config.schema import Config
 from t2exp.data.records import Question, Subset
 from t2exp.errors import ConfigError
 from t2exp.evaluation.metrics import (
@@ -111,7 +112,7 @@ def _retrieval_mode(subs: list[Submitted], columns: set[str]) -> str:
 
 
 def score_rows(
-    subs: list[Submitted], columns: set[str], gold: Gold, *, k: int = 3, n_boot: int = N_BOOT, seed: int = CI_SEED, source: str = ""
+    subs: list[Submitted], columns: set[str], gold: Gold, *, k: int = Config.k, n_boot: int = N_BOOT, seed: int = CI_SEED, source: str = ""
 ) -> ScoreResult:
     """Match submitted rows to gold questions and compute the metrics."""
     if k < 1:
@@ -272,7 +273,7 @@ def score(
     overrides: Sequence[str] = (),
     gold: Iterable[Question | Subset] | None = None,
     config: DictConfig | None = None,
-    k: int = 3,
+    k: int = Config.k,
     n_boot: int = N_BOOT,
     seed: int = CI_SEED,
 ) -> ScoreResult:
