@@ -23,8 +23,8 @@ from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
 from t2exp.methods import RagMethod
 from t2exp.methods.queries import QueryBuilder
-from t2exp.pipeline.experiment import Components, Parts, Settings
 from t2exp.pipeline.identity import cell_key, data_fingerprint
+from t2exp.pipeline.steps import Components, Parts, Settings
 from t2exp.pipeline.stop import StopRequest
 
 log = logging.getLogger("t2exp")

@@ -25,8 +25,8 @@ from t2exp.infra.cache import atomic_write_text, cell_lock, read_jsonl
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.infra.signals import handle_stop_signals
 from t2exp.pipeline.build import build_components, to_dict
-from t2exp.pipeline.experiment import Components, Result, run_experiment
 from t2exp.pipeline.identity import cell_key, data_fingerprint, without_meta
+from t2exp.pipeline.steps import Components, Result, run_steps
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
@@ -180,7 +180,7 @@ def _run_cell(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[]
     try:
         tracker.log_params(cell_params(resolved, components))
         tracker.log_inputs(components.parts.subsets)
-        result = run_experiment(components)
+        result = run_steps(components)
         result.run_id = tracker.run_id
         log_result(tracker, cfg, components, result)
         status = "FINISHED"

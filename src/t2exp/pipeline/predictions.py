@@ -19,7 +19,7 @@ from t2exp.infra.progress import Stage
 from t2exp.methods import Ranking
 from t2exp.pipeline.stop import StopRequest
 
-log = logging.getLogger("t2exp.pipeline.experiment")
+log = logging.getLogger("t2exp.pipeline.steps")
 
 
 @dataclass

@@ -18,9 +18,9 @@ from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.generators import Sampling
 from t2exp.pipeline.cell import _print_summary, _run_name, cell_params, cell_tags, log_result
-from t2exp.pipeline.experiment import Components, Parts, Result, Settings, _score
 from t2exp.pipeline.predictions import write_leaderboard, write_predictions
 from t2exp.pipeline.shards import Layout, merged_counts, merged_rows
+from t2exp.pipeline.steps import Components, Parts, Result, Settings, _score
 from t2exp.tracking import cell_run as runs
 from t2exp.tracking.mlflow_run import Tracker
 

@@ -22,10 +22,10 @@ from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.redaction import redact_overrides, redact_value
 from t2exp.pipeline.build import build_components, to_dict
 from t2exp.pipeline.cell import _run_cell, _run_name, cell_params, cell_tags, finished_cell
-from t2exp.pipeline.experiment import Components, Result
 from t2exp.pipeline.identity import cell_key, data_fingerprint
 from t2exp.pipeline.shard_merge import merge_cell
 from t2exp.pipeline.shards import POINTER_FILE, Layout, shard_of, slice_subsets
+from t2exp.pipeline.steps import Components, Result
 from t2exp.pipeline.stop import Interrupted, StopRequest
 from t2exp.tracking import cell_run as runs
 

@@ -1,4 +1,6 @@
-"""One experiment: load → index → retrieve → generate → score → log.
+"""The named steps of a cell, subset by subset: index → retrieve → generate → score (the data is
+loaded and the components built before, :mod:`t2exp.pipeline.build`; the result is logged after,
+:mod:`t2exp.tracking.cell_log`).
 
 This is the only module that knows every stage; each stage lives in its own module and passes
 plain records along.
@@ -39,7 +41,7 @@ from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.predictions import PredictionWriter, Tally, write_leaderboard, write_predictions
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
-__all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_experiment"]
+__all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_steps"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ class Settings:
 
 @dataclass
 class Components:
-    """A run's parts and settings, and its stop request; the experiment never looks at config files."""
+    """A run's parts and settings, and its stop request; the steps never look at config files."""
 
     parts: Parts
     settings: Settings
@@ -95,7 +97,7 @@ class Result:
     run_id: str | None = None  # the MLflow run that logged it (set by the app)
 
 
-def run_experiment(c: Components) -> Result:
+def run_steps(c: Components) -> Result:
     """The chain, subset by subset: index → retrieve → generate (each prediction written as it
     exists) → score, through the scorer ``t2exp score`` uses. Logging is the caller's."""
     run = c.settings
