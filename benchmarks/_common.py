@@ -119,7 +119,7 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
 
 def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None,
              k: int | None = None, query: Any = None) -> Any:
-    """A ``Services`` object as ``t2exp.pipeline.experiment.run_experiment`` builds it (``k`` the run's k,
+    """A ``Services`` object as ``t2exp.pipeline.steps.run_steps`` builds it (``k`` the run's k,
     ``query`` its ``QueryBuilder``; None: the default query)."""
     from t2exp.answering.prompts import PromptLibrary
     from t2exp.methods import Services

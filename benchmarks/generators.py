@@ -5,7 +5,7 @@ The same model (Qwen2.5-Coder-0.5B-Instruct, the default's converted checkpoint)
 (program) and sampling (greedy, 96 tokens) for all three (``generator=qwen_coder_0_5b`` vs
 ``generator=qwen_coder_0_5b_vllm`` with ``backend=vllm`` / ``vllm_server``); ``rag_method=oracle``
 so every backend reads the same gold context: ``--questions`` per subset (default 6: 12 prompts).
-Each backend runs ``run_experiment`` twice on one cache directory: cold (every answer generated)
+Each backend runs ``run_steps`` twice on one cache directory: cold (every answer generated)
 and warm (a new run directory, every answer from the LLM cache). Model load / engine start is
 timed apart and not counted in questions/s.
 
@@ -75,7 +75,7 @@ def release(backend: str, inner) -> None:
 
 def measure(backend: str, args, tmp: Path) -> dict:
     from t2exp.pipeline.build import build_components
-    from t2exp.pipeline.experiment import run_experiment
+    from t2exp.pipeline.steps import run_steps
 
     cache = tmp / backend
     base = build_components(C.compose(overrides(backend, args, cache)))
@@ -87,7 +87,7 @@ def measure(backend: str, args, tmp: Path) -> dict:
 
     def once(run_dir: Path) -> dict:
         t0 = time.perf_counter()
-        res = run_experiment(dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir)))
+        res = run_steps(dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir)))
         s = time.perf_counter() - t0
         return {"s": s, "calls": res.metrics.get("llm_calls", 0.0), "prompt_tokens": res.metrics.get("prompt_tokens", 0.0),
                 "nm": res.metrics.get("avg/nm", float("nan"))}

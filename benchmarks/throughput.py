@@ -9,7 +9,7 @@
    (one question at a time: embed it with the bare model, one store/index call, no batching, no
    cache). Batched is measured twice: query embeddings computed (first call, empty query cache)
    and read from the cache (every later run or sweep cell asking the same questions).
-3. End-to-end questions/s with the offline generator (``run_experiment``, hybrid k=3) on a tiny
+3. End-to-end questions/s with the offline generator (``run_steps``, hybrid k=3) on a tiny
    sample, with an empty LLM cache and again with the warm one.
 
     python benchmarks/throughput.py            # full corpus, all 2,025 questions, 2 generated answers
@@ -211,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
-    """``run_experiment`` on the components ``python -m t2exp`` would build (``app.build_components``):
+    """``run_steps`` on the components ``python -m t2exp`` would build (``app.build_components``):
     default config (hybrid, offline generator), ``dataset.limit`` questions per subset, the cache
     directory of part 1 (embeddings and indexes warm, LLM cache empty at first)."""
     from t2exp.pipeline.build import build_components
-    from t2exp.pipeline.experiment import run_experiment
+    from t2exp.pipeline.steps import run_steps
 
     cfg = C.compose([f"k={args.k}", f"dataset.limit={args.generate}", f"paths.cache={cache}",
                      f"paths.models={C.SHARED_CACHE / 'models'}"]
@@ -230,7 +230,7 @@ def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
     def once(run_dir: Path) -> dict:
         comp = dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir))
         t0 = time.perf_counter()
-        res = run_experiment(comp)
+        res = run_steps(comp)
         return {"s": time.perf_counter() - t0, "calls": res.metrics.get("llm_calls", 0.0),
                 "prompt_tokens": res.metrics.get("prompt_tokens", 0.0)}
 

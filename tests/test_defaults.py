@@ -194,7 +194,7 @@ def test_run_level_helpers_take_their_defaults_from_the_schema():
     from t2exp.config.generators import GeneratorConfig
     from t2exp.config.schema import ContextConfig, QueryConfig
     from t2exp.methods.queries import QueryBuilder
-    from t2exp.pipeline.experiment import Settings
+    from t2exp.pipeline.steps import Settings
 
     cfg = compose_cfg()
     assert dataclasses.asdict(Evidence()) == dataclasses.asdict(ContextConfig()) == OmegaConf.to_container(cfg.context)

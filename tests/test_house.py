@@ -12,9 +12,9 @@ import pytest
 import t2exp
 
 SRC = Path(t2exp.__file__).parent
-# getattr with a default in pipeline/ on what is no component: the signal-restore function's
-# attribute (cell.py) and an Optuna direction, an enum or a string (tuning.py)
-NOT_COMPONENTS = {("cell.py", "restore"), ("tuning.py", "direction")}
+# getattr with a default in pipeline/ on what is no component: an Optuna direction, an enum or a
+# string (tuning.py)
+NOT_COMPONENTS = {("tuning.py", "direction")}
 
 
 def getattr_defaults(folder: Path) -> list[tuple[str, str]]:
@@ -105,3 +105,65 @@ def test_an_import_from_conftest_or_in_try_is_caught():
                                      "line 3: an import inside try/except ImportError"]
     fine = "from helpers.app import run_app\npytest.importorskip('openai')\ntry:\n    import x\nfinally:\n    pass\n"
     assert import_faults(fine) == []
+
+
+# --- the walk of a run (issue 45, point 2) ---------------------------------------------------------
+def stays(modules: list[str]) -> list[str]:
+    """``modules`` with each run of one module collapsed into one stay."""
+    return [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
+
+
+def climbs_back(walk: list[str]) -> int:
+    """How often the walk goes from a module A to another B and straight back to A: stays i and
+    i + 2 in the same module (A → B → A)."""
+    return sum(walk[i] == walk[i + 2] for i in range(len(walk) - 2))
+
+
+def test_stays_and_climbs_back_are_counted_so():
+    walk = stays(["cell", "cell", "stop", "cell", "build", "build", "steps", "build"])
+    assert walk == ["cell", "stop", "cell", "build", "steps", "build"]
+    assert climbs_back(walk) == 2
+
+
+def pipeline_walk(args: list[str], tmp_path: Path) -> list[tuple[str, str]]:
+    """``(module, function)`` of every function of a ``t2exp.pipeline`` module (comprehensions and
+    generator resumes included) entered, in order, from the call of ``t2exp.pipeline.cell.run`` to its return,
+    in a real in-process ``python -m t2exp <args>`` (``sys.setprofile``: calls in other packages
+    and in other threads are not seen)."""
+    import sys
+
+    from helpers.app import run_app
+
+    entered: list[tuple[str, str]] = []
+    inside = [False]
+
+    def profile(frame, event, arg):
+        module = frame.f_globals.get("__name__", "")
+        is_run = module == "t2exp.pipeline.cell" and frame.f_code.co_name == "run"
+        if event == "call" and (inside[0] or is_run) and module.startswith("t2exp.pipeline."):
+            inside[0] = True
+            entered.append((module.removeprefix("t2exp.pipeline."), frame.f_code.co_name))
+        elif event == "return" and is_run:
+            inside[0] = False
+
+    before = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        run_app(args, tmp_path / "cache", tmp_path / "track")
+    finally:
+        sys.setprofile(before)
+    return entered
+
+
+def test_a_cell_walks_load_key_build_steps_log_without_climbing_back(tmp_path):
+    """Issue 45: a cell reads top to bottom (load → key, once → build → steps → log). Its walk through
+    ``pipeline/`` (:func:`pipeline_walk` of a retrieval-only run, one question in each of the two
+    bundled subsets, collapsed into :func:`stays`) had grown to 46 stays and 20 climbs back
+    (:func:`climbs_back`): the key computed twice (build.py and cell.py), the steps reaching into the
+    writer's tally and progress bar, the tally's spans recorded from outside it. Now at most 25
+    stays and 6 climbs back (measured: 22 and 6)."""
+    entered = pipeline_walk(["generator=none", "dataset.limit=1"], tmp_path)
+    assert [f for _, f in entered if f == "cell_key"] == ["cell_key"]  # the key, once
+    walk = stays([m for m, _ in entered])
+    assert walk[:2] == ["cell", "stop"] and walk[-1] == "stop", walk  # signal handling around the whole cell
+    assert len(walk) <= 25 and climbs_back(walk) <= 6, f"{len(walk)} stays, {climbs_back(walk)} climbs back: {' → '.join(walk)}"

@@ -268,14 +268,14 @@ def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path
     are written): one line naming tracking.uri and where the predictions are, no traceback."""
     from t2exp.pipeline import cell
 
-    real = cell.run_experiment
+    real = cell.run_steps
 
     def run_then_fill(components):
         result = real(components)
         _fill(small_tmpfs)
         return result
 
-    monkeypatch.setattr(cell, "run_experiment", run_then_fill)
+    monkeypatch.setattr(cell, "run_steps", run_then_fill)
     proc = _run_app(tmp_path, f"tracking.uri=sqlite:///{small_tmpfs / 'mlflow.db'}", f"tracking.artifact_location={tmp_path / 'art'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]

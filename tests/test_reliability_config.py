@@ -21,9 +21,8 @@ from t2exp.errors import ConfigError, DataError
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import install_log_redaction, is_secret_key, redact_overrides, redact_text
-from t2exp.pipeline import cell
 from t2exp.pipeline.identity import cell_key
-from t2exp.pipeline.stop import Interrupted, StopRequest
+from t2exp.pipeline.stop import STOP_GRACE_ENV, Interrupted, StopOnSignals, StopRequest
 from t2exp.tracking.mlflow_run import flatten
 
 config.register()
@@ -324,10 +323,10 @@ def test_cell_key_ignores_the_value_of_a_set_key():
 # --- SIGTERM / SIGINT handling -------------------------------------------------------------------------
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_first_signal_asks_to_stop_second_stops_now(monkeypatch):
-    monkeypatch.setenv(cell.STOP_GRACE_ENV, "30")
+    monkeypatch.setenv(STOP_GRACE_ENV, "30")
     stop = StopRequest()
     before = signal.getsignal(signal.SIGTERM)
-    restore = cell._install_signal_handlers(stop)
+    restore = StopOnSignals(stop).install().restore
     try:
         # a signal a process sends itself is handled before os.kill returns to Python code
         signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
@@ -345,8 +344,8 @@ def test_first_signal_asks_to_stop_second_stops_now(monkeypatch):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
-    monkeypatch.setenv(cell.STOP_GRACE_ENV, "0.3")
-    restore = cell._install_signal_handlers(StopRequest())
+    monkeypatch.setenv(STOP_GRACE_ENV, "0.3")
+    restore = StopOnSignals(StopRequest()).install().restore
     t0 = time.monotonic()
     try:
         with pytest.raises(Interrupted):
@@ -360,9 +359,9 @@ def test_grace_timer_stops_a_run_that_does_not_reach_a_safe_point(monkeypatch):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_a_stop_now_inside_an_atomic_block_is_raised_at_its_end(monkeypatch):
-    monkeypatch.setenv(cell.STOP_GRACE_ENV, "60")
+    monkeypatch.setenv(STOP_GRACE_ENV, "60")
     stop = StopRequest()
-    restore = cell._install_signal_handlers(stop)
+    restore = StopOnSignals(stop).install().restore
     steps = []
     try:
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the first: stop at the next safe point
@@ -405,7 +404,7 @@ def test_a_second_sigint_as_an_answer_is_written_keeps_it_once(tmp_path, monkeyp
         proc = cli(main, ["rag_method=oracle", "dataset=finqa", "dataset.limit=3", "generator=openai_compat",
                           f"generator.base_url={srv.base_url}", "generator.model=m", "generator.max_concurrency=1",
                           "generator.batch_size=1", "generator.max_retries=0", *app_overrides(cache, tmp_path / "track")],
-                   env={cell.STOP_GRACE_ENV: "60"}, cwd=tmp_path)
+                   env={STOP_GRACE_ENV: "60"}, cwd=tmp_path)
         assert proc.returncode == 128 + signal.SIGINT, proc.stderr[-3000:]
         assert len(srv.requests) == 1
     (path,) = cache.glob("runs/*/predictions.jsonl")
@@ -415,7 +414,7 @@ def test_a_second_sigint_as_an_answer_is_written_keeps_it_once(tmp_path, monkeyp
 
 def test_handlers_are_not_installed_off_the_main_thread():
     out = []
-    t = threading.Thread(target=lambda: out.append(cell._install_signal_handlers(StopRequest())))
+    t = threading.Thread(target=lambda: out.append(StopOnSignals(StopRequest()).install().restore))
     t.start()
     t.join()
     out[0]()  # a no-op restore

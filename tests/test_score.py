@@ -236,7 +236,7 @@ class _Generator:
 def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     from t2exp.answering.prompts import PromptLibrary
     from t2exp.generators import Sampling
-    from t2exp.pipeline.experiment import Components, Parts, Settings, run_experiment
+    from t2exp.pipeline.steps import Components, Parts, Settings, run_steps
 
     # the app loads dataset=bundled like this (app.build_components)
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
@@ -245,7 +245,7 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
               prompts=PromptLibrary(ROOT / "prompts")),
         Settings(sampling=Sampling(), answer_mode="direct", k=3, variant="plain", cache_dir=tmp_path / "cache", run_dir=tmp_path / "run"),
     )
-    result = run_experiment(comps)
+    result = run_steps(comps)
     pattern = r"^(FinQA|TAT-DQA|avg)/(nm|nm_bare|nm_strict|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$"
     wanted = {k: v for k, v in result.metrics.items() if re.match(pattern, k)}
     assert len(wanted) == 3 * 7 * 3
@@ -258,9 +258,9 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     assert set(counts) == {"FinQA/degenerate_predictions", "TAT-DQA/degenerate_predictions", "degenerate_predictions"}
     assert counts["degenerate_predictions"] == counts["FinQA/degenerate_predictions"] + counts["TAT-DQA/degenerate_predictions"] > 0
 
-    import t2exp.pipeline.experiment as experiment
+    import t2exp.pipeline.steps as steps
 
-    assert not hasattr(experiment, "aggregate")  # one scorer: a run aggregates through score_rows, as t2exp.score
+    assert not hasattr(steps, "aggregate")  # one scorer: a run aggregates through score_rows, as t2exp.score
     rescored = score(result.predictions_path, dataset="bundled")
     assert rescored.counts.scored == 2 * LIMIT and rescored.counts.missing == rescored.counts.unknown_ids == 0
     assert {k: rescored.metrics[k] for k in wanted} == wanted  # exactly, CIs included

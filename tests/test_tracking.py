@@ -330,7 +330,7 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     from t2exp.pipeline import cell
 
     server = _MlflowServer(tmp_path, _free_port()).start()
-    real = cell.run_experiment
+    real = cell.run_steps
 
     def run_then_lose_the_server(components):
         result = real(components)
@@ -340,9 +340,9 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     argv = ["rag_method=bm25", "generator=none", "dataset.limit=2", f"paths.cache={tmp_path / 'cache'}",
             f"tracking.uri={server.uri}", f"hydra.run.dir={tmp_path / 'hydra'}"]
     try:
-        monkeypatch.setattr(cell, "run_experiment", run_then_lose_the_server)
+        monkeypatch.setattr(cell, "run_steps", run_then_lose_the_server)
         proc = cli(main, argv)
-        monkeypatch.setattr(cell, "run_experiment", real)
+        monkeypatch.setattr(cell, "run_steps", real)
         assert proc.returncode == 2, proc.stderr[-3000:]
         (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
         assert f"tracking.uri={server.uri}" in line and "predictions so far are kept in" in line, line

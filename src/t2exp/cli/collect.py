@@ -52,17 +52,15 @@ def collect(run_dir: Path) -> str:
     """Merge the cell in ``run_dir``; what was done, in one line."""
     from omegaconf import DictConfig, OmegaConf
 
-    from t2exp.data.loader import load_subsets, loader_args
     from t2exp.infra.cache import cell_lock
-    from t2exp.pipeline.build import to_dict
-    from t2exp.pipeline.identity import cell_key, data_fingerprint
+    from t2exp.pipeline.identity import load_cell
     from t2exp.pipeline.shard_merge import merge_cell
     from t2exp.pipeline.shards import Layout
     from t2exp.tracking.mlflow_run import finished_run_for
 
     cfg = cast(DictConfig, OmegaConf.load(run_dir / "shards" / "config.yaml"))  # the cell's config as its shards saved it
-    subsets = load_subsets(**loader_args(cfg))
-    key = cell_key(to_dict(cfg), data_fingerprint(subsets))
+    cell = load_cell(cfg)
+    subsets, key = cell.subsets, cell.key
     if key != run_dir.name:
         raise DataError(f"{run_dir}: the data or the prompts changed since its shards ran (cell key now {key}); "
                         "run the cell again (its shards resume) or restore them")

@@ -92,3 +92,6 @@ def refuse_unknown_keys(node: Any, prefix: str = "") -> None:
         refuse_unknown_keys(node._get_node(key), f"{prefix}{key}.")
 
 
+def to_dict(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved plain dict of a config node (``OmegaConf.to_container`` of a DictConfig is a dict)."""
+    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))

@@ -2,7 +2,7 @@
 is the model): what a report, a docs table or the MLflow UI shows of an option, never what it
 computes. ``meta`` is typed here, composed like any key, and left out where results are made:
 the constructor never sees it (``t2exp.config.components.build``), nor does the cell key or the run's
-params (``pipeline.identity.without_meta``), so editing a display name re-runs nothing.
+params (:func:`without_meta`), so editing a display name re-runs nothing.
 
 ``order`` places an option in report tables (the ``rag_method`` options: the paper's Table 3 order,
 then t2exp's own); options without one follow, by name.
@@ -12,10 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 META_KEY = "meta"
+
+
+def without_meta(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config without the options' ``meta:`` blocks (what a reader shows of an option,
+    not what it computes: no part of a cell's identity or of its params)."""
+    return {k: ({kk: vv for kk, vv in v.items() if kk != META_KEY} if isinstance(v, dict) else v) for k, v in resolved.items()}
 
 
 @dataclass

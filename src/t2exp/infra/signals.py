@@ -11,6 +11,14 @@ from typing import Any
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+class Interrupted(BaseException):
+    """A run was stopped by SIGTERM/SIGINT (``signal_name``); its MLflow run is closed as KILLED."""
+
+    def __init__(self, signal_name: str = "SIGTERM") -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
 def handle_stop_signals(handler: Callable[[int, Any], Any]) -> Callable[[], None]:
     """``handler`` for SIGTERM and SIGINT; returns what puts the previous handlers back. Handlers
     can only be set from the main thread: elsewhere nothing is set and the restore does nothing."""

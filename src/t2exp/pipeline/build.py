@@ -1,30 +1,31 @@
-"""Build a run's components from its config: the data, the method (and its reranker), embedder,
-store, generator, prompts, sampling and the run's settings, each constructor called through the
-config's ``_target_`` (:func:`t2exp.config.components.build`). No work on the corpus yet."""
+"""Build a cell's components from its config (its data loaded and its key computed before, once:
+:func:`t2exp.pipeline.identity.load_cell`): the method (and its reranker), embedder, store,
+generator, prompts, sampling and the run's settings, each constructor called through the config's
+``_target_`` (:func:`t2exp.config.components.build`). No work on the corpus yet."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from t2exp.answering.answers import ANSWER_SCHEMA, MODE_STOPS, answer_template
 from t2exp.answering.context import Evidence
 from t2exp.answering.demos import DemoPool
 from t2exp.answering.prompts import PromptLibrary
+from t2exp.config import to_dict
 from t2exp.config.components import build, target_class
 from t2exp.config.generators import AUX_MAX_TOKENS, GeneratorConfig
-from t2exp.data.loader import load_subsets, loader_args
 from t2exp.data.records import Subset
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
 from t2exp.methods import RagMethod
 from t2exp.methods.queries import QueryBuilder
-from t2exp.pipeline.experiment import Components, Parts, Settings
-from t2exp.pipeline.identity import cell_key, data_fingerprint
+from t2exp.pipeline.identity import Cell, load_cell
+from t2exp.pipeline.steps import Components, Parts, Settings
 from t2exp.pipeline.stop import StopRequest
 
 log = logging.getLogger("t2exp")
@@ -33,11 +34,6 @@ log = logging.getLogger("t2exp")
 METHOD_FLAGS = ("needs_index", "needs_generator", "needs_reranker")
 # keys of a generator config that configure the run, not the backend's constructor
 GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
-
-
-def to_dict(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved plain dict of a config node (``OmegaConf.to_container`` of a DictConfig is a dict)."""
-    return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
 
 
 def build_component(cfg: DictConfig | None, **kwargs: Any) -> Any:
@@ -68,9 +64,11 @@ def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
     return Sampling(**d, stop=tuple(MODE_STOPS.get(answer_mode, ()) if stop is None else stop), json_schema=schema)
 
 
-def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Components:
-    """Load data and build every component from config (no work on the corpus yet)."""
-    subsets = load_subsets(**loader_args(cfg))
+def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cell | None = None) -> Components:
+    """Build every component of ``cell`` (by default: :func:`load_cell` of ``cfg``) from config (no
+    work on the corpus yet)."""
+    cell = cell or load_cell(cfg)
+    subsets = cell.subsets
     reranker = build_component(cfg.get("reranker"))
     method = build_method(to_dict(cfg.rag_method), reranker=reranker)
     embedder = build_component(cfg.embedder) if method.needs_index else None
@@ -104,7 +102,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None) -> Compon
             k=int(cfg.k),
             variant=str(cfg.document.variant),
             cache_dir=cache_dir,
-            run_dir=cache_dir / "runs" / cell_key(to_dict(cfg), data_fingerprint(subsets)),
+            run_dir=cache_dir / "runs" / cell.key,
             aux_sampling=aux_sampling,
             query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
             evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),

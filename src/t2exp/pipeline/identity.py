@@ -1,15 +1,21 @@
 """A cell's identity: the key of what determines its results (the resolved config without
 bookkeeping and operational settings, the prompt templates' text and the loaded data), under
-which its predictions are kept and by which ``resume=true`` finds it."""
+which its predictions are kept and by which ``resume=true`` finds it. :func:`load_cell` loads a
+cell's data and computes its key, once."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig
+
+from t2exp.config import to_dict
+from t2exp.data.loader import load_subsets, loader_args
 from t2exp.data.records import Subset
 from t2exp.infra.cache import content_key
-from t2exp.infra.option_meta import META_KEY
+from t2exp.infra.option_meta import without_meta
 from t2exp.infra.redaction import is_secret_key
 
 # component settings that change where a cell runs or how a server is reached, not what it
@@ -22,6 +28,23 @@ OPERATIONAL_KEYS = frozenset({
 COMPONENT_GROUPS = ("dataset", "embedder", "store", "generator", "reranker")
 # run-level keys that are bookkeeping, not results: a sharded cell (shards, shard) is the same cell
 NOT_IDENTITY = frozenset({"tracking", "paths", "resume", "experiment_name", "hydra", "shards", "shard"})
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A cell before its components are built: its resolved config, its data and its key (computed
+    once, by :func:`load_cell`: it names the run directory and tags the MLflow run)."""
+
+    resolved: dict[str, Any]
+    subsets: list[Subset]
+    key: str
+
+
+def load_cell(cfg: DictConfig) -> Cell:
+    """The cell ``cfg`` describes: its questions and corpora loaded, its key computed from both."""
+    resolved = to_dict(cfg)
+    subsets = load_subsets(**loader_args(cfg))
+    return Cell(resolved=resolved, subsets=subsets, key=cell_key(resolved, data_fingerprint(subsets)))
 
 
 def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
@@ -38,12 +61,6 @@ def cell_key(resolved: dict[str, Any], data: str | None = None) -> str:
     semantic["_prompts"] = prompts_fingerprint(prompts_dir) if prompts_dir else None
     semantic["_data"] = data
     return content_key(_mask_secrets(semantic))[:16]
-
-
-def without_meta(resolved: dict[str, Any]) -> dict[str, Any]:
-    """The resolved config without the options' ``meta:`` blocks (what a reader shows of an option,
-    not what it computes: no part of a cell's identity or of its params)."""
-    return {k: ({kk: vv for kk, vv in v.items() if kk != META_KEY} if isinstance(v, dict) else v) for k, v in resolved.items()}
 
 
 def data_fingerprint(subsets: list[Subset]) -> str:

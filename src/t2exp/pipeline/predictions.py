@@ -6,38 +6,39 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from t2exp.answering import answer_choice
-from t2exp.data.records import Question
+from t2exp.data.records import Question, Subset
 from t2exp.evaluation.metrics import DEGENERATE, NM_METRICS, RECALL_KS, question_metrics
 from t2exp.generators import Generation
 from t2exp.infra.cache import JsonlLog, atomic_write_text, jsonl_line
-from t2exp.infra.progress import Stage
+from t2exp.infra.progress import Stage, stage
 from t2exp.methods import Ranking
 from t2exp.pipeline.stop import StopRequest
 
-log = logging.getLogger("t2exp.pipeline.experiment")
+log = logging.getLogger("t2exp.pipeline.steps")
+
+
+Span = tuple[int, int]  # (start, end) in ns since the epoch
 
 
 @dataclass
 class Tally:
-    """What a run counts as it goes: seconds per stage, per-subset facts, the generator's tokens."""
+    """What a writer counts as it writes: the generator's tokens and answers, and each question's
+    stage times."""
 
-    timings: dict[str, float] = field(default_factory=lambda: {"index_seconds": 0.0, "retrieve_seconds": 0.0, "generate_seconds": 0.0})
-    extra: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, float] = field(default_factory=lambda: {
         "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0})
     generated: int = 0
     # question id -> stage (retrieve, generate, score) -> (start, end) in ns since the epoch: the
     # real times of each question's stages, which its MLflow trace shows (a batch's window for
     # the questions it held; a generation ends when its answer arrived)
-    spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
-
-    def span(self, question_id: str, stage: str, start_ns: int, end_ns: int) -> None:
-        self.spans.setdefault(question_id, {})[stage] = (start_ns, end_ns)
+    spans: dict[str, dict[str, Span]] = field(default_factory=dict)
 
     def answer(self, g: Generation) -> None:
         self.generated += 1
@@ -49,42 +50,71 @@ class Tally:
         self.tokens["truncated_generations"] += int(g.finish_reason == "length")
 
 
+@dataclass
+class Written:
+    """What a writer hands back when the run is done: every row in the run's question order, and
+    what it counted (:class:`Tally`)."""
+
+    rows: list[dict[str, Any]]
+    tally: Tally
+
+
 class PredictionWriter:
     """Writes each question's row once (:func:`prediction_row`) to ``predictions.jsonl``: in question
     order normally, as answers arrive when the run is stopping or a request failed. The rows
-    already in the file (a resumed run) count as written."""
+    already in the file (a resumed run) count as written. It counts what it writes (its
+    :class:`Tally`) and advances the generate stage's progress bar (:meth:`progress`)."""
 
-    def __init__(self, path: Path, stop: StopRequest, tally: Tally, *, answer_mode: str, grounding: str, k: int) -> None:
+    def __init__(self, path: Path, stop: StopRequest, *, answer_mode: str, grounding: str, k: int) -> None:
         self.log = JsonlLog(path)
+        self.path = self.log.path
         self.done: dict[str, dict[str, Any]] = {r["id"]: r for r in self.log.read()}
         if self.done:
             log.info("resuming: %d predictions already in %s", len(self.done), self.log.path)
-        self.stop, self.tally = stop, tally
+        self.stop = stop
         self.answer_mode, self.grounding, self.k = answer_mode, grounding, k
-        self.bar: Stage | None = None  # the generate stage's progress, while one is shown
+        self._tally = Tally()
+        self._bar: Stage | None = None  # the generate stage's progress, while one is shown
 
-    @property
-    def path(self) -> Path:
-        return self.log.path
+    def todo(self, subsets: Sequence[Subset]) -> dict[str, list[Question]]:
+        """Each subset's questions still to answer (none written yet)."""
+        return {s.name: [q for q in s.questions if q.id not in self.done] for s in subsets}
 
-    def todo(self, questions: list[Question]) -> list[Question]:
-        return [q for q in questions if q.id not in self.done]
+    @contextmanager
+    def progress(self, title: str, total: int) -> Iterator[None]:
+        """Show the generate stage's progress while the block runs: one step per answer written."""
+        with stage(title, total, "answer") as bar:
+            self._bar = bar
+            try:
+                yield
+            finally:
+                self._bar = None
 
-    def write(self, q: Question, hits, contexts: list[str], gen: Generation | None) -> None:
+    def write(self, q: Question, hits, contexts: list[str], gen: Generation | None, spans: Mapping[str, Span] | None = None) -> None:
+        """``q``'s row, unless written already; ``spans``: its retrieve and generate windows."""
         if q.id in self.done:
             return
         t0 = time.time_ns()
         row = prediction_row(q, hits, contexts, gen, self.answer_mode, self.grounding, self.k)
-        self.tally.span(q.id, "score", t0, time.time_ns())
+        self._tally.spans[q.id] = {**(spans or {}), "score": (t0, time.time_ns())}
         if gen is not None:
-            self.tally.answer(gen)
-            if self.bar is not None:
-                self.bar.advance()
+            self._tally.answer(gen)
+            if self._bar is not None:
+                self._bar.advance()
                 if gen.cached:
-                    self.bar.tally("from the LLM cache")
+                    self._bar.tally("from the LLM cache")
         with self.stop.atomic():  # a second Ctrl-C between the two wrote the answer twice
             self.log.write(row)
             self.done[q.id] = row
+
+    def finish(self, subsets: Sequence[Subset], leaderboard: Path) -> Written:
+        """Every question's row in the run's question order (the file rewritten in it when answers
+        were written out of order: a stop, then a resume) and the ``leaderboard`` file."""
+        rows = [self.done[q.id] for s in subsets for q in s.questions]
+        if list(self.done) != [r["id"] for r in rows]:
+            write_predictions(rows, self.path)
+        write_leaderboard(rows, leaderboard)
+        return Written(rows=rows, tally=self._tally)
 
 
 def prediction_row(q: Question, hits, contexts: list[str], gen: Generation | None, answer_mode: str, grounding: str,

@@ -17,11 +17,11 @@ from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.generators import Sampling
-from t2exp.pipeline.cell import _print_summary, _run_name, cell_params, cell_tags, log_result
-from t2exp.pipeline.experiment import Components, Parts, Result, Settings, _score
 from t2exp.pipeline.predictions import write_leaderboard, write_predictions
 from t2exp.pipeline.shards import Layout, merged_counts, merged_rows
+from t2exp.pipeline.steps import Components, Parts, Result, Settings, _score
 from t2exp.tracking import cell_run as runs
+from t2exp.tracking.cell_log import CellLog, cell_params, cell_tags, run_name
 from t2exp.tracking.mlflow_run import Tracker
 
 log = logging.getLogger("t2exp")
@@ -49,10 +49,11 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         raise
     c = merge_view(cfg, subsets, layout.run_dir)
     if cell_run is None:
-        cell_run = runs.open_cell_run(cfg.tracking, key, layout.shards, _run_name(cfg), cell_tags(key, overrides),
-                                      lock_dir=c.settings.cache_dir / "locks", params=cell_params(_plain(cfg), c), subsets=subsets,
+        cell_run = runs.open_cell_run(cfg.tracking, key, layout.shards, run_name(cfg), cell_tags(key, overrides),
+                                      lock_dir=c.settings.cache_dir / "locks", params=cell_params(_plain(cfg), subsets), subsets=subsets,
                                       any_parent=True)
     tracker = Tracker.attach(uri, cell_run)
+    logged = CellLog(tracker, cfg, subsets, layout.run_dir)
     status = "FAILED"
     try:
         records = [layout.read_done(i) for i in range(layout.shards)]
@@ -66,7 +67,7 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         spans = {q: s for r in records for q, s in (r.get("spans") or {}).items()}
         result = Result(metrics=metrics, predictions_path=predictions, table=table, spans=spans, run_id=cell_run)
         runs.adopt(uri, cell_run, [str(r["run_id"]) for r in records if r.get("run_id")])
-        log_result(tracker, cfg, c, result)
+        logged.record(result, c.parts.prompts.used)
         status = "FINISHED"
     except T2ExpError as exc:
         tracker.set_tags({"t2exp.error": str(exc)})
@@ -75,7 +76,7 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         tracker.finish(status)
     runs.close_stale(uri, str(tracker.experiment_id), key, layout.shards, keep=cell_run)
     log.info("merged %d shards of cell %s: %d questions", layout.shards, key, len(rows))
-    _print_summary(result, c, tracker, cfg)
+    logged.print_summary(result)
     return result
 
 

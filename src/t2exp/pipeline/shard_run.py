@@ -14,20 +14,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from t2exp.config import to_dict
 from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.redaction import redact_overrides, redact_value
-from t2exp.pipeline.build import build_components, to_dict
-from t2exp.pipeline.cell import _run_cell, _run_name, cell_params, cell_tags, finished_cell
-from t2exp.pipeline.experiment import Components, Result
-from t2exp.pipeline.identity import cell_key, data_fingerprint
+from t2exp.pipeline.build import build_components
+from t2exp.pipeline.cell import finished_cell, run_and_log
+from t2exp.pipeline.identity import Cell, load_cell
 from t2exp.pipeline.shard_merge import merge_cell
 from t2exp.pipeline.shards import POINTER_FILE, Layout, shard_of, slice_subsets
-from t2exp.pipeline.stop import Interrupted, StopRequest
+from t2exp.pipeline.steps import Components, Result
+from t2exp.pipeline.stop import Interrupted, StopOnSignals
 from t2exp.tracking import cell_run as runs
+from t2exp.tracking.cell_log import cell_params, cell_tags, run_name
 
 log = logging.getLogger("t2exp")
 
@@ -39,12 +40,12 @@ def cell_config(cfg: DictConfig) -> DictConfig:
     return cell
 
 
-def run_shard(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], stop: StopRequest) -> Result:
+def run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals) -> Result:
     """Answer shard ``cfg.shard`` of the cell, then merge the cell when every shard is done."""
     i, n = shard_of(cfg)
-    resolved = to_dict(cfg)
-    components = build_components(cfg, stop)
-    key = cell_key(resolved, data_fingerprint(components.parts.subsets))
+    cell = load_cell(cfg)
+    components = build_components(cfg, signals.stop, cell)
+    key = cell.key
     layout = Layout(components.settings.run_dir, n)
     cell_cfg = cell_config(cfg)
     _record(cell_cfg, layout, i)
@@ -53,14 +54,15 @@ def run_shard(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[]
         return skipped
     cell_overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith("shard=")]
     locks = components.settings.cache_dir / "locks"
-    cell_run = runs.open_cell_run(cfg.tracking, key, n, _run_name(cfg), cell_tags(key, cell_overrides), lock_dir=locks,
-                                  params=cell_params({**resolved, "shard": None}, components), subsets=components.parts.subsets)
+    cell_run = runs.open_cell_run(cfg.tracking, key, n, run_name(cfg), cell_tags(key, cell_overrides), lock_dir=locks,
+                                  params=cell_params({**cell.resolved, "shard": None}, components.parts.subsets),
+                                  subsets=components.parts.subsets)
 
     def waiting() -> None:
         log.warning("shard %d of cell %s is being run by another process; waiting for it to end, then resuming", i, key)
 
     with cell_lock(locks, f"cell-{key}-shard-{i}-of-{n}", on_wait=waiting):
-        result = _rejoin(cfg, layout, i, cell_run) or _answer(cfg, overrides, restore, resolved, components, key, layout, i, cell_run)
+        result = _rejoin(cfg, layout, i, cell_run) or _answer(cfg, overrides, signals, cell, components, layout, i, cell_run)
     merged = _merge_if_last(cell_cfg, cell_overrides, layout, components, key, cell_run)
     return merged or result
 
@@ -99,8 +101,8 @@ def _rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run: str) -> Result | 
     return Result(metrics=dict(record["metrics"]), predictions_path=layout.predictions(i), skipped=True, run_id=record["run_id"])
 
 
-def _answer(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], None], resolved: dict, components: Components,
-            key: str, layout: Layout, i: int, cell_run: str) -> Result:
+def _answer(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components,
+            layout: Layout, i: int, cell_run: str) -> Result:
     """Run the shard's questions as a child run of the cell run; record it done. A shard that
     fails or is stopped closes the cell run likewise (FAILED, KILLED), naming itself."""
     n = layout.shards
@@ -110,10 +112,9 @@ def _answer(cfg: DictConfig, overrides: list[str] | None, restore: Callable[[], 
         layout.write_done(i, {"shard": i, "shards": n, "run_id": None, "cell_run": cell_run, "metrics": {}, "prompts": {}, "spans": {}})
         return Result(metrics={}, predictions_path=layout.predictions(i), skipped=True)
     shard = Components(parts=parts, settings=dataclasses.replace(components.settings, run_dir=layout.dir(i)), stop=components.stop)
-    tags = {runs.SHARD_TAG: f"{i}/{n}", runs.SHARD_OF_TAG: key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
+    tags = {runs.SHARD_TAG: f"{i}/{n}", runs.SHARD_OF_TAG: cell.key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
     try:
-        result = _run_cell(cfg, overrides, restore, resolved, shard, key, tags=tags, parent=cell_run,
-                           name=f"{_run_name(cfg)}-shard{i}of{n}")
+        result = run_and_log(cfg, overrides, signals, cell, shard, tags=tags, parent=cell_run, name=f"{run_name(cfg)}-shard{i}of{n}")
     except BaseException as exc:
         status = "KILLED" if isinstance(exc, Interrupted) else "FAILED"
         try:

@@ -1,20 +1,29 @@
 """A request to stop a run at its next safe point (after the predictions in flight are written,
-so a resumed run repeats no finished work). The app makes one per run and hands it to the signal
-handler and to the experiment; nothing is shared through module state."""
+so a resumed run repeats no finished work), and the SIGTERM/SIGINT handling that makes it
+(:class:`StopOnSignals`). The app makes one per cell and hands it to the steps; nothing is shared
+through module state."""
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
 
+from t2exp.infra.signals import Interrupted, handle_stop_signals
 
-class Interrupted(BaseException):
-    """The run was stopped by SIGTERM/SIGINT; its MLflow run is closed as KILLED."""
+__all__ = ["DEFAULT_STOP_GRACE", "STOP_GRACE_ENV", "Interrupted", "StopOnSignals", "StopRequest", "StoppedCell", "stop_grace"]
 
-    def __init__(self, signal_name: str = "SIGTERM") -> None:
-        super().__init__(signal_name)
-        self.signal_name = signal_name
+log = logging.getLogger("t2exp")
+
+# seconds between the first SIGTERM/SIGINT (finish the requests in flight, write their
+# predictions, stop) and the hard stop; a second signal stops at once
+STOP_GRACE_ENV = "T2EXP_STOP_GRACE_SECONDS"
+DEFAULT_STOP_GRACE = 5.0
 
 
 class StoppedCell:
@@ -75,3 +84,65 @@ class StopRequest:
             self._deferred = signal_name
             return True
         return False
+
+
+def stop_grace() -> float:
+    """``$T2EXP_STOP_GRACE_SECONDS`` (default 5; not a number: the default)."""
+    try:
+        return max(0.0, float(os.environ.get(STOP_GRACE_ENV, DEFAULT_STOP_GRACE)))
+    except ValueError:
+        return DEFAULT_STOP_GRACE
+
+
+class StopOnSignals:
+    """SIGTERM/SIGINT while a cell runs: the first asks :attr:`stop` to stop at its next safe point
+    (after the predictions in flight are written and their LLM answers cached) and arms a timer; a
+    second signal, or the timer after ``$T2EXP_STOP_GRACE_SECONDS`` (default 5), raises
+    ``Interrupted`` at once (inside a :meth:`StopRequest.atomic` block: at its end). Once the cell
+    is :meth:`closing` its MLflow run, a signal only asks to stop: the run is closed first.
+
+    ``with StopOnSignals() as signals:`` installs the handler (main thread only: elsewhere nothing
+    is installed, :func:`t2exp.infra.signals.handle_stop_signals`) and puts the previous ones back."""
+
+    def __init__(self, stop: StopRequest | None = None) -> None:
+        self.stop = stop or StopRequest()
+        self.grace = stop_grace()
+        self._closing = False
+        self._timer: threading.Timer | None = None
+        self._put_back = lambda: None
+
+    def install(self) -> StopOnSignals:
+        self._put_back = handle_stop_signals(self._handle)
+        return self
+
+    def closing(self) -> None:
+        """The cell is closing its MLflow run: a signal from now on waits for that."""
+        self._closing = True
+
+    def restore(self) -> None:
+        """Cancel the grace timer and put the previous handlers back."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._put_back()
+
+    def __enter__(self) -> StopOnSignals:
+        return self.install()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.restore()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self._closing:  # closing the MLflow run: finish that first
+            log.warning("%s received while closing the run; exiting when done", name)
+            self.stop.request(name)
+            return
+        if self.stop.is_set() or self.grace <= 0:
+            if self.stop.defer_stop_now(name):  # inside an atomic block: raised at its end
+                return
+            raise Interrupted(name)
+        self.stop.request(name)
+        log.warning("%s: stopping after the requests in flight (at most %.0fs; send %s again to stop now)", name, self.grace, name)
+        self._timer = threading.Timer(self.grace, os.kill, (os.getpid(), signum))
+        self._timer.daemon = True
+        self._timer.start()

@@ -1,4 +1,6 @@
-"""One experiment: load → index → retrieve → generate → score → log.
+"""The named steps of a cell, subset by subset: index → retrieve → generate → score (the data is
+loaded and the components built before, :mod:`t2exp.pipeline.build`; the result is logged after,
+:mod:`t2exp.tracking.cell_log`).
 
 This is the only module that knows every stage; each stage lives in its own module and passes
 plain records along.
@@ -32,14 +34,13 @@ from t2exp.generators.cached import CachedGenerator
 from t2exp.index.build import Index, truncation_fraction
 from t2exp.index.documents import heading
 from t2exp.index.store import Store
-from t2exp.infra import progress
 from t2exp.infra.cache import KVCache
 from t2exp.methods import RagMethod, Services
 from t2exp.methods.queries import QueryBuilder
-from t2exp.pipeline.predictions import PredictionWriter, Tally, write_leaderboard, write_predictions
+from t2exp.pipeline.predictions import PredictionWriter, Span, Tally
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
-__all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_experiment"]
+__all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_steps"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class Settings:
 
 @dataclass
 class Components:
-    """A run's parts and settings, and its stop request; the experiment never looks at config files."""
+    """A run's parts and settings, and its stop request; the steps never look at config files."""
 
     parts: Parts
     settings: Settings
@@ -95,31 +96,34 @@ class Result:
     run_id: str | None = None  # the MLflow run that logged it (set by the app)
 
 
-def run_experiment(c: Components) -> Result:
+@dataclass
+class Clock:
+    """What the steps count as they go: seconds per stage and per-subset facts (what the writer
+    counts is its own: :class:`t2exp.pipeline.predictions.Tally`)."""
+
+    timings: dict[str, float] = field(default_factory=lambda: {"index_seconds": 0.0, "retrieve_seconds": 0.0, "generate_seconds": 0.0})
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def run_steps(c: Components) -> Result:
     """The chain, subset by subset: index → retrieve → generate (each prediction written as it
     exists) → score, through the scorer ``t2exp score`` uses. Logging is the caller's."""
     run = c.settings
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    tally = Tally()
-    writer = PredictionWriter(run.run_dir / "predictions.jsonl", c.stop, tally, answer_mode=run.answer_mode, grounding=run.grounding,
-                              k=run.k)
-    services = _services(c)
-    rows: list[dict[str, Any]] = []
+    services, clock = _services(c), Clock()
+    writer = PredictionWriter(run.run_dir / "predictions.jsonl", c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k)
+    todo = writer.todo(c.parts.subsets)
     for subset in c.parts.subsets:
         c.stop.check()
-        index = _index(c, subset, services, tally)
-        todo = writer.todo(subset.questions)
-        hits = _retrieve(c, todo, index, tally)
-        _generate(c, subset.name, todo, hits, index, services.generator, writer)
-        rows.extend(writer.done[q.id] for q in subset.questions)
+        index = _index(c, subset, services, clock)
+        hits, window = _retrieve(c, todo[subset.name], index, clock)
+        _generate(c, subset.name, todo[subset.name], (hits, window), index, services.generator, writer, clock)
         if index is not None and index.store is not None:
             index.store.close()
-    metrics, table = _score(rows, c)
-    metrics.update(_counts(c, tally, services))
-    if list(writer.done) != [r["id"] for r in rows]:  # written out of order (a stop, then a resume): the final order
-        write_predictions(rows, writer.path)
-    write_leaderboard(rows, run.run_dir / "leaderboard.jsonl")
-    return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=tally.spans)
+    written = writer.finish(c.parts.subsets, run.run_dir / "leaderboard.jsonl")
+    metrics, table = _score(written.rows, c)
+    metrics.update(_counts(c, clock, written.tally, services))
+    return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=written.tally.spans)
 
 
 def _services(c: Components) -> Services:
@@ -136,12 +140,12 @@ def _services(c: Components) -> Services:
     )
 
 
-def _index(c: Components, subset: Subset, services: Services, tally: Tally) -> Index | None:
+def _index(c: Components, subset: Subset, services: Services, clock: Clock) -> Index | None:
     """Index ``subset``'s corpus as the method needs it (None: the method reads no index)."""
     t0 = time.perf_counter()
     index = c.parts.method.prepare(subset, services)
-    tally.timings["index_seconds"] += time.perf_counter() - t0
-    extra, name = tally.extra, subset.name
+    clock.timings["index_seconds"] += time.perf_counter() - t0
+    extra, name = clock.extra, subset.name
     if index is not None:
         extra[f"{name}/corpus_size"] = float(index.size())
     if index is not None and index.store is not None:
@@ -155,87 +159,92 @@ def _index(c: Components, subset: Subset, services: Services, tally: Tally) -> I
     return index
 
 
-def _retrieve(c: Components, todo: list[Question], index: Index | None, tally: Tally) -> list | None:
-    """The ranked hits of every question still to answer, in one batch (None: a method that
-    retrieves nothing)."""
+def _retrieve(c: Components, todo: list[Question], index: Index | None, clock: Clock) -> tuple[list | None, Span | None]:
+    """The ranked hits of every question still to answer, in one batch, and the batch's window
+    (None, None: a method that retrieves nothing)."""
     t0, wall0 = time.perf_counter(), time.time_ns()
     hits = c.parts.method.retrieve(todo, index, max(c.settings.k, max(RECALL_KS))) if todo else []
-    tally.timings["retrieve_seconds"] += time.perf_counter() - t0
-    if hits is not None:
-        wall1 = time.time_ns()
-        for q in todo:
-            tally.span(q.id, "retrieve", wall0, wall1)
-    return hits
+    clock.timings["retrieve_seconds"] += time.perf_counter() - t0
+    return hits, (None if hits is None else (wall0, time.time_ns()))
 
 
-def _generate(c: Components, name: str, todo: list[Question], hits: list | None, index: Index | None, generator: Generator | None,
-              writer: PredictionWriter) -> None:
+def _generate(c: Components, name: str, todo: list[Question], retrieved: tuple[list | None, Span | None], index: Index | None,
+              generator: Generator | None, writer: PredictionWriter, clock: Clock) -> None:
     """Answer ``todo`` in the generator's batches and write each prediction (a retrieval-only run
-    writes its rows with no answer)."""
+    writes its rows with no answer), with its ``retrieved`` hits and their window."""
+    hits, window = retrieved
     batch = max(1, generator.batch_size) if generator else len(todo) or 1
-    shown = progress.stage(f"generate {name}", len(todo), "answer") if generator is not None and todo else nullcontext(None)
-    with shown as bar:
-        writer.bar = bar
+    shown = writer.progress(f"generate {name}", len(todo)) if generator is not None and todo else nullcontext()
+    with shown:
         for start in range(0, len(todo), batch):
-            c.stop.check()
             chunk = todo[start : start + batch]
             chunk_hits = hits[start : start + batch] if hits is not None else [None] * len(chunk)
             contexts = [_evidence(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
+            spans = {"retrieve": window} if window is not None else {}
+            c.stop.check()
             if generator is None:
                 for q, h, ctx in zip(chunk, chunk_hits, contexts, strict=True):
-                    writer.write(q, h, ctx, None)
+                    writer.write(q, h, ctx, None, spans)
             else:
-                _answer(c, generator, chunk, chunk_hits, contexts, writer)
-        writer.bar = None
+                _answer(c, generator, Batch(chunk, chunk_hits, contexts, spans), writer, clock)
 
 
-def _answer(c: Components, generator: Generator, chunk: list[Question], hits: list, contexts: list[list[str]],
-            writer: PredictionWriter) -> None:
+@dataclass
+class Batch:
+    """One batch of questions for the generator: their hits, contexts and retrieve window."""
+
+    questions: list[Question]
+    hits: list
+    contexts: list[list[str]]
+    spans: dict[str, Span]
+
+
+def _answer(c: Components, generator: Generator, b: Batch, writer: PredictionWriter, clock: Clock) -> None:
     """One batch of questions to the generator. A stopping run writes each answer the moment it
     arrives; a failure, a stop or a hard stop keeps every answer that arrived before it ends."""
     prompts = [answers.build_messages(c.parts.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, _demos(c, q))
-               for q, ctx in zip(chunk, contexts, strict=True)]
-    arrived: dict[int, Generation] = {}
+               for q, ctx in zip(b.questions, b.contexts, strict=True)]
+    arrived: dict[int, tuple[Generation, Span]] = {}
     t0, wall0 = time.perf_counter(), time.time_ns()
 
+    def write(i: int, g: Generation, window: Span) -> None:
+        writer.write(b.questions[i], b.hits[i], b.contexts[i], g, {**b.spans, "generate": window})
+
     def on_answer(i: int, g: Generation) -> None:
-        arrived[i] = g
-        _generate_span(writer.tally, chunk[i].id, g, wall0, time.time_ns())
+        arrived[i] = (g, _generate_window(g, wall0, time.time_ns()))
         if c.stop.is_set():
-            writer.write(chunk[i], hits[i], contexts[i], g)
+            write(i, *arrived[i])
 
     try:
         gens = generator.generate(prompts, c.settings.sampling, on_result=on_answer, should_stop=c.stop.is_set)
     except BaseException as exc:
         for i in sorted(arrived):
-            writer.write(chunk[i], hits[i], contexts[i], arrived[i])
+            write(i, *arrived[i])
         if isinstance(exc, Cancelled):
             c.stop.check()  # Interrupted: nothing more was sent after the signal
         raise
     finally:
-        writer.tally.timings["generate_seconds"] += time.perf_counter() - t0
+        clock.timings["generate_seconds"] += time.perf_counter() - t0
     wall1 = time.time_ns()
     for i, g in enumerate(gens):
-        if i not in arrived:  # a generator that returns its batch at once
-            _generate_span(writer.tally, chunk[i].id, g, wall0, wall1)
-        writer.write(chunk[i], hits[i], contexts[i], g)
+        # a generator that returns its batch at once: every answer arrived with it
+        write(i, g, arrived[i][1] if i in arrived else _generate_window(g, wall0, wall1))
 
 
-def _generate_span(tally: Tally, question_id: str, g: Generation, batch_start: int, arrived: int) -> None:
+def _generate_window(g: Generation, batch_start: int, arrived: int) -> Span:
     """The generation's real window: it ended when the answer arrived and took the model's seconds
     for it (within its batch's window; an answer from the LLM cache took no model time)."""
-    start = arrived if g.cached else max(batch_start, arrived - int(g.seconds * 1e9))
-    tally.span(question_id, "generate", start, arrived)
+    return (arrived if g.cached else max(batch_start, arrived - int(g.seconds * 1e9)), arrived)
 
 
-def _counts(c: Components, tally: Tally, services: Services) -> dict[str, float]:
+def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> dict[str, float]:
     """What the run counted beside its scores: seconds per stage, per-subset facts, tokens, cache
     use and the method's own statistics."""
-    metrics: dict[str, float] = dict(tally.timings)
-    metrics.update(tally.extra)
+    metrics: dict[str, float] = dict(clock.timings)
+    metrics.update(clock.extra)
     generator, embedder = services.generator, services.embedder
     if generator is not None:
-        seconds = tally.timings["generate_seconds"]
+        seconds = clock.timings["generate_seconds"]
         metrics.update({k: float(v) for k, v in tally.tokens.items()})
         metrics["llm_calls"] = float(generator.calls)
         metrics["questions_per_second"] = tally.generated / seconds if seconds > 0 else 0.0
