@@ -5,6 +5,7 @@
 #   bash scripts/slurm_local.sh status   # daemons, node state, queue
 #   bash scripts/slurm_local.sh down     # stop every daemon this script started, remove the namespace
 #   bash scripts/in_slurm_ns.sh sinfo    # run any command against the cluster (sbatch, a sweep, ...)
+#   T2EXP_SLURM_CPUS=4 bash scripts/slurm_local.sh up   # the node declares 4 CPUs (more tasks at once than cores)
 #
 # Needs root (apt, ip netns, daemons). Every daemon runs inside the network namespace $NS that holds
 # only a loopback interface, so nothing listens on the machine's real interfaces (slurmdbd 22.05
