@@ -5,6 +5,7 @@
 #   bash scripts/slurm_local.sh status   # daemons, node state, queue
 #   bash scripts/slurm_local.sh down     # stop every daemon this script started, remove the namespace
 #   bash scripts/in_slurm_ns.sh sinfo    # run any command against the cluster (sbatch, a sweep, ...)
+#   T2EXP_SLURM_CPUS=4 bash scripts/slurm_local.sh up   # the node declares 4 CPUs (more tasks at once than cores)
 #
 # Needs root (apt, ip netns, daemons). Every daemon runs inside the network namespace $NS that holds
 # only a loopback interface, so nothing listens on the machine's real interfaces (slurmdbd 22.05
@@ -18,6 +19,8 @@ set -euo pipefail
 NS=${T2EXP_SLURM_NS:-t2slurm}
 BASE=${T2EXP_SLURM_DIR:-/var/lib/t2exp-slurm}
 WAIT_S=${T2EXP_SLURM_WAIT_S:-60}     # upper bound for each readiness wait
+CPUS=${T2EXP_SLURM_CPUS:-}           # CPUs the node declares (default: nproc); more than nproc lets
+                                     # more tasks run at once than there are cores (benchmarks/shards.py)
 PARTITION=debug
 ETC=$BASE/etc
 RUN=$BASE/run
@@ -104,8 +107,11 @@ install_packages() {
 # ---- configuration -----------------------------------------------------------------------------
 write_configs() {
     mkdir -p "$ETC" "$RUN" "$LOG" "$BASE/spool/ctld" "$BASE/spool/d"
-    local cpus mem_mb
-    cpus=$(nproc)
+    local cpus mem_mb overrides=""
+    cpus=${CPUS:-$(nproc)}
+    [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "T2EXP_SLURM_CPUS=$cpus is not a positive whole number"
+    # slurmd drains a node that declares more CPUs than it has, unless told to trust the config
+    if ((cpus > $(nproc))); then overrides=$'\nSlurmdParameters=config_overrides'; fi
     mem_mb=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
     cat >"$ETC/slurm.conf.new" <<EOF
 # written by scripts/slurm_local.sh: single node, loopback only (inside netns $NS)
@@ -132,7 +138,7 @@ SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd.pid
 SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd.log
-CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny$overrides
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF

@@ -97,3 +97,23 @@ def test_the_generator_reads_the_top_documents_it_is_told_to():
     with pytest.raises(ConfigError, match=r"context.documents=0"):
         config.check(compose_cfg("context.documents=0"))
     assert compose_cfg().context.documents == 1 and compose_cfg("protocol=paper").context.documents is None
+
+
+def test_focus_is_the_same_in_every_process():
+    """Two sentences whose scores tie exactly: a plain float sum over a set of terms came out one
+    ulp apart in some processes (string hashes, hence set order, differ per interpreter), so the
+    prompt of bundled TAT-DQA question tatqa_dev_10661 depended on PYTHONHASHSEED (6 vs 0) — and
+    a sharded cell's merged predictions differed from the unsharded run's (benchmarks/shards.py)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("import pandas as pd; from t2exp.answering.evidence import focus; "
+            "df = pd.read_parquet('data/t2ragbench/TAT-DQA_dev.parquet'); r = df[df['id'] == 'tatqa_dev_10661'].iloc[0]; "
+            "print(focus(r['question'], r['context'], 3))")
+    outs = {seed: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
+                                 env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "6")}
+    assert outs["0"] == outs["6"]
+    assert outs["0"].count("\n") > 3

@@ -54,6 +54,23 @@ def test_the_company_name_does_not_pick_the_demonstration():
     assert POOL.select(q, 1, company="Acme Corp")[0].id == "d1"
 
 
+def test_the_demonstrations_are_the_same_in_every_process():
+    """Two demonstrations whose scores tie exactly: a plain float sum over a set of words came out
+    one ulp apart in some processes (string hashes, hence set order, differ per interpreter), so the
+    order of finqa_dev_49's demonstrations depended on PYTHONHASHSEED (0 vs 11)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import pandas as pd; from t2exp.answering.demos import DemoPool; p = DemoPool.load('prompts', 'code_tune'); "
+            "df = pd.read_parquet('data/t2ragbench/FinQA_dev.parquet'); r = df[df['id'] == 'finqa_dev_49'].iloc[0]; "
+            "print([d.id for d in p.select(r['question'], 3, r['id'], r['context_id'], str(r['company_name'] or ''))])")
+    outs = {seed: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
+                                 env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "11")}
+    assert outs["0"] == outs["11"]
+    assert outs["0"].count("_dev_") == 3
+
+
 def test_pool_files_are_checked_with_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"generator.demos='nope': no file .*nope.jsonl; pools there: none"):
         DemoPool.load(tmp_path, "nope")

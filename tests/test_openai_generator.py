@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -353,6 +354,21 @@ def test_vllm_server_is_stopped_at_exit(tmp_path, no_server_left):
     pid = _pid_from_log(next((tmp_path / "logs").glob("*.log")))
     vllm_server._stop_server()  # what atexit runs
     assert _gone(pid)
+
+
+def test_fake_server_delay_holds_every_answer_in_process_and_as_a_script(fake, tmp_path, no_server_left):
+    # the stand-in generator of benchmarks/shards.py: each answer waits `delay` seconds (a lower
+    # bound, whatever the machine's load), requests in flight together wait together
+    srv = fake(delay=0.4, gate_parties=2)
+    t0 = time.monotonic()
+    out = client(srv, max_concurrency=2).generate([ask("a"), ask("b")], GREEDY)
+    assert time.monotonic() - t0 >= 0.4
+    assert [g.text for g in out] == ["echo: a", "echo: b"] and srv.max_in_flight == 2 and not srv.gate_broken
+    gen = _server_gen(tmp_path, "--delay", "0.4")
+    gen.generate([ask("warm")], GREEDY)  # the server's start-up is not part of an answer
+    t0 = time.monotonic()
+    assert gen.generate([ask("c")], GREEDY)[0].text == "echo: c"
+    assert time.monotonic() - t0 >= 0.4
 
 
 def test_vllm_server_crash_reports_the_log_tail(tmp_path, no_server_left):

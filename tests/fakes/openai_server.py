@@ -14,6 +14,10 @@ Each POST /v1/chat/completions takes the next action of ``script`` (then ``defau
 - ``"429"``, ``"500"``, any other digits: that status with an OpenAI-style error body;
 - ``"exit"`` (script mode only): the process exits (status 3) without answering, as a server killed mid-run.
 
+``delay`` (seconds, default 0) holds every chat answer that long before it is sent, each request in
+its own thread, so requests in flight together wait together: a stand-in for a generator's time per
+answer (``benchmarks/shards.py``).
+
 Requests are checked (model, messages of {role, content}, numeric temperature, integer
 max_tokens); a bad one gets 400/404 and its reason lands in ``errors``. ``gate_parties`` makes
 the first N requests wait on a ``threading.Barrier`` of N parties, so a test can prove N requests
@@ -22,7 +26,7 @@ were in flight together. GET /v1/models lists ``model`` (with ``root``, as vLLM 
 Script mode (a stand-in for ``python -m vllm.entrypoints.openai.api_server``)::
 
     python tests/fakes/openai_server.py --model M --host 127.0.0.1 --port P [--not-ready-for N]
-        [--never-ready] [--crash MESSAGE] [--script ok,ok,500]
+        [--never-ready] [--crash MESSAGE] [--script ok,ok,500] [--delay SECONDS]
 
 Unknown vLLM flags are accepted and ignored. The script serves until it is terminated.
 """
@@ -62,6 +66,7 @@ class FakeOpenAIServer:
         host: str = "127.0.0.1",
         port: int = 0,
         root: str | None = None,
+        delay: float = 0.0,
     ) -> None:
         self.model = model
         self.root = root  # vLLM reports the --model path (the weights) as `root` of the served id
@@ -72,6 +77,7 @@ class FakeOpenAIServer:
         self.gate_parties = gate_parties
         self.not_ready_for = not_ready_for
         self.never_ready = never_ready
+        self.delay = delay
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []  # chat bodies, in arrival order
@@ -227,6 +233,8 @@ class FakeOpenAIServer:
                     except threading.BrokenBarrierError:
                         with server.lock:
                             server.gate_broken = True
+                if server.delay > 0:
+                    server.release.wait(server.delay)  # close() cuts it short
                 if action == "hang":
                     server.release.wait()
                     return self._error(503, "released without an answer")
@@ -253,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--orphan", action="store_true",
                     help="first start a child that outlives this process (as vLLM's engine core can), and log its pid")
     ap.add_argument("--script", default="", help="comma-separated actions for the chat completions (see above)")
+    ap.add_argument("--delay", type=float, default=0.0, help="seconds to hold every chat answer (a generator's time per answer)")
     args, unknown = ap.parse_known_args(argv)
     print(f"fake server: pid={os.getpid()} args={' '.join(argv if argv is not None else sys.argv[1:])} ignored={unknown}", flush=True)
     if args.orphan:
@@ -270,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         script=[a for a in args.script.split(",") if a],
+        delay=args.delay,
     )
     print(f"fake server: listening on {srv.base_url}", flush=True)
     try:

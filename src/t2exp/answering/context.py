@@ -116,8 +116,8 @@ def focus(question: str, document: str, sentences: int) -> str:
     n = len(prose_ids)
     wanted = set(terms(question))
 
-    def score(i: int) -> float:
-        return sum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted & docs[i])
+    def score(i: int) -> float:  # fsum: exact whatever order the set gives (string hashes differ per process)
+        return math.fsum(math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted & docs[i])
 
     keep = set(sorted(prose_ids, key=lambda i: (-score(i), i))[:sentences])
     return "\n".join(text for i, (kind, text) in enumerate(pieces) if kind == "table" or i in keep)

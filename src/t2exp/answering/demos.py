@@ -84,7 +84,7 @@ class DemoPool:
         chosen for what it asks, not whose report it read."""
         wanted = words(question) - words(company.replace("-", " "))
         scored = [
-            (-sum(self._idf[w] for w in wanted & ws), i)
+            (-math.fsum(self._idf[w] for w in wanted & ws), i)  # fsum: exact in any set order (string hashes differ per process)
             for i, (d, ws) in enumerate(zip(self.demos, self._words, strict=True))
             if d.id != exclude_id and d.context_id != exclude_context
         ]
