@@ -20,15 +20,19 @@ headless Chromium (Debian: ``apt-get install chromium``), each with a new, empty
 The sweep's own report plot is copied next to them as ``report_table3_bars.png``.
 
 ``--only compare`` (also part of the default run) takes the pictures of docs/compare.md: the
-retrieval-only sweep ``-m rag_method=base,bm25f generator=none dataset.limit=20``, then, in one
+retrieval-only sweep ``-m rag_method=base,bm25f generator=none dataset.limit=20``, then, in a
 fresh profile driven by real mouse clicks (:mod:`cdp_browser`), the path from the experiment page
-to the answer, one picture per step and each click printed:
+the sweep printed at its end (``inspect: ..., then http://127.0.0.1:5000/#/experiments/<id>?workflowType=machine_learning``,
+the runs view) to the answer, one picture per step and each click printed:
 
-- ``compare_0_experiment.png``: the experiment page as it opens (``#/experiments/<id>``);
-- ``compare_1_runs.png``: after "Got it" (MLflow's one-time notice) and "Model training";
-- ``compare_2_parent.png``: after a click on the sweep's parent run: its description;
-- ``compare_3_questions.png``: after a click on the description's link to the cell's questions
-  next to the baseline's.
+- ``compare_0_experiment.png``: that page as it opens: the runs table with the sweep's parent run;
+- ``compare_1_parent.png``: after a click on the parent run: its description's first lines;
+- ``compare_2_questions.png``: after a click on the description's link to the cell's questions
+  next to the best's;
+
+then, in another fresh profile, the same from ``#/experiments/<id>`` as the experiments list
+links it (MLflow 3.17 opens it on the GenAI overview behind a one-time notice:
+``compare_notice.png``), its clicks counted and printed too.
 """
 
 from __future__ import annotations
@@ -129,56 +133,117 @@ def inspection_pictures(browser: str, out: Path, env: dict[str, str]) -> None:
             server.wait(timeout=30)
 
 
-def click_path(binary: str, url: str, experiment_id: str, out: Path) -> list[str]:
-    """From the experiment page to a cell's questions next to the baseline's, by real clicks in a
-    fresh profile; a picture after each step. Returns the clicks, in order."""
-    from cdp_browser import Browser
+def printed_page(sweep_stdout: str) -> str:
+    """The experiment page's address the sweep's end printed (``inspect: ..., then <address>``),
+    as a route of the UI (``#/experiments/<id>?...``)."""
+    lines = [ln for ln in sweep_stdout.splitlines() if "inspect: " in ln and ", then http" in ln]
+    if not lines:
+        raise SystemExit("the sweep printed no 'inspect: ..., then <address>' line")
+    return "#" + lines[-1].split(", then ", 1)[1].split()[0].split("#", 1)[1]
 
-    b = Browser(binary)
-    clicks: list[str] = []
 
-    def click(text: str, selector: str | None = None) -> None:
-        where = b.click(text, selector) if selector else b.click(text)
-        clicks.append(f"{text!r} -> {where.split('#', 1)[-1]}")
+class ClickPath:
+    """Real mouse clicks in one fresh profile, each one counted (:mod:`cdp_browser`)."""
 
+    def __init__(self, binary: str) -> None:
+        from cdp_browser import Browser
+
+        self.b = Browser(binary)
+        self.b.send("Page.enable")
+        self.clicks: list[str] = []
+
+    def click(self, text: str, selector: str) -> None:
+        where = self.b.click(text, selector)
+        self.clicks.append(f"{text!r} -> {where.split('#', 1)[-1]}")
+
+    def parent(self) -> None:
+        """A click on the sweep's parent run in the runs table."""
+        self.b.wait_text("sweep rag_method")
+        name = self.b.js("[...document.querySelectorAll('a')].map(a => a.innerText.trim()).find(t => t.startsWith('sweep '))")
+        self.click(str(name), "a")
+        self.b.wait_text("Sweep report")
+
+    def questions(self) -> None:
+        """A click on the parent's link to the cell's questions next to the best's."""
+        self.click("its questions next to the best's", "a")
+        self.b.wait_text("mrr_at_3")
+
+    def close(self) -> None:
+        self.b.close()
+
+
+def click_path(binary: str, url: str, page: str, out: Path) -> list[str]:
+    """From the experiment page the sweep printed to a cell's questions next to the best's, by real
+    clicks in a fresh profile; a picture before the first click and after each. Returns the clicks."""
+    c = ClickPath(binary)
     try:
-        b.send("Page.enable")
-        b.goto(f"{url}/#/experiments/{experiment_id}")
-        b.wait_text("Model training")
-        b.shot(out / "compare_0_experiment.png")
-        click("Got it", "button")  # MLflow 3.17's one-time notice on a fresh profile's GenAI overview
-        click("Model training")
-        b.wait_text("sweep rag_method")
-        b.shot(out / "compare_1_runs.png")
-        click(str(b.js("[...document.querySelectorAll('a')].map(a => a.innerText.trim()).find(t => t.startsWith('sweep '))")), "a")
-        b.wait_text("Sweep report")
-        b.shot(out / "compare_2_parent.png")
-        click("its questions next to the best's", "a")
-        b.wait_text("mrr_at_3")
-        b.shot(out / "compare_3_questions.png")
+        c.b.goto(f"{url}/{page}")
+        c.b.wait_text("sweep rag_method")
+        if c.b.js("document.body.innerText.includes('Got it')"):
+            raise SystemExit(f"{page}: MLflow's notice is on the page")
+        c.b.shot(out / "compare_0_experiment.png")
+        c.parent()
+        c.b.shot(out / "compare_1_parent.png")
+        c.questions()
+        c.b.shot(out / "compare_2_questions.png")
     finally:
-        b.close()
-    return clicks
+        c.close()
+    return c.clicks
+
+
+def bare_click_path(binary: str, url: str, experiment_id: str, out: Path) -> list[str]:
+    """The same from ``#/experiments/<id>`` as MLflow opens it in a fresh profile (the experiments
+    list links there): its GenAI overview behind the one-time "Detect Issues" notice (a picture),
+    then Got it and Model training before the same two clicks. Returns the clicks."""
+    c = ClickPath(binary)
+    try:
+        c.b.goto(f"{url}/#/experiments/{experiment_id}")
+        c.b.wait_text("Got it")
+        c.b.shot(out / "compare_notice.png")
+        c.click("Got it", "button")
+        c.click("Model training", "a, button, [role=button], [role=tab], [role=radio], label, span")
+        c.parent()
+        c.questions()
+    finally:
+        c.close()
+    return c.clicks
+
+
+COMPARE_PICTURES = ("compare_0_experiment.png", "compare_1_parent.png", "compare_2_questions.png", "compare_notice.png")
+
+
+def shrink(path: Path, colors: int = 128) -> None:
+    """A screenshot as a palette PNG (about a third of the bytes; the pages are flat colours)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT)
+    small.save(path, "PNG", optimize=True)
 
 
 def compare_pictures(browser: str, out: Path, env: dict[str, str]) -> None:
-    """docs/compare.md's pictures: a retrieval-only two-cell sweep and the click path."""
+    """docs/compare.md's pictures: a retrieval-only two-cell sweep and the click paths."""
     with tempfile.TemporaryDirectory(prefix="t2exp-compare-") as tmp:
         work = Path(tmp)
-        subprocess.run([sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True)
+        sweep = subprocess.run([sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True,
+                               text=True)
+        page = printed_page(sweep.stdout)
         server, url, uri = mlflow_server(work, env)
         try:
             from mlflow.tracking import MlflowClient
 
-            client = MlflowClient(tracking_uri=uri)
-            exp = client.get_experiment_by_name("t2exp")
-            clicks = click_path(browser, url, exp.experiment_id, out)
+            exp = MlflowClient(tracking_uri=uri).get_experiment_by_name("t2exp")
+            paths = {f"the experiment page the sweep printed ({page})": click_path(browser, url, page, out),
+                     f"#/experiments/{exp.experiment_id} as MLflow opens it": bare_click_path(browser, url, exp.experiment_id, out)}
         finally:
             server.terminate()
             server.wait(timeout=30)
-    print(f"{len(clicks)} clicks from the experiment page:")
-    for i, c in enumerate(clicks, 1):
-        print(f"  {i}. {c}")
+    for name in COMPARE_PICTURES:
+        shrink(out / name)
+    for start, clicks in paths.items():
+        print(f"{len(clicks)} clicks from {start}:")
+        for i, c in enumerate(clicks, 1):
+            print(f"  {i}. {c}")
 
 
 def main() -> None:

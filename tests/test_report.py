@@ -338,6 +338,15 @@ def test_sweep_parent_description_links_short_named_cells_and_headline_metrics_s
         row = next(x for x in note.splitlines() if x.startswith(f"| [{c.info.run_name}](#/experiments/{exp}/runs/{c.info.run_id}) |"))
         assert f"{c.data.metrics['TAT-DQA/mrr_at_3']:.1f} [" in row
     assert "p (Holm, m=2)" in note and "table3_bars.png" in note
+    # the lines MLflow shows of the collapsed description (issue 43: which cell has the higher
+    # TAT-DQA MRR@3 without "Show more"): each cell's MRR@3 per subset next to the best's
+    best = max(children, key=lambda c: c.data.metrics["avg/mrr_at_3"])
+    first = note.split("\n\n")[0].splitlines()
+    for c in [c for c in children if c is not best]:
+        line = next(x for x in first if x.startswith(f"**{c.info.run_name}** vs best **{best.info.run_name}**: MRR@3 "))
+        m, b = c.data.metrics, best.data.metrics
+        assert (f"FinQA {m['FinQA/mrr_at_3']:.1f} vs {b['FinQA/mrr_at_3']:.1f}, "
+                f"TAT-DQA {m['TAT-DQA/mrr_at_3']:.1f} vs {b['TAT-DQA/mrr_at_3']:.1f}; Δ Avg ") in line, line
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/table3_bars.png" in logged  # the image itself: the artifact view shows it as a picture
     for c in children:

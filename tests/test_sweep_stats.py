@@ -168,9 +168,11 @@ def test_the_description_links_each_cell_to_its_questions_next_to_the_baseline(t
     best_row = next(x for x in lines if x.startswith("| [hybrid"))
     assert base_row.endswith(f"| [vs best](#/experiments/7/evaluation-runs/{'a' * 32}/traces?compareToRunUuid={'b' * 32}) |")
     assert "evaluation-runs" not in best_row and "| Questions |" in result.description
-    # the first line, what MLflow shows of a collapsed description: the row against the best, its
-    # Δ with CI, p and Holm's p, and the same link
+    # the first line, what MLflow shows of a collapsed description: the row against the best, the
+    # metric per subset of both (which is higher, without "Show more"), the Δ with CI, p and
+    # Holm's p, and the same link
     first = lines[0]
-    assert first.startswith("**base · minilm · k=3** vs best **hybrid · minilm · k=3**: Avg NM -50.0 [") and ", Holm p=" in first
+    assert first.startswith("**base · minilm · k=3** vs best **hybrid · minilm · k=3**: NM FinQA 50.0 vs 100.0; Δ Avg -50.0 [")
+    assert ", Holm p=" in first
     link = f"(#/experiments/7/evaluation-runs/{'a' * 32}/traces?compareToRunUuid={'b' * 32})"
     assert first.endswith(f"[its questions next to the best's]{link}")

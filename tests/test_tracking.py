@@ -377,3 +377,29 @@ def test_traces_of_two_runs_over_the_same_questions_cover_the_same_ids(tmp_path)
         ids[name] = sorted(t.info.tags["t2exp.question_id"] for t in found)
         tracker.finish()
     assert ids["a"] == ids["b"] and len(set(ids["a"])) == 4
+
+
+def test_a_sweep_ends_with_the_experiment_page_in_the_runs_view(tmp_path):
+    """Issue 43: MLflow 3.17 opens ``#/experiments/<id>`` on the GenAI overview in a new browser,
+    behind a one-time notice, whatever the experiment's kind tag says; the runs view is one address
+    away (``?workflowType=machine_learning``). Each cell's footer and the sweep's end print that
+    address of the experiment the runs are in, after the command that serves the store, and the
+    sweep's end names its parent run (the first row there)."""
+    from conftest import mlflow_runs, run_app
+
+    proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache", tmp_path)
+    client, runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    page = f"http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}?workflowType=machine_learning"
+    cells = [ln for ln in proc.stderr.splitlines() if "inspect: " in ln]  # each cell's footer
+    assert cells == [f"inspect: mlflow ui --backend-store-uri {uri}, then {page}"] * 2, proc.stderr[-3000:]
+    (end,) = [ln for ln in proc.stdout.splitlines() if "inspect: " in ln]  # Hydra's log of the launching process
+    assert end.endswith(f"inspect: mlflow ui --backend-store-uri {uri}, then {page} "
+                        f"(the sweep's parent run first: {parent.info.run_name})"), end
+
+
+def test_the_experiment_page_of_a_tracking_server_is_its_own_address_without_a_password():
+    from t2exp.tracking.summary import ui_line
+
+    assert ui_line("http://u:secret@host:5000/", "3") == "inspect: open http://u:***@host:5000/#/experiments/3?workflowType=machine_learning"

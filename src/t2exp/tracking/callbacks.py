@@ -113,6 +113,8 @@ def close_sweep(uri: str, parent_id: str) -> str:
     sweep. The parent's status, returned."""
     from mlflow.tracking import MlflowClient
 
+    from t2exp.tracking.summary import ui_line
+
     client = MlflowClient(tracking_uri=uri)
     _name_cells(client, parent_id)
     _report(uri, parent_id)
@@ -121,6 +123,7 @@ def close_sweep(uri: str, parent_id: str) -> str:
     status = "FAILED" if any(c.info.status in ("FAILED", "KILLED") for c in children) else "FINISHED"
     client.set_terminated(parent_id, status=status)
     log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", parent_id)
+    log.info("%s (the sweep's parent run first: %s)", ui_line(uri, parent.info.experiment_id), parent.info.run_name)
     return status
 
 

@@ -22,8 +22,9 @@ from t2exp.evaluation.metrics import question_metric_names
 from t2exp.evaluation.questions import index_by_question
 from t2exp.tracking.genai import rationale
 
-# the experiment kind the MLflow UI opens on: "custom_model_development" is the runs table
-# (an experiment without it may be inferred as GenAI and open on an empty traces overview)
+# the experiment kind: "custom_model_development" is the runs table in MLflow UIs that open an
+# experiment by its kind (an experiment without it may be inferred as GenAI and open on its traces);
+# MLflow 3.17 reads the view from the address or the browser instead (render.experiment_link)
 KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 TABLE_FILE = "predictions_table.json"
 TABLE_COLUMNS = ("id", "subset", "question", "gold", "prediction", "answer_text", "nm", "nm_strict", "retrieved", "generation")

@@ -9,6 +9,8 @@ from typing import Any
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label, question_metric_names
+from t2exp.evaluation.reporting.render import experiment_link, run_link
+from t2exp.infra.redaction import redact_text
 
 
 def _cell(v: Mapping[str, Any] | None) -> str:
@@ -47,11 +49,23 @@ def ui_command(uri: str) -> str:
     return f"mlflow ui --backend-store-uri {uri}"
 
 
+def ui_line(uri: str, experiment_id: str) -> str:
+    """Where to look: the experiment's page in the MLflow UI's runs view (its address on the
+    tracking server, or on what ``mlflow ui`` serves by default over a local store); a password in
+    the URI is not printed."""
+    page = experiment_link(experiment_id)
+    if uri.startswith(("http://", "https://")):
+        line = f"inspect: open {uri.rstrip('/')}/{page}"
+    elif uri.startswith("databricks"):
+        line = f"inspect: {ui_command(uri)}"
+    else:
+        line = f"inspect: {ui_command(uri)}, then http://127.0.0.1:5000/{page}"
+    return redact_text(line)
+
+
 def run_footer(run_id: str, experiment: str, experiment_id: str, uri: str, predictions: Path) -> str:
-    web = "" if uri.startswith(("http://", "https://")) else " (then http://127.0.0.1:5000)"
-    link = f"#/experiments/{experiment_id}/runs/{run_id}"
     return "\n".join([
-        f"MLflow run {run_id} in experiment '{experiment}' ({link})",
-        f"inspect: {ui_command(uri)}{web}",
+        f"MLflow run {run_id} in experiment '{experiment}' ({run_link(experiment_id, run_id)})",
+        ui_line(uri, experiment_id),
         f"predictions: {predictions} (artifact predictions.jsonl of the run)",
     ])

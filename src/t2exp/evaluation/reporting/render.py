@@ -126,6 +126,14 @@ def write_curve_csv(group_keys: Sequence[str], points: Sequence[CurvePoint], met
                         ";".join(repr(v) for v in p.values)])
 
 
+def experiment_link(experiment_id: str) -> str:
+    """The MLflow UI's address of an experiment's page in its runs view ("Model training"), relative
+    to the UI's page. MLflow 3.17 opens ``#/experiments/<id>`` in the view the browser last chose,
+    the GenAI overview in a new browser (held behind a one-time "Detect Issues" notice), whatever
+    the experiment's ``mlflow.experimentKind`` tag says; ``workflowType`` in the address picks the view."""
+    return f"#/experiments/{experiment_id}?workflowType=machine_learning"
+
+
 def run_link(experiment_id: str, run_id: str) -> str:
     """The MLflow UI's address of a run, relative to the UI's page (what a run's description links)."""
     return f"#/experiments/{experiment_id}/runs/{run_id}"
@@ -151,10 +159,21 @@ def _questions_cell(t: Table, experiment_id: str, run_id: str) -> str:
 SUMMARY_ROWS = 5  # rows the description's first lines sum up (a collapsed description shows about that much)
 
 
+def _subset_pairs(t: Table, run_id: str) -> str:
+    """``FinQA 46.7 vs 100.0, TAT-DQA 51.7 vs 97.5``: per subset, the row's primary metric next to
+    the baseline's (the values of the table's cells)."""
+    def mean(rid: str, subset: str) -> str:
+        c = t.cells.get((rid, subset, str(t.primary)))
+        return tabular.value(None if c is None else c.mean)
+
+    subsets = [s for s, m in t.columns if m == t.primary and s != AVG]
+    return ", ".join(f"{s} {mean(run_id, s)} vs {mean(str(t.best), s)}" for s in subsets)
+
+
 def _summary(t: Table, experiment_id: str) -> list[str]:
     """The description's first lines, which MLflow shows before its "Show more": each row compared
-    with the baseline (the first :data:`SUMMARY_ROWS`), its Δ with CI, p and Holm's p, and the link
-    to its questions next to the baseline's."""
+    with the baseline (the first :data:`SUMMARY_ROWS`): the primary metric per subset of both, the
+    Δ of the average with CI, p and Holm's p, and the link to its questions next to the baseline's."""
     base = next((r for r in t.runs if r.run_id == t.best), None)
     if base is None or not t.deltas:
         return []
@@ -162,8 +181,10 @@ def _summary(t: Table, experiment_id: str) -> list[str]:
     for r in [r for r in t.runs if r.run_id in t.deltas][:SUMMARY_ROWS]:
         d = t.deltas[r.run_id]
         holm_p = "" if d.p_holm is None else f", Holm {p_text(d.p_holm)}"
-        lines.append(f"**{r.name}** vs {baseline_word(t)} **{base.name}**: Avg {metric_label(t.primary or '')} "
-                     f"{tabular.value(d.diff, d.low, d.high, signed=True)}, {p_text(d.p)}{holm_p} · "
+        per_subset = _subset_pairs(t, r.run_id)
+        lines.append(f"**{r.name}** vs {baseline_word(t)} **{base.name}**: {metric_label(t.primary or '')} "
+                     f"{per_subset + '; ' if per_subset else ''}Δ Avg {tabular.value(d.diff, d.low, d.high, signed=True)}, "
+                     f"{p_text(d.p)}{holm_p} · "
                      f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})")
     more = len(t.deltas) - len(lines)
     return ["  \n".join(lines) + (f"  \n… {more} more in the table" if more > 0 else "")]
