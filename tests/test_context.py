@@ -108,9 +108,9 @@ def test_focus_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from helpers.paths import ROOT
 
-    code = ("import pandas as pd; from t2exp.answering.evidence import focus; "
+    code = ("import pandas as pd; from t2exp.answering.context import focus; "
             "df = pd.read_parquet('data/t2ragbench/TAT-DQA_dev.parquet'); r = df[df['id'] == 'tatqa_dev_10661'].iloc[0]; "
             "print(focus(r['question'], r['context'], 3))")
     outs = {seed: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,

@@ -385,7 +385,8 @@ def test_a_sweep_ends_with_the_experiment_page_in_the_runs_view(tmp_path):
     away (``?workflowType=machine_learning``). Each cell's footer and the sweep's end print that
     address of the experiment the runs are in, after the command that serves the store, and the
     sweep's end names its parent run (the first row there)."""
-    from conftest import mlflow_runs, run_app
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
 
     proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache", tmp_path)
     client, runs = mlflow_runs(tmp_path)
