@@ -117,8 +117,9 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
     return CachedEmbedder(inner, KVCache(Path(cache_dir) / "embeddings.sqlite"))
 
 
-def services(embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None,
-             k: int | None = None, query: Any = None) -> Any:
+def services(
+    embedder: Any, store_uri: Path, cache_dir: Path, variant: str = "plain", generator: Any = None, k: int | None = None, query: Any = None
+) -> Any:
     """A ``Services`` object as ``t2exp.pipeline.steps.run_steps`` builds it (``k`` the run's k,
     ``query`` its ``QueryBuilder``; None: the default query)."""
     from t2exp.answering.prompts import PromptLibrary
@@ -191,8 +192,10 @@ def machine() -> str:
     except ImportError:  # pragma: no cover
         pass
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{platform.machine()}, {os.cpu_count()} cores ({flags or 'no AVX2'}), {gpu}, Python {sys.version.split()[0]}, "
-            f"load average at start {load}")
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores ({flags or 'no AVX2'}), {gpu}, Python {sys.version.split()[0]}, "
+        f"load average at start {load}"
+    )
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], floatfmt: str = ".2f") -> str:

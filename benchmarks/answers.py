@@ -73,8 +73,12 @@ RECIPES: dict[str, list[str]] = {
     "1.5b-code-e2e": ["generator=qwen_coder_1_5b_code", "rag_method=bm25f"],
     # ... and reading all three retrieved documents, without and with a report header on each
     "1.5b-code-e2e-bm25-k3": ["generator=qwen_coder_1_5b_code", "rag_method=bm25", "context.documents=null"],
-    "1.5b-code-e2e-bm25-k3-header": ["generator=qwen_coder_1_5b_code", "rag_method=bm25", "context.documents=null",
-                                     "context.header=company_year"],
+    "1.5b-code-e2e-bm25-k3-header": [
+        "generator=qwen_coder_1_5b_code",
+        "rag_method=bm25",
+        "context.documents=null",
+        "context.header=company_year",
+    ],
     "1.5b-code-e2e-hybrid-k3": ["generator=qwen_coder_1_5b_code", "rag_method=hybrid", "context.documents=null"],
     "1.5b-code-header": ["generator=qwen_coder_1_5b_code", "context.header=company_year"],
     "1.5b-fewshot": ["generator=qwen_coder_1_5b", FEWSHOT],
@@ -131,8 +135,16 @@ def share_answers(root: Path, dest: Path) -> None:
 
 def run(work: Path, overrides: list[str]) -> list[dict]:
     retrieves = any(o.startswith(("rag_method=", "+rung=")) for o in overrides)
-    t2exp(work, [*([] if retrieves else ["rag_method=oracle"]), *overrides,
-                 f"paths.models={SHARED_CACHE / 'models'}", f"paths.cache={work / 'cache'}"], timeout=6 * 3600)
+    t2exp(
+        work,
+        [
+            *([] if retrieves else ["rag_method=oracle"]),
+            *overrides,
+            f"paths.models={SHARED_CACHE / 'models'}",
+            f"paths.cache={work / 'cache'}",
+        ],
+        timeout=6 * 3600,
+    )
     return latest_predictions(work / "cache")
 
 
@@ -142,8 +154,11 @@ def main() -> None:
     ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, first = baseline; known: {', '.join(RECIPES)}")
     ap.add_argument("--per-subset", type=int, default=20, help="tune sample: questions per subset")
     ap.add_argument("--seed", type=int, default=1, help="tune sample: seed of the draw")
-    ap.add_argument("--fresh", action="store_true",
-                    help="tune sample: also skip the questions of every pool in prompts/demos/ (they were answered there)")
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="tune sample: also skip the questions of every pool in prompts/demos/ (they were answered there)",
+    )
     ap.add_argument("--limit", type=int, default=REPORT_LIMIT, help="report sample: dataset.limit (seed 0)")
     ap.add_argument("--extra", nargs="*", default=[], help="overrides added to every recipe, e.g. generator.threads=1")
     ap.add_argument("--work", type=Path, default=SHARED_CACHE / "bench-answers", help="working directories and the LLM cache")
@@ -163,8 +178,10 @@ def main() -> None:
             data.mkdir()
             tune_data(data, args.per_subset, args.seed, demo_ids() if args.fresh else frozenset())
             sample = [f"dataset.path={data}", "dataset.limit=null", "dataset.question_splits=[tune]"]
-            what = (f"tune: {args.per_subset} questions a subset outside the report sample"
-                    f"{' and the demonstration pools' if args.fresh else ''}, seed {args.seed}")
+            what = (
+                f"tune: {args.per_subset} questions a subset outside the report sample"
+                f"{' and the demonstration pools' if args.fresh else ''}, seed {args.seed}"
+            )
         else:
             sample = [f"dataset.limit={args.limit}", f"seed={REPORT_SEED}"]
             what = f"report: dataset.limit={args.limit} seed={REPORT_SEED} on the bundled dev data"
@@ -191,15 +208,33 @@ def main() -> None:
         diff = compare_values("avg", [mine[i] for i in ids], [base_nm[i] for i in ids], n_boot=2000, seed=0)
         counts = breakdown(res)["all"]
         r_at_3 = avg["avg"]["recall_at_3"].mean if "recall_at_3" in avg["avg"] else float("nan")
-        rows.append([name, per.get("FinQA", float("nan")), per.get("TAT-DQA", float("nan")), nm.mean,
-                     f"[{nm.ci_low:.1f}, {nm.ci_high:.1f}]", nm.n, f"{diff.diff:+.1f} [{diff.ci_low:+.1f}, {diff.ci_high:+.1f}]",
-                     sum(secs) / max(1, len(secs)), r_at_3, *(counts.get(c, 0) for c in SHOWN)])
+        rows.append(
+            [
+                name,
+                per.get("FinQA", float("nan")),
+                per.get("TAT-DQA", float("nan")),
+                nm.mean,
+                f"[{nm.ci_low:.1f}, {nm.ci_high:.1f}]",
+                nm.n,
+                f"{diff.diff:+.1f} [{diff.ci_low:+.1f}, {diff.ci_high:+.1f}]",
+                sum(secs) / max(1, len(secs)),
+                r_at_3,
+                *(counts.get(c, 0) for c in SHOWN),
+            ]
+        )
     print()
-    print(table(["recipe", "FinQA NM", "TAT-DQA NM", "avg NM", "95% CI", "n", f"Δ vs {base}", "s/answer", "R@3", *SHOWN],
-                rows, ".1f"))
+    print(table(["recipe", "FinQA NM", "TAT-DQA NM", "avg NM", "95% CI", "n", f"Δ vs {base}", "s/answer", "R@3", *SHOWN], rows, ".1f"))
     best = max(rows, key=lambda r: r[3])
-    ratio_line("answers", sample=args.sample, best=best[0], best_nm=best[3], baseline_nm=rows[0][3],
-               best_s_per_answer=best[7], baseline_s_per_answer=rows[0][7], questions=rows[0][5])
+    ratio_line(
+        "answers",
+        sample=args.sample,
+        best=best[0],
+        best_nm=best[3],
+        baseline_nm=rows[0][3],
+        best_s_per_answer=best[7],
+        baseline_s_per_answer=rows[0][7],
+        questions=rows[0][5],
+    )
 
 
 if __name__ == "__main__":

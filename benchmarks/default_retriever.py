@@ -67,9 +67,23 @@ def split_data(dest: Path) -> tuple[int, int]:
 def tune(work: Path, data: Path, trials: int) -> dict:
     import yaml
 
-    t2exp(work, ["-m", "hydra/sweeper=held_out_optuna", "hydra.sweeper.held_out=false", "+rung=l4_priors", f"dataset.path={data}",
-                 "dataset.question_splits=[tune]", "dataset.limit=null", "generator=none", "experiment_name=default_retriever",
-                 f"hydra.sweeper.n_trials={trials}", "hydra.sweeper.sampler.seed=0", *(f"{k}={v}" for k, v in SPACE.items())])
+    t2exp(
+        work,
+        [
+            "-m",
+            "hydra/sweeper=held_out_optuna",
+            "hydra.sweeper.held_out=false",
+            "+rung=l4_priors",
+            f"dataset.path={data}",
+            "dataset.question_splits=[tune]",
+            "dataset.limit=null",
+            "generator=none",
+            "experiment_name=default_retriever",
+            f"hydra.sweeper.n_trials={trials}",
+            "hydra.sweeper.sampler.seed=0",
+            *(f"{k}={v}" for k, v in SPACE.items()),
+        ],
+    )
     (result,) = sorted(work.glob("multirun/*/*/optimization_results.yaml"))
     return yaml.safe_load(result.read_text(encoding="utf-8"))
 
@@ -83,8 +97,16 @@ def shipped() -> dict[str, float]:
 
 
 def report_run(work: Path, method: str) -> list[dict]:
-    t2exp(work, [f"rag_method={method}", "generator=none", f"dataset.limit={REPORT_LIMIT}", f"seed={REPORT_SEED}",
-                 "experiment_name=default_retriever"])
+    t2exp(
+        work,
+        [
+            f"rag_method={method}",
+            "generator=none",
+            f"dataset.limit={REPORT_LIMIT}",
+            f"seed={REPORT_SEED}",
+            "experiment_name=default_retriever",
+        ],
+    )
     return latest_predictions(work / ".t2exp_cache")
 
 
@@ -111,12 +133,21 @@ def main() -> None:
         for method in METHODS:
             res = report_run(work, method)
             avg = aggregate(res, ["mrr_at_3", "recall_at_1", "recall_at_3"], ci=True)["avg"]
-            rows.append([method, *(f"{avg[m].mean:.1f} [{avg[m].ci_low:.1f}, {avg[m].ci_high:.1f}]"
-                                   for m in ("mrr_at_3", "recall_at_1", "recall_at_3")), avg["mrr_at_3"].n])
+            rows.append(
+                [
+                    method,
+                    *(f"{avg[m].mean:.1f} [{avg[m].ci_low:.1f}, {avg[m].ci_high:.1f}]" for m in ("mrr_at_3", "recall_at_1", "recall_at_3")),
+                    avg["mrr_at_3"].n,
+                ]
+            )
         print("\nreport sample, retrieval only (avg of FinQA and TAT-DQA, question-weighted):")
         print(table(["rag_method", "MRR@3", "R@1 (= gold read with context.documents=1)", "R@3", "n"], rows))
-    ratio_line("default_retriever", **{f"{r[0]}_mrr_at_3": r[1].split()[0] for r in rows},
-               **{f"{r[0]}_recall_at_1": r[2].split()[0] for r in rows}, questions=rows[0][4])
+    ratio_line(
+        "default_retriever",
+        **{f"{r[0]}_mrr_at_3": r[1].split()[0] for r in rows},
+        **{f"{r[0]}_recall_at_1": r[2].split()[0] for r in rows},
+        questions=rows[0][4],
+    )
 
 
 if __name__ == "__main__":

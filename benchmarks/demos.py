@@ -35,8 +35,13 @@ def solved(recipe: str, report: frozenset[str], asked: set[str]) -> dict[str, di
             if r["id"] in report or r["id"] not in asked or r["id"] in out or r.get("nm") != 1 or r.get("grounded") is not True:
                 continue
             if r.get("program") and r.get("answer_text"):
-                out[r["id"]] = {"id": r["id"], "context_id": r["context_id"], "subset": r["subset"],
-                                "question": r["question"], "answer": r["answer_text"].strip()}
+                out[r["id"]] = {
+                    "id": r["id"],
+                    "context_id": r["context_id"],
+                    "subset": r["subset"],
+                    "question": r["question"],
+                    "answer": r["answer_text"].strip(),
+                }
     return out
 
 

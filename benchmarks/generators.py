@@ -89,8 +89,12 @@ def measure(backend: str, args, tmp: Path) -> dict:
         t0 = time.perf_counter()
         res = run_steps(dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir)))
         s = time.perf_counter() - t0
-        return {"s": s, "calls": res.metrics.get("llm_calls", 0.0), "prompt_tokens": res.metrics.get("prompt_tokens", 0.0),
-                "nm": res.metrics.get("avg/nm", float("nan"))}
+        return {
+            "s": s,
+            "calls": res.metrics.get("llm_calls", 0.0),
+            "prompt_tokens": res.metrics.get("prompt_tokens", 0.0),
+            "nm": res.metrics.get("avg/nm", float("nan")),
+        }
 
     try:
         cold = once(tmp / f"{backend}-cold")
@@ -104,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="questions/s and prompt tokens/s: transformers vs in-process vLLM vs vLLM server")
     ap.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, from {', '.join(BACKENDS)}")
     ap.add_argument("--questions", type=int, default=6, help="questions per subset (FinQA, TAT-DQA); default 6 = 12 prompts")
-    ap.add_argument("--models", default=str(C.SHARED_CACHE / "models"),
-                    help="paths.models: where the default generator keeps (or converts once) its checkpoint")
+    ap.add_argument(
+        "--models",
+        default=str(C.SHARED_CACHE / "models"),
+        help="paths.models: where the default generator keeps (or converts once) its checkpoint",
+    )
     ap.add_argument("--keep", help="keep the temporary directory here instead of deleting it")
     args = ap.parse_args(argv)
     C.quiet_logs()
@@ -140,11 +147,27 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         for which, label in (("cold", "empty"), ("warm", "warm")):
             m = r[which]
-            rows.append([r["backend"], label, r["load_s"] if which == "cold" else float("nan"), m["s"], r["n"] / m["s"],
-                         m["prompt_tokens"] / m["s"], int(m["calls"]), int(m["prompt_tokens"]), m["nm"]])
+            rows.append(
+                [
+                    r["backend"],
+                    label,
+                    r["load_s"] if which == "cold" else float("nan"),
+                    m["s"],
+                    r["n"] / m["s"],
+                    m["prompt_tokens"] / m["s"],
+                    int(m["calls"]),
+                    int(m["prompt_tokens"]),
+                    m["nm"],
+                ]
+            )
     print(f"\n## {results[0]['n']} prompts (rag_method=oracle, program mode, greedy, max 96 tokens)\n")
-    print(C.table(["backend", "LLM cache", "load/start s", "seconds", "questions/s", "prompt tokens/s", "model calls",
-                   "prompt tokens", "NM %"], rows, floatfmt=".2f"))
+    print(
+        C.table(
+            ["backend", "LLM cache", "load/start s", "seconds", "questions/s", "prompt tokens/s", "model calls", "prompt tokens", "NM %"],
+            rows,
+            floatfmt=".2f",
+        )
+    )
     by = {r["backend"]: r for r in results}
     ratios = {}
     if "transformers" in by:

@@ -84,12 +84,21 @@ def main() -> None:
         same += texts["plain"] == texts["lookup"]
     n = len(prompts)
     print()
-    rows = [[label, secs[name] / n, tokens[name] / n]
-            for name, label in (("plain", "plain greedy"), ("lookup", f"prompt lookup {args.lookup}"))]
+    rows = [
+        [label, secs[name] / n, tokens[name] / n] for name, label in (("plain", "plain greedy"), ("lookup", f"prompt lookup {args.lookup}"))
+    ]
     print(table(["decoding", "s/answer", "new tokens/answer"], rows, ".2f"))
-    ratio_line("prompt_lookup", model=plain.name, mode=args.mode, questions=n, lookup=args.lookup,
-               plain_s_per_answer=secs["plain"] / n, lookup_s_per_answer=secs["lookup"] / n,
-               plain_over_lookup=secs["plain"] / max(1e-9, secs["lookup"]), identical=f"{same}/{n}")
+    ratio_line(
+        "prompt_lookup",
+        model=plain.name,
+        mode=args.mode,
+        questions=n,
+        lookup=args.lookup,
+        plain_s_per_answer=secs["plain"] / n,
+        lookup_s_per_answer=secs["lookup"] / n,
+        plain_over_lookup=secs["plain"] / max(1e-9, secs["lookup"]),
+        identical=f"{same}/{n}",
+    )
 
 
 if __name__ == "__main__":

@@ -34,11 +34,23 @@ MODEL = "counter"
 def requests_of(limit: int, work: Path) -> list[dict]:
     """The chat requests one paper-protocol run of ``limit`` questions a subset sends."""
     with FakeOpenAIServer(model=MODEL) as srv:
-        args = ["+experiment=paper", "rag_method=bm25", "k=3", f"dataset.limit={limit}", f"seed={C.REPORT_SEED}",
-                "generator=openai_compat", f"generator.model={MODEL}", "generator.name=counter", f"generator.base_url={srv.base_url}",
-                "tracking.traces=false", f"paths.cache={work / 'cache'}", f"paths.models={C.SHARED_CACHE / 'models'}",
-                f"tracking.uri=sqlite:///{work / 'mlflow.db'}", f"tracking.artifact_location={work / 'artifacts'}",
-                f"hydra.run.dir={work / 'hydra'}"]
+        args = [
+            "+experiment=paper",
+            "rag_method=bm25",
+            "k=3",
+            f"dataset.limit={limit}",
+            f"seed={C.REPORT_SEED}",
+            "generator=openai_compat",
+            f"generator.model={MODEL}",
+            "generator.name=counter",
+            f"generator.base_url={srv.base_url}",
+            "tracking.traces=false",
+            f"paths.cache={work / 'cache'}",
+            f"paths.models={C.SHARED_CACHE / 'models'}",
+            f"tracking.uri=sqlite:///{work / 'mlflow.db'}",
+            f"tracking.artifact_location={work / 'artifacts'}",
+            f"hydra.run.dir={work / 'hydra'}",
+        ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}
         env.pop("T2EXP_PARENT_RUN_ID", None)
         proc = subprocess.run([sys.executable, "-m", "t2exp", *args], capture_output=True, text=True, cwd=C.ROOT, env=env, timeout=1800)
@@ -72,10 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     max_tokens = sorted({r.get("max_tokens") or r.get("max_completion_tokens") for r in reqs}, key=str)
     mean = sum(counts) / len(counts)
     print(f"\n## {len(counts)} prompts, +experiment=paper rag_method=bm25 k=3 (whole documents, JSON answers)\n")
-    print(C.table(["prompts", "mean", "p50", "p95", "max", "max_tokens asked"],
-                  [[len(counts), mean, C.percentile(counts, 50), C.percentile(counts, 95), max(counts), max_tokens]], floatfmt=".0f"))
-    C.ratio_line("prompt_tokens", prompts=len(counts), mean=round(mean), p50=round(C.percentile(counts, 50)),
-                 p95=round(C.percentile(counts, 95)), max=max(counts))
+    print(
+        C.table(
+            ["prompts", "mean", "p50", "p95", "max", "max_tokens asked"],
+            [[len(counts), mean, C.percentile(counts, 50), C.percentile(counts, 95), max(counts), max_tokens]],
+            floatfmt=".0f",
+        )
+    )
+    C.ratio_line(
+        "prompt_tokens",
+        prompts=len(counts),
+        mean=round(mean),
+        p50=round(C.percentile(counts, 50)),
+        p95=round(C.percentile(counts, 95)),
+        max=max(counts),
+    )
     return 0
 
 

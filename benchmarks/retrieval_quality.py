@@ -134,8 +134,9 @@ def score(ranked: list[list[str]], gold: list[str], k: int) -> dict[str, float]:
     return {"mrr": 100.0 * mrr / n, **{f"r@{r}": 100.0 * rec[r] / n for r in RECALLS}}
 
 
-def ours(subset, emb, cache_dir: Path, k: int, depth: int, reranker: bool = True,
-         protocol: Sequence[str] = ()) -> dict[str, tuple[list[list[str]], float]]:
+def ours(
+    subset, emb, cache_dir: Path, k: int, depth: int, reranker: bool = True, protocol: Sequence[str] = ()
+) -> dict[str, tuple[list[list[str]], float]]:
     from t2exp.pipeline.build import build_method
 
     out: dict[str, tuple[list[list[str]], float]] = {}
@@ -182,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=str(C.SHARED_CACHE), help="embedding cache + LanceDB tables (default: the project's)")
     ap.add_argument("--no-reranker", action="store_true", help="skip rag_method=reranker (cold, it embeds every candidate's passages)")
     ap.add_argument("--quick", action="store_true", help="30-document corpora, 30 questions per subset, no reranker")
-    ap.add_argument("--paper-query", action="store_true",
-                    help="every retriever asks the authors' query (protocol=paper), not the bare question")
+    ap.add_argument(
+        "--paper-query", action="store_true", help="every retriever asks the authors' query (protocol=paper), not the bare question"
+    )
     args = ap.parse_args(argv)
     C.quiet_logs()
 
@@ -204,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     protocol = ["protocol=paper"] if args.paper_query else []
     query = C.query_builder(protocol)
     emb = C.cached_embedder(C.raw_embedder(protocol), cache_dir)
-    print(f"# retrieval_quality  data={data}  k={args.k}  query={'paper' if args.paper_query else 'bare question'}  cache={cache_dir}"
-          f"  machine: {C.machine()}")
+    print(
+        f"# retrieval_quality  data={data}  k={args.k}  query={'paper' if args.paper_query else 'bare question'}  cache={cache_dir}"
+        f"  machine: {C.machine()}"
+    )
     print(f"# embedder loaded in {time.perf_counter() - t_load:.1f}s")
 
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -243,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         hdr = ["method", f"MRR@{args.k}", "R@1", "R@3", "R@5", f"Δ MRR@{args.k} vs REF hybrid", "retrieve s"]
         body = [[lab, r["mrr"], r["r@1"], r["r@3"], r["r@5"], f"{r['mrr'] - ref_h:+.1f}", f"{r['s']:.2f}"] for lab, r in rows.items()]
         print(C.table(hdr, body))
-        print("\n(retrieve s: ours per method, index already open; REF rows: one figure for all five reference rankings,"
-              " BM25 index build included)")
+        print(
+            "\n(retrieve s: ours per method, index already open; REF rows: one figure for all five reference rankings,"
+            " BM25 index build included)"
+        )
 
     # question-weighted average over subsets
     total = sum(counts.values())
@@ -263,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         best_ref_avg = max(avg[v]["mrr"] for v in ref_variants)
         rows_out.append([lab, *cells, f"{avg[lab]['mrr'] - avg[ref_main]['mrr']:+.1f}", f"{avg[lab]['mrr'] - best_ref_avg:+.1f}"])
     print(C.table(hdr, rows_out))
-    print(f"\n(avg = question-weighted over {', '.join(f'{s} {n}' for s, n in counts.items())}; "
-          f"REF hybrid avg MRR@{args.k} = {avg[ref_main]['mrr']:.1f})")
+    print(
+        f"\n(avg = question-weighted over {', '.join(f'{s} {n}' for s, n in counts.items())}; "
+        f"REF hybrid avg MRR@{args.k} = {avg[ref_main]['mrr']:.1f})"
+    )
 
     hybrid = "hybrid (relative, bm25s)"
     best = max(our_labels, key=lambda lab: avg[lab]["mrr"])
@@ -272,11 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     best_delta = avg[best]["mrr"] - avg[ref_main]["mrr"]
     best_delta_cons = avg[best]["mrr"] - max(avg[v]["mrr"] for v in ref_variants)
     print("\n## targets")
-    print(f"- our hybrid ≥ reference hybrid (best of its readings) on every subset: "
-          f"{'MET' if all(d >= 0 for d in hyb_deltas.values()) else 'NOT MET'} "
-          f"({', '.join(f'{s} {d:+.1f}' for s, d in hyb_deltas.items())})")
-    print(f"- best method ({best}) ≥ +10 MRR@{args.k} over the reference hybrid (avg): "
-          f"{'MET' if best_delta >= 10 else 'NOT MET'} ({best_delta:+.1f}; vs the best reading {best_delta_cons:+.1f})")
+    print(
+        f"- our hybrid ≥ reference hybrid (best of its readings) on every subset: "
+        f"{'MET' if all(d >= 0 for d in hyb_deltas.values()) else 'NOT MET'} "
+        f"({', '.join(f'{s} {d:+.1f}' for s, d in hyb_deltas.items())})"
+    )
+    print(
+        f"- best method ({best}) ≥ +10 MRR@{args.k} over the reference hybrid (avg): "
+        f"{'MET' if best_delta >= 10 else 'NOT MET'} ({best_delta:+.1f}; vs the best reading {best_delta_cons:+.1f})"
+    )
     C.ratio_line(
         "retrieval_quality",
         **{f"hybrid_minus_ref_{s}": f"{results[s][hybrid]['mrr'] - results[s][ref_main]['mrr']:+.1f}" for s in results},

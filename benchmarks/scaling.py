@@ -152,8 +152,7 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
         del texts
 
         def flat(v: np.ndarray) -> list:
-            return (store.table.search(v).distance_type("cosine").bypass_vector_index().limit(10)
-                    .select(["id"]).to_list())
+            return store.table.search(v).distance_type("cosine").bypass_vector_index().limit(10).select(["id"]).to_list()
 
         warm = min(5, args.queries)
         for i in range(warm):  # open files, load index pages, JIT nothing
@@ -162,8 +161,9 @@ def one_size(n: int, args: argparse.Namespace) -> dict:
         r["dense_ms"] = lat(lambda v: dense_hits.append([c for c, _ in store.dense(v[None, :], 10)[0]]), qvecs)
         ef_hits = []
         if r["ann"]:
+
             def ann_ef(v: np.ndarray) -> None:
-                rows = (store.table.search(v).distance_type("cosine").ef(args.ef).limit(10).select(["id"]).to_list())
+                rows = store.table.search(v).distance_type("cosine").ef(args.ef).limit(10).select(["id"]).to_list()
                 ef_hits.append([h["id"] for h in rows])
 
             for i in range(warm):
@@ -217,13 +217,30 @@ def main(argv: list[str] | None = None) -> int:
         print("JSON " + json.dumps(one_size(args.one, args)))
         return 0
 
-    print(f"# scaling  sizes={args.sizes}  doc_words~{args.doc_words}  queries={args.queries}  "
-          f"ANN ({ANN_NAME[args.ann]}) from {args.ann_threshold} docs  machine: {C.machine()}")
+    print(
+        f"# scaling  sizes={args.sizes}  doc_words~{args.doc_words}  queries={args.queries}  "
+        f"ANN ({ANN_NAME[args.ann]}) from {args.ann_threshold} docs  machine: {C.machine()}"
+    )
     res = []
     for n in args.sizes:
-        cmd = [sys.executable, __file__, "--one", str(n), "--doc-words", str(args.doc_words), "--queries", str(args.queries),
-               "--ann-threshold", str(args.ann_threshold), "--ann", args.ann, "--ef-construction", str(args.ef_construction),
-               "--ef", str(args.ef)] + (["--tmp", args.tmp] if args.tmp else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            str(n),
+            "--doc-words",
+            str(args.doc_words),
+            "--queries",
+            str(args.queries),
+            "--ann-threshold",
+            str(args.ann_threshold),
+            "--ann",
+            args.ann,
+            "--ef-construction",
+            str(args.ef_construction),
+            "--ef",
+            str(args.ef),
+        ] + (["--tmp", args.tmp] if args.tmp else [])
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "RUST_LOG": "error"})
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("JSON ")), None)
@@ -235,32 +252,100 @@ def main(argv: list[str] | None = None) -> int:
 
     p = C.percentile
     print("\n## build (seconds) and memory\n")
-    print(C.table(
-        ["docs", "LanceDB insert", "fragments", "finalize (compact, FTS, batched BM25)", "ANN index", "store total", "bm25s index",
-         "RSS after build MB", "peak RSS MB", "disk MB"],
-        [[f"{r['n']:,}", r["insert_s"], f"{r['fragments_before']} → {r['fragments_after']}", r["fts_index_s"],
-          r["ann_index_s"] if r["ann"] else "-", r["store_build_s"],
-          r["bm25s_build_s"], r["rss_after_build_mb"], r["peak_rss_mb"], r["disk_mb"]] for r in res],
-    ))
+    print(
+        C.table(
+            [
+                "docs",
+                "LanceDB insert",
+                "fragments",
+                "finalize (compact, FTS, batched BM25)",
+                "ANN index",
+                "store total",
+                "bm25s index",
+                "RSS after build MB",
+                "peak RSS MB",
+                "disk MB",
+            ],
+            [
+                [
+                    f"{r['n']:,}",
+                    r["insert_s"],
+                    f"{r['fragments_before']} → {r['fragments_after']}",
+                    r["fts_index_s"],
+                    r["ann_index_s"] if r["ann"] else "-",
+                    r["store_build_s"],
+                    r["bm25s_build_s"],
+                    r["rss_after_build_mb"],
+                    r["peak_rss_mb"],
+                    r["disk_mb"],
+                ]
+                for r in res
+            ],
+        )
+    )
     print("\n## single-query latency, ms (p50 / p95)\n")
-    print(C.table(
-        ["docs", "dense (store)", "mode", "hit@10 store/exact", "recall@10 vs exact", f"ANN ef={args.ef}", f"hit@10 ef={args.ef}",
-         "dense brute force", "BM25 LanceDB FTS", "BM25 store (batched path)", "BM25 bm25s"],
-        [[f"{r['n']:,}", f"{p(r['dense_ms'], 50):.2f} / {p(r['dense_ms'], 95):.2f}", ANN_NAME[args.ann] if r["ann"] else "brute force",
-          f"{r['hit10_dense']:.2f} / {r['hit10_flat']:.2f}", f"{r['recall10_vs_exact']:.2f}",
-          f"{p(r['ef_ms'], 50):.2f} / {p(r['ef_ms'], 95):.2f}" if r["ann"] else "-", f"{r['hit10_ef']:.2f}" if r["ann"] else "-",
-          f"{p(r['flat_ms'], 50):.2f} / {p(r['flat_ms'], 95):.2f}", f"{p(r['fts_ms'], 50):.2f} / {p(r['fts_ms'], 95):.2f}",
-          f"{p(r['mirror_ms'], 50):.2f} / {p(r['mirror_ms'], 95):.2f}",
-          f"{p(r['bm25s_ms'], 50):.2f} / {p(r['bm25s_ms'], 95):.2f}"] for r in res],
-    ))
-    print(f"\n## batched: {args.queries} queries in one call, ms per query (store BM25 depth 50; store hybrid: dense + BM25 + "
-          "fusion, depth 50 each)\n")
-    print(C.table(
-        ["docs", "store BM25, batched", "store BM25, one FTS query each", "speed-up", "store hybrid, batched",
-         "store hybrid, FTS per query", "speed-up"],
-        [[f"{r['n']:,}", r["bm25_batch_ms"], r["bm25_fts_batch_ms"], f"{r['bm25_fts_batch_ms'] / r['bm25_batch_ms']:.1f}x",
-          r["hybrid_batch_ms"], r["hybrid_fts_batch_ms"], f"{r['hybrid_fts_batch_ms'] / r['hybrid_batch_ms']:.1f}x"] for r in res],
-    ))
+    print(
+        C.table(
+            [
+                "docs",
+                "dense (store)",
+                "mode",
+                "hit@10 store/exact",
+                "recall@10 vs exact",
+                f"ANN ef={args.ef}",
+                f"hit@10 ef={args.ef}",
+                "dense brute force",
+                "BM25 LanceDB FTS",
+                "BM25 store (batched path)",
+                "BM25 bm25s",
+            ],
+            [
+                [
+                    f"{r['n']:,}",
+                    f"{p(r['dense_ms'], 50):.2f} / {p(r['dense_ms'], 95):.2f}",
+                    ANN_NAME[args.ann] if r["ann"] else "brute force",
+                    f"{r['hit10_dense']:.2f} / {r['hit10_flat']:.2f}",
+                    f"{r['recall10_vs_exact']:.2f}",
+                    f"{p(r['ef_ms'], 50):.2f} / {p(r['ef_ms'], 95):.2f}" if r["ann"] else "-",
+                    f"{r['hit10_ef']:.2f}" if r["ann"] else "-",
+                    f"{p(r['flat_ms'], 50):.2f} / {p(r['flat_ms'], 95):.2f}",
+                    f"{p(r['fts_ms'], 50):.2f} / {p(r['fts_ms'], 95):.2f}",
+                    f"{p(r['mirror_ms'], 50):.2f} / {p(r['mirror_ms'], 95):.2f}",
+                    f"{p(r['bm25s_ms'], 50):.2f} / {p(r['bm25s_ms'], 95):.2f}",
+                ]
+                for r in res
+            ],
+        )
+    )
+    print(
+        f"\n## batched: {args.queries} queries in one call, ms per query (store BM25 depth 50; store hybrid: dense + BM25 + "
+        "fusion, depth 50 each)\n"
+    )
+    print(
+        C.table(
+            [
+                "docs",
+                "store BM25, batched",
+                "store BM25, one FTS query each",
+                "speed-up",
+                "store hybrid, batched",
+                "store hybrid, FTS per query",
+                "speed-up",
+            ],
+            [
+                [
+                    f"{r['n']:,}",
+                    r["bm25_batch_ms"],
+                    r["bm25_fts_batch_ms"],
+                    f"{r['bm25_fts_batch_ms'] / r['bm25_batch_ms']:.1f}x",
+                    r["hybrid_batch_ms"],
+                    r["hybrid_fts_batch_ms"],
+                    f"{r['hybrid_fts_batch_ms'] / r['hybrid_batch_ms']:.1f}x",
+                ]
+                for r in res
+            ],
+        )
+    )
 
     series = {
         "LanceDB insert + FTS index": lambda r: r["insert_s"] + r["fts_index_s"],
@@ -286,18 +371,36 @@ def main(argv: list[str] | None = None) -> int:
     print(C.table(["quantity"] + [f"{a['n']:,}→{b['n']:,}" for a, b in pairs], rows))
 
     a, b = res[-2], res[-1]
-    g = {name: C.growth(series[name](a), series[name](b), a["n"], b["n"]) for name in
-         ("dense ANN p50", f"dense ANN ef={args.ef} p50", "BM25 LanceDB FTS p50", "BM25 bm25s p50",
-          "BM25 store batched, per query", "hybrid store batched, per query", "dense brute force p50")}
+    g = {
+        name: C.growth(series[name](a), series[name](b), a["n"], b["n"])
+        for name in (
+            "dense ANN p50",
+            f"dense ANN ef={args.ef} p50",
+            "BM25 LanceDB FTS p50",
+            "BM25 bm25s p50",
+            "BM25 store batched, per query",
+            "hybrid store batched, per query",
+            "dense brute force p50",
+        )
+    }
     ok = {name: (v < 1.0) for name, v in g.items() if not math.isnan(v)}
     span = f"{a['n'] // 1000}k→{b['n'] // 1000}k"
-    print(f"\nTarget: query latency growth {span} sub-linear (< 1) for BM25 and ANN dense: "
-          + ", ".join(f"{k} {v:.2f} ({'MET' if ok.get(k) else 'NOT MET' if k in ok else 'no ANN at both sizes'})"
-                      for k, v in g.items() if k != "dense brute force p50"))
+    print(
+        f"\nTarget: query latency growth {span} sub-linear (< 1) for BM25 and ANN dense: "
+        + ", ".join(
+            f"{k} {v:.2f} ({'MET' if ok.get(k) else 'NOT MET' if k in ok else 'no ANN at both sizes'})"
+            for k, v in g.items()
+            if k != "dense brute force p50"
+        )
+    )
     last = res[-1]
-    C.ratio_line("scaling", span=span, **{k.replace(" ", "_").replace("=", "").replace(",", ""): round(v, 2) for k, v in g.items()},
-                 store_bm25_batch_speedup=round(last["bm25_fts_batch_ms"] / last["bm25_batch_ms"], 1),
-                 fragments_after_build=last["fragments_after"])
+    C.ratio_line(
+        "scaling",
+        span=span,
+        **{k.replace(" ", "_").replace("=", "").replace(",", ""): round(v, 2) for k, v in g.items()},
+        store_bm25_batch_speedup=round(last["bm25_fts_batch_ms"] / last["bm25_batch_ms"], 1),
+        fragments_after_build=last["fragments_after"],
+    )
     return 0
 
 

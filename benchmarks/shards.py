@@ -76,8 +76,13 @@ def cluster_cpus() -> int:
 
 def start_stand_in(delay: float) -> tuple[subprocess.Popen, str]:
     """The stand-in generator inside the cluster's namespace (where the shards run); its base URL."""
-    proc = subprocess.Popen(["bash", str(WRAPPER), sys.executable, str(STAND_IN), "--model", MODEL, "--port", "0",
-                             "--delay", str(delay)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=C.ROOT)
+    proc = subprocess.Popen(
+        ["bash", str(WRAPPER), sys.executable, str(STAND_IN), "--model", MODEL, "--port", "0", "--delay", str(delay)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=C.ROOT,
+    )
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
@@ -112,12 +117,28 @@ def env() -> dict[str, str]:
 def run_cell(shards: int, work: Path, cell: list[str], timeout: float) -> float:
     """``python -m t2exp -m shards=N ... hydra/launcher=slurm`` in the cluster's namespace; its wall seconds."""
     name = f"t2exp-bench-{uuid.uuid4().hex[:8]}"
-    cmd = ["bash", str(WRAPPER), sys.executable, "-m", "t2exp", "-m", f"shards={shards}", *cell,
-           "hydra/launcher=slurm", "hydra.launcher.partition=debug", "hydra.launcher.cpus_per_task=1",
-           "hydra.launcher.mem_gb=1", f"hydra.launcher.timeout_min={max(5, int(timeout // 60))}", f"hydra.launcher.name={name}",
-           f"paths.cache={work / 'cache'}", f"paths.models={C.SHARED_CACHE / 'models'}",
-           f"tracking.uri=sqlite:///{work / 'mlflow.db'}", f"tracking.artifact_location={work / 'artifacts'}",
-           f"hydra.run.dir={work / 'hydra'}", f"hydra.sweep.dir={work / 'multirun'}"]
+    cmd = [
+        "bash",
+        str(WRAPPER),
+        sys.executable,
+        "-m",
+        "t2exp",
+        "-m",
+        f"shards={shards}",
+        *cell,
+        "hydra/launcher=slurm",
+        "hydra.launcher.partition=debug",
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=1",
+        f"hydra.launcher.timeout_min={max(5, int(timeout // 60))}",
+        f"hydra.launcher.name={name}",
+        f"paths.cache={work / 'cache'}",
+        f"paths.models={C.SHARED_CACHE / 'models'}",
+        f"tracking.uri=sqlite:///{work / 'mlflow.db'}",
+        f"tracking.artifact_location={work / 'artifacts'}",
+        f"hydra.run.dir={work / 'hydra'}",
+        f"hydra.sweep.dir={work / 'multirun'}",
+    ]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=C.ROOT, env=env(), timeout=timeout)
@@ -159,8 +180,14 @@ def measure(shards: int, work: Path, cell: list[str], timeout: float) -> dict[st
     (predictions,) = (work / "cache" / "runs").glob("*/predictions.jsonl")
     rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
     questions = int(sum(v for k, v in cell_run.data.metrics.items() if k.endswith("/questions") and not k.startswith("avg")))
-    return {"shards": shards, "wall": wall, "slowest": slowest, "merge": merge, "questions": questions,
-            "predictions": [{k: v for k, v in row.items() if not k.endswith("_seconds")} for row in rows]}
+    return {
+        "shards": shards,
+        "wall": wall,
+        "slowest": slowest,
+        "merge": merge,
+        "questions": questions,
+        "predictions": [{k: v for k, v in row.items() if not k.endswith("_seconds")} for row in rows],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,18 +205,28 @@ def main(argv: list[str] | None = None) -> int:
     cpus = cluster_cpus()
     if max(counts) > cpus:
         print(f"# note: the node declares {cpus} CPUs; {max(counts)} shards of 1 CPU each run in waves, not all at once")
-    cell = ["rag_method=oracle", f"dataset.limit={args.limit}", f"seed={C.REPORT_SEED}", "generator=openai_compat",
-            f"generator.model={MODEL}", "generator.name=stand-in", "generator.max_concurrency=1", "tracking.traces=false"]
+    cell = [
+        "rag_method=oracle",
+        f"dataset.limit={args.limit}",
+        f"seed={C.REPORT_SEED}",
+        "generator=openai_compat",
+        f"generator.model={MODEL}",
+        "generator.name=stand-in",
+        "generator.max_concurrency=1",
+        "tracking.traces=false",
+    ]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="t2exp-shards-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"# shards  counts={args.shards}  questions/subset={args.limit}  stand-in delay={args.delay}s/answer  "
-          f"Slurm node CPUs={cpus}  machine: {C.machine()}")
+    print(
+        f"# shards  counts={args.shards}  questions/subset={args.limit}  stand-in delay={args.delay}s/answer  "
+        f"Slurm node CPUs={cpus}  machine: {C.machine()}"
+    )
     server, url = start_stand_in(args.delay)
     print(f"# cell: {' '.join(cell)} generator.base_url={url} (+ a fresh paths.cache and MLflow store per count)", flush=True)
     results = []
     try:
         limit_at = cell.index(f"dataset.limit={args.limit}")
-        warm = [*cell[:limit_at], "dataset.limit=1", *cell[limit_at + 1:], f"generator.base_url={url}"]
+        warm = [*cell[:limit_at], "dataset.limit=1", *cell[limit_at + 1 :], f"generator.base_url={url}"]
         print(f"# warm-up (not measured): {run_cell(counts[0], work / 'warmup', warm, args.timeout):.1f}s", flush=True)
         for n in counts:
             results.append(measure(n, work / f"shards{n}", [*cell, f"generator.base_url={url}"], args.timeout))
@@ -221,13 +258,41 @@ def report(results: list[dict[str, Any]], delay: float) -> None:
     base = results[0]
     questions = base["questions"]
     print(f"\n## one cell of {questions} questions, stand-in {delay} s per answer\n")
-    rows = [[r["shards"], r["wall"], base["wall"] / r["wall"], r["slowest"], base["slowest"] / r["slowest"], r["merge"],
-             r["wall"] - r["slowest"] - r["merge"], questions * delay / r["shards"],
-             "yes" if r["predictions"] == base["predictions"] else "NO"] for r in results]
-    print(C.table(["shards", "wall s", "speed-up", "slowest shard s", "shard speed-up", "merge s", "rest s", "delay per shard s",
-                   "predictions = unsharded"], rows, floatfmt=".2f"))
-    print("\nrest = wall - slowest shard - merge: the launcher's start-up, submission, Slurm starting the tasks, Python start-up "
-          "of each task, the launcher noticing the end")
+    rows = [
+        [
+            r["shards"],
+            r["wall"],
+            base["wall"] / r["wall"],
+            r["slowest"],
+            base["slowest"] / r["slowest"],
+            r["merge"],
+            r["wall"] - r["slowest"] - r["merge"],
+            questions * delay / r["shards"],
+            "yes" if r["predictions"] == base["predictions"] else "NO",
+        ]
+        for r in results
+    ]
+    print(
+        C.table(
+            [
+                "shards",
+                "wall s",
+                "speed-up",
+                "slowest shard s",
+                "shard speed-up",
+                "merge s",
+                "rest s",
+                "delay per shard s",
+                "predictions = unsharded",
+            ],
+            rows,
+            floatfmt=".2f",
+        )
+    )
+    print(
+        "\nrest = wall - slowest shard - merge: the launcher's start-up, submission, Slurm starting the tasks, Python start-up "
+        "of each task, the launcher noticing the end"
+    )
     same = sum(r["predictions"] == base["predictions"] for r in results[1:])
     values: dict[str, Any] = {"questions": questions, "delay_s": delay}
     for r in results:

@@ -61,7 +61,11 @@ def write_cells(conf: Path, names: list[str]) -> None:
 
 def t2exp(args: list[str], cache: Path, work: Path, common: list[str], timeout: float) -> float:
     cmd = [
-        sys.executable, "-m", "t2exp", *args, *common,
+        sys.executable,
+        "-m",
+        "t2exp",
+        *args,
+        *common,
         f"paths.cache={cache}",
         f"paths.models={C.SHARED_CACHE / 'models'}",
         f"tracking.uri=sqlite:///{work / 'mlflow.db'}",
@@ -114,11 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     conf = work / "conf"
     write_cells(conf, names)
     common = [
-        f"hydra.searchpath=[file://{conf}]", "generator=none",
+        f"hydra.searchpath=[file://{conf}]",
+        "generator=none",
         f"dataset.limit={'null' if args.limit is None else args.limit}",
     ] + ([f"dataset.corpus_size={args.corpus_size}"] if args.corpus_size else [])
-    print(f"# sweep_reuse  cells={','.join(names)}  questions/subset={args.limit or 'all'}  "
-          f"corpus/subset={args.corpus_size or 'all'}  machine: {C.machine()}")
+    print(
+        f"# sweep_reuse  cells={','.join(names)}  questions/subset={args.limit or 'all'}  "
+        f"corpus/subset={args.corpus_size or 'all'}  machine: {C.machine()}"
+    )
     print(f"# common overrides: {' '.join(common[1:])} (+ temporary paths.cache, tracking, hydra dirs)")
     try:
         isolated = {}
@@ -150,9 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     hits = [v for r in warm_runs for k, v in r.items() if k.endswith("/index_cache_hit")]
     computed = sum(r.get("embeddings_computed", 0.0) for r in warm_runs)
     print(f"warm sweep: {int(sum(hits))}/{len(hits)} indices reused, {int(computed)} documents or questions embedded")
-    C.ratio_line("sweep_reuse", cells=len(names), warm_index_hits=f"{int(sum(hits))}/{len(hits)}",
-                 warm_embeddings_computed=int(computed), isolated_over_warm=round(total / warm, 1),
-                 isolated_over_cold_sweep=round(total / cold, 1), warm_s=round(warm, 1), isolated_s=round(total, 1))
+    C.ratio_line(
+        "sweep_reuse",
+        cells=len(names),
+        warm_index_hits=f"{int(sum(hits))}/{len(hits)}",
+        warm_embeddings_computed=int(computed),
+        isolated_over_warm=round(total / warm, 1),
+        isolated_over_cold_sweep=round(total / cold, 1),
+        warm_s=round(warm, 1),
+        isolated_s=round(total, 1),
+    )
     return 0
 
 

@@ -46,10 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="30-document corpora, 60 questions, no generation")
     ap.add_argument("--corpus-size", type=int, default=None, help="documents per subset (seeded subsample)")
     ap.add_argument("--questions", type=int, default=None, help="questions per subset (default all)")
-    ap.add_argument("--generate", type=int, default=None,
-                    help="questions per subset answered by the offline generator (default 1; 0 = skip; --quick: 0)")
-    ap.add_argument("--naive-questions", type=int, default=100,
-                    help="questions (over all subsets) for the naive one-at-a-time baseline; its rate is per question")
+    ap.add_argument(
+        "--generate",
+        type=int,
+        default=None,
+        help="questions per subset answered by the offline generator (default 1; 0 = skip; --quick: 0)",
+    )
+    ap.add_argument(
+        "--naive-questions",
+        type=int,
+        default=100,
+        help="questions (over all subsets) for the naive one-at-a-time baseline; its rate is per question",
+    )
     ap.add_argument("--repeats", type=int, default=3, help="batched timings: best of this many runs (the machine is shared)")
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--keep", help="keep the temporary directory here instead of deleting it")
@@ -71,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     from t2exp.methods.base import Base
     from t2exp.methods.hybrid import Hybrid
 
-    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=C.DEFAULT_DATA, limit=args.questions,
-                           seed=0, corpus_size=args.corpus_size)
+    subsets = load_subsets(
+        subsets=["FinQA", "TAT-DQA"], source="local", path=C.DEFAULT_DATA, limit=args.questions, seed=0, corpus_size=args.corpus_size
+    )
     n_docs = sum(len(s.corpus) for s in subsets)
     n_q = sum(len(s.questions) for s in subsets)
     print(f"# throughput  corpus={n_docs} docs  questions={n_q}  machine: {C.machine()}")
@@ -94,12 +103,17 @@ def main(argv: list[str] | None = None) -> int:
             ix.bm25s  # noqa: B018 - the bm25s index is built lazily on first use
         bm25s_s = time.perf_counter() - t0
         print(f"\n## index build: {n_docs} documents into LanceDB (vectors + FTS index)\n")
-        print(C.table(["build", "seconds", "docs/s"], [
-            ["cold: every embedding computed", cold_s, n_docs / cold_s],
-            ["warm: embeddings from the cache", warm_s, n_docs / warm_s],
-            ["re-open of a complete index (cache hit)", reopen_s, n_docs / reopen_s],
-            ["bm25s index (paper tokens), in memory", bm25s_s, n_docs / bm25s_s],
-        ]))
+        print(
+            C.table(
+                ["build", "seconds", "docs/s"],
+                [
+                    ["cold: every embedding computed", cold_s, n_docs / cold_s],
+                    ["warm: embeddings from the cache", warm_s, n_docs / warm_s],
+                    ["re-open of a complete index (cache hit)", reopen_s, n_docs / reopen_s],
+                    ["bm25s index (paper tokens), in memory", bm25s_s, n_docs / bm25s_s],
+                ],
+            )
+        )
         print(f"\nwarm/cold build speed-up: {cold_s / warm_s:.1f}x")
 
         # ---- 2. query throughput -------------------------------------------------------------
@@ -144,8 +158,12 @@ def main(argv: list[str] | None = None) -> int:
                     method.retrieve(s.questions, ix, depth)
             return time.perf_counter() - t0
 
-        labels = {"dense": "dense (LanceDB vector search)", "bm25s": "BM25 (bm25s)", "fts": "BM25 (LanceDB FTS)",
-                  "hybrid": "hybrid = dense + bm25s + fusion"}
+        labels = {
+            "dense": "dense (LanceDB vector search)",
+            "bm25s": "BM25 (bm25s)",
+            "fts": "BM25 (LanceDB FTS)",
+            "hybrid": "hybrid = dense + bm25s + fusion",
+        }
         raw.embed_queries([q.question for q in sample[subsets[0].name][:8]])  # warm the model's kernels
         rows, ratios = [], {}
         for kind, label in labels.items():
@@ -182,14 +200,30 @@ def main(argv: list[str] | None = None) -> int:
 
         b_rate = n_q / min(store_batched() for _ in range(args.repeats))
         rows.append(["dense search only (vectors given)", n_rate, b_rate, b_rate, f"{b_rate / n_rate:.1f}x", f"{b_rate / n_rate:.1f}x"])
-        print(f"\n## query throughput, questions/s (batched: {n_q} questions, best of {args.repeats} when cached; "
-              f"naive: {n_naive} of them one at a time; depth {depth}; hybrid candidates {cand})\n")
-        print(C.table(["retrieval", "naive q/s", "batched q/s (query emb. computed)", "batched q/s (query emb. cached)",
-                       "ratio (computed)", "ratio (cached)"], rows, floatfmt=".1f"))
+        print(
+            f"\n## query throughput, questions/s (batched: {n_q} questions, best of {args.repeats} when cached; "
+            f"naive: {n_naive} of them one at a time; depth {depth}; hybrid candidates {cand})\n"
+        )
+        print(
+            C.table(
+                [
+                    "retrieval",
+                    "naive q/s",
+                    "batched q/s (query emb. computed)",
+                    "batched q/s (query emb. cached)",
+                    "ratio (computed)",
+                    "ratio (cached)",
+                ],
+                rows,
+                floatfmt=".1f",
+            )
+        )
         dense_bm25 = ratios["hybrid"]
-        print(f"\nTarget batched dense+BM25 (hybrid) ≥ 20x naive: query embeddings cached {dense_bm25[1]:.1f}x "
-              f"({'MET' if dense_bm25[1] >= 20 else 'NOT MET'}); query embeddings computed {dense_bm25[0]:.1f}x "
-              f"({'MET' if dense_bm25[0] >= 20 else 'NOT MET'})")
+        print(
+            f"\nTarget batched dense+BM25 (hybrid) ≥ 20x naive: query embeddings cached {dense_bm25[1]:.1f}x "
+            f"({'MET' if dense_bm25[1] >= 20 else 'NOT MET'}); query embeddings computed {dense_bm25[0]:.1f}x "
+            f"({'MET' if dense_bm25[0] >= 20 else 'NOT MET'})"
+        )
 
         # ---- 3. end to end with the offline generator ---------------------------------------------
         e2e = {}
@@ -217,9 +251,10 @@ def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
     from t2exp.pipeline.build import build_components
     from t2exp.pipeline.steps import run_steps
 
-    cfg = C.compose([f"k={args.k}", f"dataset.limit={args.generate}", f"paths.cache={cache}",
-                     f"paths.models={C.SHARED_CACHE / 'models'}"]
-                    + ([f"dataset.corpus_size={args.corpus_size}"] if args.corpus_size else []))
+    cfg = C.compose(
+        [f"k={args.k}", f"dataset.limit={args.generate}", f"paths.cache={cache}", f"paths.models={C.SHARED_CACHE / 'models'}"]
+        + ([f"dataset.corpus_size={args.corpus_size}"] if args.corpus_size else [])
+    )
     base = build_components(cfg)
     base.parts.embedder = raw  # the same embedder config, model already loaded
     t0 = time.perf_counter()
@@ -231,17 +266,28 @@ def end_to_end(args, raw, cache: Path, tmp: Path) -> dict:
         comp = dataclasses.replace(base, settings=dataclasses.replace(base.settings, run_dir=run_dir))
         t0 = time.perf_counter()
         res = run_steps(comp)
-        return {"s": time.perf_counter() - t0, "calls": res.metrics.get("llm_calls", 0.0),
-                "prompt_tokens": res.metrics.get("prompt_tokens", 0.0)}
+        return {
+            "s": time.perf_counter() - t0,
+            "calls": res.metrics.get("llm_calls", 0.0),
+            "prompt_tokens": res.metrics.get("prompt_tokens", 0.0),
+        }
 
     cold = once(tmp / "run_cold")
     warm = once(tmp / "run_warm")  # a new run directory: nothing resumed, every answer asked again
-    print(f"\n## end to end: {n} questions, {cfg.rag_method.name} k={args.k}, offline generator "
-          f"{cfg.generator.name} (model load {load_s:.1f}s, not counted)\n")
-    print(C.table(["LLM cache", "seconds", "questions/s", "model calls", "prompt tokens"], [
-        ["empty (every answer generated)", cold["s"], n / cold["s"], int(cold["calls"]), int(cold["prompt_tokens"])],
-        ["warm (every answer from the cache)", warm["s"], n / warm["s"], int(warm["calls"]), int(warm["prompt_tokens"])],
-    ], floatfmt=".3f"))
+    print(
+        f"\n## end to end: {n} questions, {cfg.rag_method.name} k={args.k}, offline generator "
+        f"{cfg.generator.name} (model load {load_s:.1f}s, not counted)\n"
+    )
+    print(
+        C.table(
+            ["LLM cache", "seconds", "questions/s", "model calls", "prompt tokens"],
+            [
+                ["empty (every answer generated)", cold["s"], n / cold["s"], int(cold["calls"]), int(cold["prompt_tokens"])],
+                ["warm (every answer from the cache)", warm["s"], n / warm["s"], int(warm["calls"]), int(warm["prompt_tokens"])],
+            ],
+            floatfmt=".3f",
+        )
+    )
     print(f"\nwarm/cold end-to-end speed-up: {cold['s'] / warm['s']:.0f}x")
     return {"ratio": cold["s"] / warm["s"]}
 

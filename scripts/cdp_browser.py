@@ -1,6 +1,7 @@
 """Headless Chromium driven over its DevTools protocol (the ``websockets`` package MLflow already
 needs): a new, empty profile, real mouse clicks on what a person would click, and screenshots of
 what the page shows then (``scripts/screenshots.py``'s click path)."""
+
 from __future__ import annotations
 
 import base64
@@ -19,10 +20,21 @@ class Browser:
 
     def __init__(self, binary: str, width: int = 1800, height: int = 1000, timeout: float = 120) -> None:
         self.profile = tempfile.TemporaryDirectory(prefix="t2exp-profile-")
-        self.proc = subprocess.Popen([binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                      f"--user-data-dir={self.profile.name}", f"--window-size={width},{height}",
-                                      "--remote-debugging-port=0", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={self.profile.name}",
+                f"--window-size={width},{height}",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = Path(self.profile.name) / "DevToolsActivePort"
         self.port = int(self._until(lambda: port_file.is_file() and port_file.read_text().split("\n")[0], timeout, "DevTools port"))
         self.ws = None
@@ -68,8 +80,11 @@ class Browser:
         self.send("Page.navigate", url=url)
 
     def wait_text(self, text: str, timeout: float = 90) -> None:
-        self._until(lambda: self.js(f"document.body && document.body.innerText.includes({json.dumps(text)})"), timeout,
-                    f"text {text!r} on {self.js('location.href')}")
+        self._until(
+            lambda: self.js(f"document.body && document.body.innerText.includes({json.dumps(text)})"),
+            timeout,
+            f"text {text!r} on {self.js('location.href')}",
+        )
         time.sleep(1.5)  # let the page settle (charts, fonts) before a picture
 
     def click(self, text: str, selector: str = "a, button, [role=button], [role=tab], [role=radio], label, span") -> str:

@@ -75,9 +75,23 @@ def wait_http(url: str, timeout: float = 120) -> None:
 def shoot(browser: str, url: str, out: Path) -> None:
     """``url`` in headless Chromium with a profile made for this picture alone."""
     with tempfile.TemporaryDirectory(prefix="t2exp-profile-") as profile:
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
-                        "--window-size=1800,1000", "--virtual-time-budget=25000", f"--screenshot={out}", url],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                "--window-size=1800,1000",
+                "--virtual-time-budget=25000",
+                f"--screenshot={out}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
 
 
 def pages(client, experiment_id: str) -> dict[str, str]:
@@ -99,9 +113,26 @@ def mlflow_server(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, st
     """``mlflow server`` on a free loopback port over ``work``'s store: (process, URL, store URI)."""
     port = free_port()
     uri = f"sqlite:///{work / 'mlruns' / 'mlflow.db'}"
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1"], cwd=work, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_http(f"http://127.0.0.1:{port}/health")
     return server, f"http://127.0.0.1:{port}", uri
 
@@ -225,16 +256,19 @@ def compare_pictures(browser: str, out: Path, env: dict[str, str]) -> None:
     """docs/compare.md's pictures: a retrieval-only two-cell sweep and the click paths."""
     with tempfile.TemporaryDirectory(prefix="t2exp-compare-") as tmp:
         work = Path(tmp)
-        sweep = subprocess.run([sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True,
-                               text=True)
+        sweep = subprocess.run(
+            [sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True, text=True
+        )
         page = printed_page(sweep.stdout)
         server, url, uri = mlflow_server(work, env)
         try:
             from mlflow.tracking import MlflowClient
 
             exp = MlflowClient(tracking_uri=uri).get_experiment_by_name("t2exp")
-            paths = {f"the experiment page the sweep printed ({page})": click_path(browser, url, page, out),
-                     f"#/experiments/{exp.experiment_id} as MLflow opens it": bare_click_path(browser, url, exp.experiment_id, out)}
+            paths = {
+                f"the experiment page the sweep printed ({page})": click_path(browser, url, page, out),
+                f"#/experiments/{exp.experiment_id} as MLflow opens it": bare_click_path(browser, url, exp.experiment_id, out),
+            }
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -250,8 +284,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     ap.add_argument("--browser", default=shutil.which("chromium") or shutil.which("chromium-browser") or "chromium")
-    ap.add_argument("--only", choices=("all", "inspection", "compare"), default="all",
-                    help="inspection: the MLflow UI pages of getting-started.md; compare: the click path of compare.md")
+    ap.add_argument(
+        "--only",
+        choices=("all", "inspection", "compare"),
+        default="all",
+        help="inspection: the MLflow UI pages of getting-started.md; compare: the click path of compare.md",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_PROGRESS": "0"}

@@ -9,8 +9,7 @@ from t2exp.answering.safe_exec import program_literals
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
 
-EVIDENCE = ["| | 2019 | 2018 |\n| net sales | $1,250.5 | 1,000 |\n| margin | (12.3)% | 11.0% |",
-            "Cash used was $310.2 million in 2020."]
+EVIDENCE = ["| | 2019 | 2018 |\n| net sales | $1,250.5 | 1,000 |\n| margin | (12.3)% | 11.0% |", "Cash used was $310.2 million in 2020."]
 
 
 def test_program_literals_read_numbers_as_safe_eval_does():
@@ -24,16 +23,19 @@ def test_evidence_numbers_drop_separators_signs_and_units():
     assert {1250.5, 1000.0, 12.3, 11.0, 310.2, 2019.0, 2020.0} <= nums
 
 
-@pytest.mark.parametrize("program, grounded", [
-    ("(1250.5 - 1000) / 1000 * 100", True),   # evidence numbers and the percent constant
-    ("12.3 - 11.0", True),
-    ("0.123 * 100", True),                    # 12.3 % written as a fraction
-    ("310.2 / 3", True),                      # an average over three years
-    ("1250 - 1000", False),                   # 1,250.5 rounded: not copied
-    ("4567 / 1000", False),                   # a made-up number
-    ("100", True),
-    ("abc", False),                           # no literal at all
-])
+@pytest.mark.parametrize(
+    "program, grounded",
+    [
+        ("(1250.5 - 1000) / 1000 * 100", True),  # evidence numbers and the percent constant
+        ("12.3 - 11.0", True),
+        ("0.123 * 100", True),  # 12.3 % written as a fraction
+        ("310.2 / 3", True),  # an average over three years
+        ("1250 - 1000", False),  # 1,250.5 rounded: not copied
+        ("4567 / 1000", False),  # a made-up number
+        ("100", True),
+        ("abc", False),  # no literal at all
+    ],
+)
 def test_grounding_known_answers(program, grounded):
     assert is_grounded(program, evidence_numbers(EVIDENCE)) is grounded
 
@@ -80,12 +82,15 @@ def test_a_runaway_candidate_does_not_vote_while_another_has_a_value():
     assert choose("program", [runaway], EVIDENCE, "off").value == 0.0  # alone, it is still the answer
 
 
-@pytest.mark.parametrize("text, value, program", [
-    ("(79.96 - 100) / 100 * 100", -20.04, "(79.96 - 100) / 100 * 100"),  # a bare expression: the program
-    ("(27 + 24 + 20)\n\nThis adds the three years.", 71.0, "(27 + 24 + 20)"),
-    ("Program: 3 + 4\n(1 + 1)", 7.0, "3 + 4"),                            # the marker wins over the first line
-    ("The total is 5 million.", 5e6, None),                             # prose: the number in the text
-])
+@pytest.mark.parametrize(
+    "text, value, program",
+    [
+        ("(79.96 - 100) / 100 * 100", -20.04, "(79.96 - 100) / 100 * 100"),  # a bare expression: the program
+        ("(27 + 24 + 20)\n\nThis adds the three years.", 71.0, "(27 + 24 + 20)"),
+        ("Program: 3 + 4\n(1 + 1)", 7.0, "3 + 4"),  # the marker wins over the first line
+        ("The total is 5 million.", 5e6, None),  # prose: the number in the text
+    ],
+)
 def test_program_mode_reads_a_bare_expression_reply(text, value, program):
     from t2exp.answering.answers import parse_answer
 

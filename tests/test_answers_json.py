@@ -10,8 +10,9 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer
 from t2exp.answering.answers import ANSWER_SCHEMA, MODES, parse_answer
 
-VALID = json.dumps({"reasoning_steps": ["rev 2019 = 120", "rev 2018 = 100"], "final_formula": "(120 - 100) / 100 * 100",
-                    "computed_formula": "20.0"})
+VALID = json.dumps(
+    {"reasoning_steps": ["rev 2019 = 120", "rev 2018 = 100"], "final_formula": "(120 - 100) / 100 * 100", "computed_formula": "20.0"}
+)
 
 
 def test_json_is_an_answer_mode():
@@ -25,28 +26,43 @@ def test_valid_answer():
     assert a.fields["computed_formula"] == "20.0" and a.fields["reasoning_steps"] == ["rev 2019 = 120", "rev 2018 = 100"]
 
 
-@pytest.mark.parametrize("text", [
-    "Here it is:\n```json\n" + VALID + "\n```",  # inside prose and a code fence
-    "<think>let me see {not json}</think>" + VALID,  # after a reasoning block
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Here it is:\n```json\n" + VALID + "\n```",  # inside prose and a code fence
+        "<think>let me see {not json}</think>" + VALID,  # after a reasoning block
+    ],
+)
 def test_the_first_json_object_is_read(text):
     assert parse_answer("json", text).value == 20.0
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("20.0", "no JSON object"),
-    ('{"reasoning_steps": [], "final_formula": "1+1"', "no JSON object"),  # truncated
-    ('{"reasoning_steps": [], "final_formula": "1+1"}', "missing computed_formula"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("20.0", "no JSON object"),
+        ('{"reasoning_steps": [], "final_formula": "1+1"', "no JSON object"),  # truncated
+        ('{"reasoning_steps": [], "final_formula": "1+1"}', "missing computed_formula"),
+    ],
+)
 def test_broken_answers_score_nothing(text, why):
     a = parse_answer("json", text)
     assert a.value is None and a.fields["json_valid"] is False and why in a.program_error
 
 
-@pytest.mark.parametrize(("computed", "value"), [
-    ("20.0", 20.0), (" -3.5 ", -3.5), ("1e3", 1000.0),
-    ("20%", None), ("$1,234", None), ("twenty", None), ("nan", None), ("inf", None),  # the authors' bare float()
-])
+@pytest.mark.parametrize(
+    ("computed", "value"),
+    [
+        ("20.0", 20.0),
+        (" -3.5 ", -3.5),
+        ("1e3", 1000.0),
+        ("20%", None),
+        ("$1,234", None),
+        ("twenty", None),
+        ("nan", None),
+        ("inf", None),  # the authors' bare float()
+    ],
+)
 def test_computed_formula_is_read_with_bare_float(computed, value):
     text = json.dumps({"reasoning_steps": [], "final_formula": "", "computed_formula": computed})
     assert parse_answer("json", text).value == value
@@ -106,12 +122,16 @@ def test_the_bounds_name_themselves_and_keep_an_answer_before_a_ramble():
     assert f"in its first {MAX_JSON_CHARS} characters" in parse_answer("json", "{]" * MAX_JSON_CHARS).program_error
     # a valid answer, then junk until max_tokens (no constrained decoding): the answer is read;
     # brackets inside its strings are not nesting
-    steps = ["a [ { b \\\" ["] * 30
+    steps = ['a [ { b \\" ['] * 30
     text = json.dumps({"reasoning_steps": steps, "final_formula": "1", "computed_formula": "3"}) + " [" * 30_000
     assert parse_answer("json", text).value == 3.0
+
     def steps_nested(depth: int) -> str:  # the answer object, its reasoning_steps nesting ``depth`` deep in all
-        return json.dumps({"reasoning_steps": "[" * (depth - 1) + "]" * (depth - 1), "final_formula": "1",
-                           "computed_formula": "4"}).replace('"[', "[").replace(']"', "]")
+        return (
+            json.dumps({"reasoning_steps": "[" * (depth - 1) + "]" * (depth - 1), "final_formula": "1", "computed_formula": "4"})
+            .replace('"[', "[")
+            .replace(']"', "]")
+        )
 
     assert parse_answer("json", steps_nested(MAX_JSON_DEPTH)).value == 4.0
     assert "no JSON object nested at most" in parse_answer("json", steps_nested(MAX_JSON_DEPTH + 1)).program_error
@@ -124,8 +144,15 @@ def test_a_runaway_reply_is_nm_zero_in_a_run_and_in_its_rerun_from_the_llm_cache
     from helpers.app import run_app
     from helpers.tracking import mlflow_runs
 
-    args = ["generator=openai_compat", "generator.model=m", "generator.answer_mode=json", "generator.max_retries=0",
-            "rag_method=oracle", "dataset=finqa", "dataset.limit=2"]
+    args = [
+        "generator=openai_compat",
+        "generator.model=m",
+        "generator.answer_mode=json",
+        "generator.max_retries=0",
+        "rag_method=oracle",
+        "dataset=finqa",
+        "dataset.limit=2",
+    ]
     with FakeOpenAIServer(model="m", reply=lambda messages: RUNAWAY["brackets"]) as srv:
         for attempt in (1, 2):
             proc = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, check=False)

@@ -34,8 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 DIM = 8
 
 ENV_VARS = (
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL",
-    "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_API_VERSION", "GOOGLE_CLOUD_PROJECT", "CO_API_KEY", "COHERE_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_GENAI_API_VERSION",
+    "GOOGLE_CLOUD_PROJECT",
+    "CO_API_KEY",
+    "COHERE_API_KEY",
     "CO_API_URL",
 )
 
@@ -78,9 +86,16 @@ def fake(case: Case) -> Iterator[Any]:
 
 def make(case: Case, fake: Any, model: str | None = None, **overrides: Any) -> RemoteEmbedder:
     kwargs: dict[str, Any] = {
-        "provider": case.provider, "dim": DIM, "max_tokens": 512, "batch_size": min(100, case.max_batch),
-        "base_url": fake.base_url, "api_key": fake.api_key, "max_retries": 3, "timeout": 10.0,
-        "backoff_base": 0.0, "backoff_max": 0.0,
+        "provider": case.provider,
+        "dim": DIM,
+        "max_tokens": 512,
+        "batch_size": min(100, case.max_batch),
+        "base_url": fake.base_url,
+        "api_key": fake.api_key,
+        "max_retries": 3,
+        "timeout": 10.0,
+        "backoff_base": 0.0,
+        "backoff_max": 0.0,
     }
     kwargs.update(overrides)
     return case.embedder_cls(f"{case.provider}-test", model or case.model, **kwargs)
@@ -172,11 +187,15 @@ def test_cohere_request_shape() -> None:
         assert d.body["input_type"] == "search_document"
 
 
-@pytest.mark.parametrize(("case_", "field", "where"), [
-    (CASES[0], "dimensions", lambda b: b["dimensions"]),
-    (CASES[1], "outputDimensionality", lambda b: b["requests"][0]["outputDimensionality"]),
-    (CASES[2], "output_dimension", lambda b: b["output_dimension"]),
-], ids=["openai", "gemini", "cohere"])
+@pytest.mark.parametrize(
+    ("case_", "field", "where"),
+    [
+        (CASES[0], "dimensions", lambda b: b["dimensions"]),
+        (CASES[1], "outputDimensionality", lambda b: b["requests"][0]["outputDimensionality"]),
+        (CASES[2], "output_dimension", lambda b: b["output_dimension"]),
+    ],
+    ids=["openai", "gemini", "cohere"],
+)
 def test_requested_dimensions_are_sent(case_: Case, field: str, where: Any) -> None:
     with case_.fake_cls(model=case_.model, dim=DIM) as fake:
         emb = make(case_, fake, dim=0, dimensions=4)
@@ -260,8 +279,18 @@ def test_unreachable_endpoint_is_retried_then_remote_error(case: Case) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}" + ("/v1" if case.provider == "openai" else "")
-    emb = case.embedder_cls("x", case.model, provider=case.provider, dim=DIM, base_url=base, api_key="k",
-                            max_retries=1, backoff_base=0.0, backoff_max=0.0, timeout=5.0)
+    emb = case.embedder_cls(
+        "x",
+        case.model,
+        provider=case.provider,
+        dim=DIM,
+        base_url=base,
+        api_key="k",
+        max_retries=1,
+        backoff_base=0.0,
+        backoff_max=0.0,
+        timeout=5.0,
+    )
     with pytest.raises(RemoteError, match="connection|timeout") as err:
         emb.embed_queries(["x"])
     assert emb.requests_sent == 2 and "\n" not in str(err.value) and str(port) in str(err.value)

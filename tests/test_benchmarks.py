@@ -27,8 +27,9 @@ def run_script(name: str, *args: str, timeout: float = 900) -> str:
     # not measured by CI's coverage: a traced script runs 2-3x slower and its figures would be the tracer's
     for key in [k for k in env if k.startswith("COVERAGE_")]:
         env.pop(key)
-    proc = subprocess.run([sys.executable, str(BENCH / name), "--quick", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / name), "--quick", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+    )
     assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
 
@@ -64,8 +65,13 @@ def test_scaling(tmp_path):
     out = run_script("scaling.py", "--tmp", str(tmp_path))
     r = ratio(out, "scaling")
     assert r["span"] == "3k→10k"
-    for key in ("BM25_LanceDB_FTS_p50", "BM25_bm25s_p50", "dense_ANN_p50",
-                "BM25_store_batched_per_query", "hybrid_store_batched_per_query"):
+    for key in (
+        "BM25_LanceDB_FTS_p50",
+        "BM25_bm25s_p50",
+        "dense_ANN_p50",
+        "BM25_store_batched_per_query",
+        "hybrid_store_batched_per_query",
+    ):
         float(r[key])  # a number (nan would mean a size was not measured)
         assert r[key] != "nan"
     assert r["fragments_after_build"] == "1"  # finalize() compacted the 40 insert batches

@@ -64,17 +64,33 @@ def test_safe_exec_values(source, value):
 
 @pytest.mark.parametrize(
     "source",
-    ["import os", "a = b + 1", "x.y = 3", "a = open('f')", "a, b = 1, 2",
-     "a = 1 / 0", "", "def f():\n    return 1", "a = 1\nwhile True:\n    a = 2",
-     "answer = 'not a number'", "if x > 1:\n    answer = 2", "a = [1, 2]", "n += 1",
-     "for i in range(101):\n    x = i",  # more than MAX_ITEMS: run time stays bounded
-     "for i in range(3):\n    for j in range(3):\n        x = j",  # nested loops
-     "for i in range(0.5, 3):\n    x = i", "for k in {1: 2}:\n    x = k", "for i in [1, 2]:\n    x = i\nelse:\n    x = 0",
-     "a = 1\nb = 2\nprint(f'{a} and {b}')",  # which of two shown values is the answer is unknown
-     "n = sum(x * y for x in [1, 2] for y in [3])", "n = sum(sum(y for y in [x]) for x in [1, 2])",  # one for, not nested
-     "n = sum(1 for i in range(101))", "n = [x for x in [1, 2]]",  # bounded; a comprehension only as an argument
-     "a-b = 2\nc = d-e",  # a repaired name must still be assigned before use
-     "a = 1\n b = 2\nif a > b:\n    answer = a"],  # with a block, indentation means something
+    [
+        "import os",
+        "a = b + 1",
+        "x.y = 3",
+        "a = open('f')",
+        "a, b = 1, 2",
+        "a = 1 / 0",
+        "",
+        "def f():\n    return 1",
+        "a = 1\nwhile True:\n    a = 2",
+        "answer = 'not a number'",
+        "if x > 1:\n    answer = 2",
+        "a = [1, 2]",
+        "n += 1",
+        "for i in range(101):\n    x = i",  # more than MAX_ITEMS: run time stays bounded
+        "for i in range(3):\n    for j in range(3):\n        x = j",  # nested loops
+        "for i in range(0.5, 3):\n    x = i",
+        "for k in {1: 2}:\n    x = k",
+        "for i in [1, 2]:\n    x = i\nelse:\n    x = 0",
+        "a = 1\nb = 2\nprint(f'{a} and {b}')",  # which of two shown values is the answer is unknown
+        "n = sum(x * y for x in [1, 2] for y in [3])",
+        "n = sum(sum(y for y in [x]) for x in [1, 2])",  # one for, not nested
+        "n = sum(1 for i in range(101))",
+        "n = [x for x in [1, 2]]",  # bounded; a comprehension only as an argument
+        "a-b = 2\nc = d-e",  # a repaired name must still be assigned before use
+        "a = 1\n b = 2\nif a > b:\n    answer = a",
+    ],  # with a block, indentation means something
 )
 def test_safe_exec_refuses_everything_but_bounded_arithmetic(source):
     with pytest.raises(UnsafeProgram):
@@ -159,8 +175,10 @@ def test_program_literals_of_a_huge_integer_are_no_evidence_number():
 
 def test_a_comprehension_in_a_condition_is_refused_not_run():
     """The filed case: nested in ``ifs`` it ran 100^4 steps (70 s); one more level, two hours."""
-    deep = ("answer = sum(1 for z3 in range(100) if sum(1 for z2 in range(100) if sum(1 for z1 in range(100) "
-            "if sum(1 for z0 in range(100)) > 0) > 0) > 0)")
+    deep = (
+        "answer = sum(1 for z3 in range(100) if sum(1 for z2 in range(100) if sum(1 for z1 in range(100) "
+        "if sum(1 for z0 in range(100)) > 0) > 0) > 0)"
+    )
     with pytest.raises(UnsafeProgram, match="nested comprehensions"):
         safe_exec(deep)
     with pytest.raises(UnsafeProgram, match="nested comprehensions"):

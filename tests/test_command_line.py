@@ -35,8 +35,15 @@ def test_overrides_on_either_side_of_dash_m_make_the_same_sweep():
 
 
 def test_options_with_values_move_with_their_value():
-    assert hydra_argv(["k=3", "--cfg", "job", "-m", "rag_method=base", "--info", "k=1"]) == \
-        ["--cfg", "job", "-m", "--info", "k=3", "rag_method=base", "k=1"]
+    assert hydra_argv(["k=3", "--cfg", "job", "-m", "rag_method=base", "--info", "k=1"]) == [
+        "--cfg",
+        "job",
+        "-m",
+        "--info",
+        "k=3",
+        "rag_method=base",
+        "k=1",
+    ]
     assert hydra_argv(["k=3", "--info", "config", "--cfg=job"]) == ["--info", "config", "--cfg=job", "k=3"]
 
 

@@ -270,9 +270,14 @@ def test_a_server_that_does_not_answer_is_one_line_at_once():
 
     uri = f"http://127.0.0.1:{_free_port()}"
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MLFLOW_HTTP")}
-    proc = subprocess.run([sys.executable, "-m", "t2exp", "compare", "run-a", "run-b", "--tracking-uri", uri],
-                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
-                          env={**env, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "t2exp", "compare", "run-a", "run-b", "--tracking-uri", uri],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**env, "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"t2exp compare: error: --tracking-uri={uri}: no MLflow server answers") and "mlflow server" in line
@@ -313,12 +318,15 @@ def _write(path, rows) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize(("bad_row", "expect"), [
-    ({"subset": "FinQA", "nm": 1.0}, "line 3: no 'id'"),
-    ({**_row("2"), "nm": "yes"}, "line 3: field 'nm' is 'yes', not a number"),
-    ({**_row("2", nm=1.0), "mrr_at_3": [1]}, "line 3: field 'mrr_at_3' is [1], not a number"),
-    ({**_row("2", nm=1.0), "retrieved": "c1"}, "line 3: column 'retrieved' is 'c1', not a JSON list of context ids"),
-])
+@pytest.mark.parametrize(
+    ("bad_row", "expect"),
+    [
+        ({"subset": "FinQA", "nm": 1.0}, "line 3: no 'id'"),
+        ({**_row("2"), "nm": "yes"}, "line 3: field 'nm' is 'yes', not a number"),
+        ({**_row("2", nm=1.0), "mrr_at_3": [1]}, "line 3: field 'mrr_at_3' is [1], not a number"),
+        ({**_row("2", nm=1.0), "retrieved": "c1"}, "line 3: column 'retrieved' is 'c1', not a JSON list of context ids"),
+    ],
+)
 def test_a_bad_row_is_one_line_naming_file_line_and_field(tmp_path, bad_row, expect):
     """Blank lines count: the line is the file's own."""
     a = _write(tmp_path / "a.jsonl", [_row("1", nm=1.0), _row("2", nm=0.0)])
@@ -369,18 +377,30 @@ def test_a_metric_outside_the_grammar_is_refused_naming_the_allowed_names(tmp_pa
 
 
 def _ranked_row(qid, subset, retrieved, nm=None, answer=None, gold="c1"):
-    return {**_row(qid, subset, nm=nm, retrieved=retrieved, gold=gold), "question": f"question {qid} " + "x" * 80,
-            "gold_raw": "42", "answer_text": answer}
+    return {
+        **_row(qid, subset, nm=nm, retrieved=retrieved, gold=gold),
+        "question": f"question {qid} " + "x" * 80,
+        "gold_raw": "42",
+        "answer_text": answer,
+    }
 
 
 def _two_files(tmp_path):
     """A and B over 5 questions: A wins q1 (rank 1 vs 3) and q4 (rank 2 vs none), loses q2 (none vs
     1), ties q3; q5 is only in A."""
-    a = [_ranked_row("q1", "FinQA", ["c1", "x", "y"], 1.0, "42"), _ranked_row("q2", "FinQA", ["x", "y", "z"], 0.0, "7"),
-         _ranked_row("q3", "TAT-DQA", ["c1", "x", "y"], 1.0, "42"), _ranked_row("q4", "TAT-DQA", ["x", "c1", "y"], 1.0, "42"),
-         _ranked_row("q5", "TAT-DQA", ["c1"], 1.0, "42")]
-    b = [_ranked_row("q1", "FinQA", ["x", "y", "c1"], 0.0, "41"), _ranked_row("q2", "FinQA", ["c1", "y", "z"], 1.0, "42"),
-         _ranked_row("q3", "TAT-DQA", ["c1", "x", "y"], 1.0, "42"), _ranked_row("q4", "TAT-DQA", ["x", "y", "z"], 0.0, None)]
+    a = [
+        _ranked_row("q1", "FinQA", ["c1", "x", "y"], 1.0, "42"),
+        _ranked_row("q2", "FinQA", ["x", "y", "z"], 0.0, "7"),
+        _ranked_row("q3", "TAT-DQA", ["c1", "x", "y"], 1.0, "42"),
+        _ranked_row("q4", "TAT-DQA", ["x", "c1", "y"], 1.0, "42"),
+        _ranked_row("q5", "TAT-DQA", ["c1"], 1.0, "42"),
+    ]
+    b = [
+        _ranked_row("q1", "FinQA", ["x", "y", "c1"], 0.0, "41"),
+        _ranked_row("q2", "FinQA", ["c1", "y", "z"], 1.0, "42"),
+        _ranked_row("q3", "TAT-DQA", ["c1", "x", "y"], 1.0, "42"),
+        _ranked_row("q4", "TAT-DQA", ["x", "y", "z"], 0.0, None),
+    ]
     return _write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b)
 
 
@@ -392,7 +412,7 @@ def test_compare_lists_the_questions_that_differ_by_effect(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "questions that differ on MRR@3: 3 of 4 (A better on 2, B better on 1, the same on 1)" in out
-    lines = out[out.index("questions that differ"):].splitlines()
+    lines = out[out.index("questions that differ") :].splitlines()
     head, first, second, more = lines[1:5]
     assert head.split()[:5] == ["effect", "subset", "id", "question", "gold"] and "gold rank A" in head and "NM A" in head
     assert first.split()[:3] == ["A", "better", "FinQA"] and " q1 " in first  # 1 - 1/3: the largest win
@@ -420,8 +440,16 @@ def test_compare_out_writes_every_question_that_differs(tmp_path, suffix):
     q1 = rows[0]
     assert q1["question"].startswith("question q1 xxx") and len(q1["question"]) > 80  # the whole question
     got = {k: str(q1[k]) for k in ("subset", "gold", "answer_a", "nm_a", "gold_rank_a", "answer_b", "nm_b", "gold_rank_b")}
-    assert got == {"subset": "FinQA", "gold": "42", "answer_a": "42", "nm_a": "1.0", "gold_rank_a": "1", "answer_b": "41",
-                   "nm_b": "0.0", "gold_rank_b": "3"}
+    assert got == {
+        "subset": "FinQA",
+        "gold": "42",
+        "answer_a": "42",
+        "nm_a": "1.0",
+        "gold_rank_a": "1",
+        "answer_b": "41",
+        "nm_b": "0.0",
+        "gold_rank_b": "3",
+    }
     assert float(q1["a"]) == 100.0 and float(q1["b"]) == pytest.approx(100 / 3) and float(q1["diff"]) == pytest.approx(200 / 3)
     assert str(rows[1]["gold_rank_b"]) == "0"  # not among the retrieved ids
     wrong = _compare_cli(a, b, "--out", str(tmp_path / "differ.txt"))
@@ -521,4 +549,5 @@ def test_compare_of_a_sweep_id_holm_corrects_over_its_cells(shared_cache, tmp_pa
     assert "p (Holm, m=2)" in proc.stdout and "bm25 · minilm · k=3" in proc.stdout
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert sorted((r["cell_run_id"], r["id"]) for r in written) == sorted(
-        (rid, q.id) for rid, pair in pairs.items() for q in pair.questions)
+        (rid, q.id) for rid, pair in pairs.items() for q in pair.questions
+    )

@@ -91,8 +91,12 @@ def test_every_generator_builds_and_answers(option, keys, tmp_path):
     from t2exp.generators import Sampling
 
     with FakeOpenAIServer(model="m") as srv:
-        fake_vllm = [f"generator.command=[{sys.executable},{FAKE_SCRIPT}]", "generator.startup_timeout=60",
-                     "generator.poll_interval=0.05", "generator.model=m"]
+        fake_vllm = [
+            f"generator.command=[{sys.executable},{FAKE_SCRIPT}]",
+            "generator.startup_timeout=60",
+            "generator.poll_interval=0.05",
+            "generator.model=m",
+        ]
         extra = {"openai_compat": ["generator.model=m"], "vllm_server": fake_vllm, "qwen_coder_0_5b_vllm": fake_vllm}.get(option, [])
         if option in ("openai_api", "openai_compat", "llama33_70b", "qwq32b"):
             extra += [f"generator.base_url={srv.base_url}", "generator.model=m"]

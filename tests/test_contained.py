@@ -23,16 +23,24 @@ def deletion_calls(path: Path) -> list[str]:
     ``x.unlink(...)`` (a Path or os), ``os.remove(...)``/``os.removedirs(...)``, and any of those
     names imported bare (``from shutil import rmtree``, ``from os import remove as rm``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    bare = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-            and node.module in ("os", "shutil", "pathlib") for alias in node.names if alias.name in DELETERS}
+    bare = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil", "pathlib")
+        for alias in node.names
+        if alias.name in DELETERS
+    }
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         f = node.func
-        hit = (isinstance(f, ast.Attribute) and (f.attr in ("rmtree", "unlink")
-                                                 or (f.attr in DELETERS and isinstance(f.value, ast.Name) and f.value.id == "os"))
-               or isinstance(f, ast.Name) and f.id in bare)
+        hit = (
+            isinstance(f, ast.Attribute)
+            and (f.attr in ("rmtree", "unlink") or (f.attr in DELETERS and isinstance(f.value, ast.Name) and f.value.id == "os"))
+            or isinstance(f, ast.Name)
+            and f.id in bare
+        )
         if hit:
             found.append(f"{path}:{node.lineno} {ast.unparse(f)}")
     return found
@@ -51,8 +59,10 @@ def test_the_walker_catches_a_delete_added_to_a_module(tmp_path: Path) -> None:
     shutil.copyfile(SRC / "t2exp" / "infra" / "cache.py", copy)
     assert deletion_calls(copy) == []
     with copy.open("a", encoding="utf-8") as f:
-        f.write("\n\ndef _sweep(p):\n    shutil.rmtree(p)\n    Path(p).unlink()\n    os.remove(p)\n    os.unlink(p)\n"
-                "    from shutil import rmtree as gone\n    gone(p)\n    [].remove(p)\n")
+        f.write(
+            "\n\ndef _sweep(p):\n    shutil.rmtree(p)\n    Path(p).unlink()\n    os.remove(p)\n    os.unlink(p)\n"
+            "    from shutil import rmtree as gone\n    gone(p)\n    [].remove(p)\n"
+        )
     found = deletion_calls(copy)
     assert [hit.rsplit(" ", 1)[1] for hit in found] == ["shutil.rmtree", "Path(p).unlink", "os.remove", "os.unlink", "gone"], found
 
@@ -87,8 +97,19 @@ def test_the_guard_removes_inside_its_root_only(tmp_path: Path) -> None:
     assert inside(root / "a" / "b", root) == (root / "a" / "b").resolve()
 
 
-@pytest.mark.parametrize(("name", "segment"), [("..", "_.."), (".", "_."), ("a/b", "a_b"), ("../x", "_.._x"),
-                                               ("/etc", "_etc"), (".hidden", "_.hidden"), ("t2exp", "t2exp"),
-                                               ("my run 1", "my_run_1"), ("", "_")])
+@pytest.mark.parametrize(
+    ("name", "segment"),
+    [
+        ("..", "_.."),
+        (".", "_."),
+        ("a/b", "a_b"),
+        ("../x", "_.._x"),
+        ("/etc", "_etc"),
+        (".hidden", "_.hidden"),
+        ("t2exp", "t2exp"),
+        ("my run 1", "my_run_1"),
+        ("", "_"),
+    ],
+)
 def test_safe_segment(name: str, segment: str) -> None:
     assert safe_segment(name) == segment and contained.is_plain_segment(segment)

@@ -41,8 +41,13 @@ def test_focus_keeps_every_table_row_and_the_best_sentences_in_order():
     out = focus("What was the change in net revenue from 2009 to 2010?", FINQA_LIKE, 1)
     lines = out.splitlines()
     assert lines[0] == "following is an analysis of the change in net revenue comparing 2010 to 2009 ."
-    assert lines[1:] == ["amount ( in millions ) .", "|    | item | amount |", "|---:|:---|:---|",
-                         "|  0 | 2009 net revenue | $ 536.7 |", "|  1 | 2010 net revenue | $ 555.3 |"]
+    assert lines[1:] == [
+        "amount ( in millions ) .",
+        "|    | item | amount |",
+        "|---:|:---|:---|",
+        "|  0 | 2009 net revenue | $ 536.7 |",
+        "|  1 | 2010 net revenue | $ 555.3 |",
+    ]
     two = focus("How did interest expense and the mild weather affect results?", FINQA_LIKE, 2).splitlines()
     assert two[0] == "the weather was mild in the south ." and two[-1] == "interest expense decreased ."
     assert len(two) == 2 + 5
@@ -110,10 +115,22 @@ def test_focus_is_the_same_in_every_process():
 
     from helpers.paths import ROOT
 
-    code = ("import pandas as pd; from t2exp.answering.context import focus; "
-            "df = pd.read_parquet('data/t2ragbench/TAT-DQA_dev.parquet'); r = df[df['id'] == 'tatqa_dev_10661'].iloc[0]; "
-            "print(focus(r['question'], r['context'], 3))")
-    outs = {seed: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
-                                 env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "6")}
+    code = (
+        "import pandas as pd; from t2exp.answering.context import focus; "
+        "df = pd.read_parquet('data/t2ragbench/TAT-DQA_dev.parquet'); r = df[df['id'] == 'tatqa_dev_10661'].iloc[0]; "
+        "print(focus(r['question'], r['context'], 3))"
+    )
+    outs = {
+        seed: subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("0", "6")
+    }
     assert outs["0"] == outs["6"]
     assert outs["0"].count("\n") > 3

@@ -139,9 +139,6 @@ def test_unreadable_file_is_one_line(tmp_path):
 
 def test_corpus_splits_choose_the_corpus_and_refuse_orphan_questions(tmp_path):
 
-
-
-
     src = pd.read_parquet(Path(__file__).resolve().parents[1] / "data" / "t2ragbench" / "FinQA_dev.parquet")
     ctx = list(dict.fromkeys(src.context_id))[:10]
     dev = src[src.context_id.isin(ctx[:6])].copy()

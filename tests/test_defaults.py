@@ -89,8 +89,10 @@ def restated_defaults(conf: Path) -> list[str]:
     root = {k: v for k, v in (yaml.safe_load((conf / "config.yaml").read_text()) or {}).items() if k != "hydra"}
     return [f"config: {item}" for item in _restated(root, _schema_values(Config))] + [
         f"{group}/{f.stem}: {item}"
-        for group in GROUPS for f in sorted((conf / group).glob("*.yaml"))
-        for item in _restated(_raw(conf, group, f.stem), _inherited(conf, group, f.stem))]
+        for group in GROUPS
+        for f in sorted((conf / group).glob("*.yaml"))
+        for item in _restated(_raw(conf, group, f.stem), _inherited(conf, group, f.stem))
+    ]
 
 
 def test_no_option_yaml_restates_what_it_inherits():
@@ -112,9 +114,14 @@ def test_a_restated_default_is_caught(tmp_path):
     bm25f.write_text(bm25f.read_text().replace("  name: bm25f\n", "  name: bm25f\n  candidate_depth: 50\n"))
     with bm25f.open("a") as f:
         f.write("query:\n  template: '{question}'\n")  # QueryConfig's, at the root
-    assert restated_defaults(conf) == ["config: context.documents=1", "dataset/finqa: fold_role='eval'",
-                                       "embedder/minilm: batch_size=32", "generator/qwen_coder_0_5b: sampling.max_tokens=96",
-                                       "rag_method/bm25f: rag_method.candidate_depth=50", "rag_method/bm25f: query.template='{question}'"]
+    assert restated_defaults(conf) == [
+        "config: context.documents=1",
+        "dataset/finqa: fold_role='eval'",
+        "embedder/minilm: batch_size=32",
+        "generator/qwen_coder_0_5b: sampling.max_tokens=96",
+        "rag_method/bm25f: rag_method.candidate_depth=50",
+        "rag_method/bm25f: query.template='{question}'",
+    ]
 
 
 def _options() -> list[tuple[str, str]]:
@@ -167,7 +174,8 @@ def test_constructor_defaults_equal_the_schemas(group, name):
     if "_target_" not in node or schema is None or not dataclasses.is_dataclass(schema):
         pytest.skip(f"{group}={name}: no _target_ with a schema (retrieval only)")
     assert {c.__name__: constructor_drift(c, schema) for c in constructors(node._target_)} == {
-        c.__name__: [] for c in constructors(node._target_)}
+        c.__name__: [] for c in constructors(node._target_)
+    }
 
 
 def test_every_generator_backend_is_checked():
@@ -183,7 +191,9 @@ def test_a_constructor_default_that_drifts_is_caught():
     def make(name, max_context_tokens: int = 8192, threads: int = 0, retries: int = 3, hint: str | None = None): ...
 
     assert constructor_drift(make, TransformersGeneratorConfig) == [
-        "max_context_tokens: constructor 8192, schema 16384", "retries: constructor 3, not in the schema"]
+        "max_context_tokens: constructor 8192, schema 16384",
+        "retries: constructor 3, not in the schema",
+    ]
 
 
 def test_run_level_helpers_take_their_defaults_from_the_schema():
@@ -216,8 +226,19 @@ def test_the_report_orders_every_shipped_method():
     metas = option_metas(CONF_DIR, "rag_method")
     assert {n for n, m in metas.items() if m.order is None} == set()
     assert len({m.order for m in metas.values()}) == len(metas)
-    assert method_order() == ("pretrained_only", "oracle", "base", "hybrid", "reranker", "hyde", "summarization", "sumcontext",
-                              "bm25", "metadata_hybrid", "bm25f")
+    assert method_order() == (
+        "pretrained_only",
+        "oracle",
+        "base",
+        "hybrid",
+        "reranker",
+        "hyde",
+        "summarization",
+        "sumcontext",
+        "bm25",
+        "metadata_hybrid",
+        "bm25f",
+    )
     assert [n for n in method_order() if metas[n].in_paper] == list(method_order()[:8])
 
 
@@ -309,9 +330,13 @@ LITERAL_FALLBACKS = re.compile(r'\bk: int = \d|get\("k", \d|"answer_mode", "dire
 
 
 def literal_fallbacks(src: Path) -> list[str]:
-    return [f"{p.relative_to(src).as_posix()}:{n}: {line.strip()}"
-            for p in sorted(src.rglob("*.py")) if not p.relative_to(src).as_posix().startswith("config/")
-            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if LITERAL_FALLBACKS.search(line)]
+    return [
+        f"{p.relative_to(src).as_posix()}:{n}: {line.strip()}"
+        for p in sorted(src.rglob("*.py"))
+        if not p.relative_to(src).as_posix().startswith("config/")
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if LITERAL_FALLBACKS.search(line)
+    ]
 
 
 def test_fallbacks_read_the_schema():

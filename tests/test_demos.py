@@ -62,11 +62,23 @@ def test_the_demonstrations_are_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("import pandas as pd; from t2exp.answering.demos import DemoPool; p = DemoPool.load('prompts', 'code_tune'); "
-            "df = pd.read_parquet('data/t2ragbench/FinQA_dev.parquet'); r = df[df['id'] == 'finqa_dev_49'].iloc[0]; "
-            "print([d.id for d in p.select(r['question'], 3, r['id'], r['context_id'], str(r['company_name'] or ''))])")
-    outs = {seed: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120,
-                                 env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "11")}
+    code = (
+        "import pandas as pd; from t2exp.answering.demos import DemoPool; p = DemoPool.load('prompts', 'code_tune'); "
+        "df = pd.read_parquet('data/t2ragbench/FinQA_dev.parquet'); r = df[df['id'] == 'finqa_dev_49'].iloc[0]; "
+        "print([d.id for d in p.select(r['question'], 3, r['id'], r['context_id'], str(r['company_name'] or ''))])"
+    )
+    outs = {
+        seed: subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("0", "11")
+    }
     assert outs["0"] == outs["11"]
     assert outs["0"].count("_dev_") == 3
 
@@ -125,13 +137,29 @@ def test_a_run_shows_demonstrations_from_other_documents_only(shared_cache, tmp_
     shutil.copytree(ROOT / "prompts", prompts, ignore=shutil.ignore_patterns("demos"))
     (prompts / "demos").mkdir()
     # a pool of every question's own wording, so each question's best match is its own document's entry
-    lines = [json.dumps({"id": f"pool-{r.id}", "context_id": r.context_id, "question": r.question, "answer": f"answer = {i}"})
-             for i, r in enumerate(data.itertuples())]
+    lines = [
+        json.dumps({"id": f"pool-{r.id}", "context_id": r.context_id, "question": r.question, "answer": f"answer = {i}"})
+        for i, r in enumerate(data.itertuples())
+    ]
     (prompts / "demos" / "mine.jsonl").write_text("\n".join(lines) + "\n")
     with FakeOpenAIServer(model="m", reply=lambda messages: "```python\nanswer = 1\n```") as srv:
-        run_app(["generator=openai_compat", "generator.model=m", f"generator.base_url={srv.base_url}",
-                 "generator.answer_mode=code", "generator.prompt=answer_code_demos", "generator.demos=mine", "generator.demos_k=2",
-                 f"paths.prompts={prompts}", "rag_method=oracle", "dataset=finqa", "dataset.limit=3"], shared_cache, tmp_path)
+        run_app(
+            [
+                "generator=openai_compat",
+                "generator.model=m",
+                f"generator.base_url={srv.base_url}",
+                "generator.answer_mode=code",
+                "generator.prompt=answer_code_demos",
+                "generator.demos=mine",
+                "generator.demos_k=2",
+                f"paths.prompts={prompts}",
+                "rag_method=oracle",
+                "dataset=finqa",
+                "dataset.limit=3",
+            ],
+            shared_cache,
+            tmp_path,
+        )
         sent = [r["messages"][-1]["content"] for r in srv.requests]
     client, (run,) = mlflow_runs(tmp_path)
     assert run.data.params.get("generator.demos") == "mine"
@@ -149,9 +177,21 @@ def test_a_run_shows_demonstrations_from_other_documents_only(shared_cache, tmp_
 @pytest.mark.slow
 def test_demos_with_a_template_that_shows_none_is_a_one_line_error(shared_cache, tmp_path):
     """``generator.demos`` with the plain code template would silently show nothing: refused, naming the fix."""
-    proc = run_app(["generator=openai_compat", "generator.model=m", "generator.base_url=http://127.0.0.1:9/v1",
-                    "generator.answer_mode=code", "generator.demos=code_tune", "rag_method=oracle", "dataset=finqa",
-                    "dataset.limit=1"], shared_cache, tmp_path, check=False)
+    proc = run_app(
+        [
+            "generator=openai_compat",
+            "generator.model=m",
+            "generator.base_url=http://127.0.0.1:9/v1",
+            "generator.answer_mode=code",
+            "generator.demos=code_tune",
+            "rag_method=oracle",
+            "dataset=finqa",
+            "dataset.limit=1",
+        ],
+        shared_cache,
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode == 2
     err = [ln for ln in proc.stderr.splitlines() if "generator.demos" in ln]
     assert err and "'answer_code' shows no demonstrations" in err[-1] and "generator.prompt=answer_code_demos" in err[-1]

@@ -20,12 +20,15 @@ def _models(device: str, dtype: str = "auto"):
     }
 
 
-@pytest.mark.parametrize(("device", "native", "expected"), [
-    ("cpu", True, "bfloat16"),
-    ("cpu", False, "float32"),
-    ("cuda", True, "bfloat16"),
-    ("cuda", False, "float16"),
-])
+@pytest.mark.parametrize(
+    ("device", "native", "expected"),
+    [
+        ("cpu", True, "bfloat16"),
+        ("cpu", False, "float32"),
+        ("cuda", True, "bfloat16"),
+        ("cuda", False, "float16"),
+    ],
+)
 def test_every_local_model_resolves_auto_by_one_rule(monkeypatch, device, native, expected):
     monkeypatch.setattr(devices, "native_bf16", lambda d: native)
     assert {k: m.dtype for k, m in _models(device).items()} == dict.fromkeys(("embedder", "reranker", "generator"), expected)
@@ -56,7 +59,10 @@ def test_a_dtype_of_no_kind_is_one_line(group):
     from t2exp.errors import ConfigError
 
     cls = {"embedder": SentenceTransformerConfig, "reranker": CrossEncoderConfig, "generator": TransformersGeneratorConfig}[group]
-    kwargs = {"embedder": dict(name="e", model="m", dim=8), "reranker": dict(name="r", model="m"),
-              "generator": dict(name="g", model="m", models_dir="x")}[group]
+    kwargs = {
+        "embedder": dict(name="e", model="m", dim=8),
+        "reranker": dict(name="r", model="m"),
+        "generator": dict(name="g", model="m", models_dir="x"),
+    }[group]
     with pytest.raises(ConfigError, match=f"{group}.dtype"):
         cls(_target_="x", dtype="fp8", **kwargs)

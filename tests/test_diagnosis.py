@@ -16,31 +16,38 @@ def row(pred, gold, **kw):
     return {"id": f"q{pred}-{gold}", "subset": "FinQA", "prediction": pred, "gold": gold, "nm": float(number_match(pred, gold)), **kw}
 
 
-@pytest.mark.parametrize("r, expected", [
-    (row(3.35, 0.0335), "correct"),
-    (row(None, 5.0), "no_number"),
-    (row(0.0000001, 5.0, degenerate=1), "runaway"),
-    (row(7.0, 5.0, finish_reason="length"), "runaway"),
-    (row(10.0, 10.3125, program="10"), "near_miss"),
-    (row(137.81, 0.3781, program="137.81"), "growth_vs_level"),
-    (row(62.19, 0.3781), "growth_vs_level"),
-    (row(4.0, 0.25, program="100 / 25"), "inverted"),
-    (row(7.0, 5.0, program="3 + 4", grounded=False), "ungrounded"),
-    (row(7.0, 5.0, program="7", grounded=True), "wrong_lookup"),
-    (row(7.0, 5.0, program="3 + 4", grounded=True), "wrong_operation"),
-    (row(7.0, 5.0), "wrong_value"),
-    (row(None, 5.0, context_id="a", retrieved=["b", "c", "a"], n_contexts=2), "not_retrieved"),
-    (row(None, 5.0, context_id="a", retrieved=["b", "a"], n_contexts=2), "no_number"),
-    (row(5.0, 5.0, context_id="a", retrieved=["b"], n_contexts=1), "correct"),
-    (row(None, 5.0, context_id="a", retrieved=[], n_contexts=0), "no_number"),
-])
+@pytest.mark.parametrize(
+    "r, expected",
+    [
+        (row(3.35, 0.0335), "correct"),
+        (row(None, 5.0), "no_number"),
+        (row(0.0000001, 5.0, degenerate=1), "runaway"),
+        (row(7.0, 5.0, finish_reason="length"), "runaway"),
+        (row(10.0, 10.3125, program="10"), "near_miss"),
+        (row(137.81, 0.3781, program="137.81"), "growth_vs_level"),
+        (row(62.19, 0.3781), "growth_vs_level"),
+        (row(4.0, 0.25, program="100 / 25"), "inverted"),
+        (row(7.0, 5.0, program="3 + 4", grounded=False), "ungrounded"),
+        (row(7.0, 5.0, program="7", grounded=True), "wrong_lookup"),
+        (row(7.0, 5.0, program="3 + 4", grounded=True), "wrong_operation"),
+        (row(7.0, 5.0), "wrong_value"),
+        (row(None, 5.0, context_id="a", retrieved=["b", "c", "a"], n_contexts=2), "not_retrieved"),
+        (row(None, 5.0, context_id="a", retrieved=["b", "a"], n_contexts=2), "no_number"),
+        (row(5.0, 5.0, context_id="a", retrieved=["b"], n_contexts=1), "correct"),
+        (row(None, 5.0, context_id="a", retrieved=[], n_contexts=0), "no_number"),
+    ],
+)
 def test_categories(r, expected):
     assert category(r) == expected
 
 
 def test_breakdown_counts_scored_questions_per_subset(tmp_path, capsys):
-    rows = [row(3.35, 0.0335), row(None, 5.0), {**row(7.0, 5.0), "subset": "TAT-DQA"},
-            {"id": "q-tat", "subset": "TAT-DQA", "prediction": 1.0, "gold": None, "nm": None}]
+    rows = [
+        row(3.35, 0.0335),
+        row(None, 5.0),
+        {**row(7.0, 5.0), "subset": "TAT-DQA"},
+        {"id": "q-tat", "subset": "TAT-DQA", "prediction": 1.0, "gold": None, "nm": None},
+    ]
     counts = breakdown(rows)
     assert counts["FinQA"] == {"correct": 1, "no_number": 1} and counts["TAT-DQA"] == {"wrong_value": 1}
     assert sum(counts["all"].values()) == 3

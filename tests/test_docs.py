@@ -102,8 +102,10 @@ def test_results_tables_render_from_the_expected_files(hooks: tuple[ModuleType, 
 
 # a file or module the docs name in a code span: `src/t2exp/...py`, `t2exp/...py`, `tests/...py`, `conf/...yaml`,
 # `t2exp.module.name`; MLflow tags that look like module paths are not modules
-FILE = re.compile(r"`((?:src/)?t2exp/[\w/]+\.py|(?:tests|benchmarks|scripts)/[\w/.-]+\.(?:py|sh)"
-                  r"|conf/[\w/]+\.yaml|prompts/[\w/]+\.(?:j2|jsonl|md))`")
+FILE = re.compile(
+    r"`((?:src/)?t2exp/[\w/]+\.py|(?:tests|benchmarks|scripts)/[\w/.-]+\.(?:py|sh)"
+    r"|conf/[\w/]+\.yaml|prompts/[\w/]+\.(?:j2|jsonl|md))`"
+)
 MODULE = re.compile(r"`(t2exp(?:\.\w+)+)`")
 TAGS = {"version", "error", "resumed_from", "tuned_on", "reported_on", "kind", "predictions", "log"}  # MLflow tags, t2exp.log
 
@@ -122,12 +124,23 @@ def _exists(dotted: str) -> bool:
                     return True
                 tree = ast.parse(module.read_text(encoding="utf-8"))
                 names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
-                names |= {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
-                          for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+                names |= {
+                    t.id
+                    for n in tree.body
+                    if isinstance(n, (ast.Assign, ast.AnnAssign))
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                    if isinstance(t, ast.Name)
+                }
                 names |= {a.asname or a.name for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-                names |= {e.value for n in tree.body if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                          for t in n.targets) and isinstance(n.value, (ast.List, ast.Tuple))
-                          for e in n.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}  # lazy names of __all__
+                names |= {
+                    e.value
+                    for n in tree.body
+                    if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)
+                    and isinstance(n.value, (ast.List, ast.Tuple))
+                    for e in n.value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                }  # lazy names of __all__
                 return parts[i] in names
     return False
 
@@ -214,14 +227,21 @@ def test_the_built_site_speaks_to_users(tmp_path: Path) -> None:
 
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = []
     for page in sorted(site.rglob("*.html")):
         markup = re.sub(r"<(script|style)\b.*?</\1>", " ", page.read_text(encoding="utf-8"), flags=re.DOTALL)
         text = html.unescape(re.sub(r"<[^>]+>", " ", markup))
         for what, pattern in NOT_FOR_READERS.items():
-            found += [f"{page.relative_to(site)}: {what}: …{text[max(0, m.start() - 60):m.end() + 30]!r}…"
-                      for m in re.finditer(pattern, text)]
+            found += [
+                f"{page.relative_to(site)}: {what}: …{text[max(0, m.start() - 60) : m.end() + 30]!r}…" for m in re.finditer(pattern, text)
+            ]
     assert len(list(site.rglob("*.html"))) > 20 and not found, "\n".join(found)

@@ -68,11 +68,13 @@ def _damaged_cache(d: Path) -> list[str]:
 def _user_option(text: str, group: str = "rag_method", name: str = "mine"):
     """A user's own option YAML in a config directory of theirs (``text``: its lines after the
     built-in option it copies, or a whole untyped option), added with ``hydra.searchpath``."""
+
     def setup(d: Path) -> list[str]:
         (d / "my_conf" / group).mkdir(parents=True)
         base = (ROOT / "conf" / group / "hybrid.yaml").read_text(encoding="utf-8") if text.startswith("+") else ""
         (d / "my_conf" / group / f"{name}.yaml").write_text(base + text.lstrip("+"), encoding="utf-8")
         return [f"{group}={name}", f"hydra.searchpath=[file://{d / 'my_conf'}]"]
+
     return setup
 
 
@@ -111,8 +113,11 @@ PROBES = [
     Probe("candidates below k", ["rag_method=reranker", "rag_method.candidates=2"], "rag_method.candidates=2 is invalid"),
     Probe("missing data directory", ["dataset.path=/no/such/dir"], "dataset.path='/no/such/dir' is invalid"),
     Probe("a bad sweep cell", ["-m", "k=3,0"], "k=0 is invalid"),
-    Probe("a swept secret", ["-m", "generator=openai_compat", "generator.model=m", "generator.api_key=sk-test-AAAAAAA,sk-test-BBBBBBB"],
-          "generator.api_key is invalid as a sweep"),
+    Probe(
+        "a swept secret",
+        ["-m", "generator=openai_compat", "generator.model=m", "generator.api_key=sk-test-AAAAAAA,sk-test-BBBBBBB"],
+        "generator.api_key is invalid as a sweep",
+    ),
     Probe("API embedder without a key", ["embedder=openai"], "embedder.api_key=None is invalid"),
     Probe("unknown answer mode", ["generator.answer_mode=guess"], "generator.answer_mode='guess' is invalid"),
     Probe("instruction without {query}", ["query.instruction=plain"], "query.instruction='plain' is invalid"),
@@ -120,18 +125,42 @@ PROBES = [
     Probe("every question empty", [], "column 'question' is empty in all 3 rows", setup=_empty_questions),
     Probe("corpus splits without the gold contexts", [], "leaves out the gold context", setup=_orphans),
     Probe("damaged page in the embedding cache", [], "not a usable SQLite cache", setup=_damaged_cache, before_run=False),
-    Probe("misspelt key in a user's typed option YAML", [], "rag_method/mine.yaml (the option rag_method=mine): rag_method.alpah "
-          "is not a setting of HybridConfig; allowed: _target_, name, meta, alpha", setup=_user_option("+alpah: 0.3\n")),
-    Probe("misspelt key in the meta: block of a user's option (--config-dir)", [], "rag_method.meta.famly is not a setting of "
-          "OptionMeta; allowed: display_name, family", setup=_config_dir_option),
-    Probe("misspelt key in the meta: block of an untyped plugin option", [], "rag_method.meta.famly is not a setting of OptionMeta",
-          setup=_user_option("_target_: t2exp.methods.base.Base\nname: mine\nmeta:\n  famly: dense\n")),
-    Probe("a data directory without the subset's files", [], "no FinQA file found there (looked for FinQA_<split>.parquet",
-          setup=_other_subset_only),
-    Probe("a local embedder path that is not there", ["embedder=e5", "embedder.model=./models/e5", "rag_method=base"],
-          "embedder.model='./models/e5' is invalid: no such directory"),
-    Probe("uncached hub model offline", ["embedder=e5", "rag_method=base", "dataset=finqa", "dataset.limit=2"], "hf download",
-          before_run=False),
+    Probe(
+        "misspelt key in a user's typed option YAML",
+        [],
+        "rag_method/mine.yaml (the option rag_method=mine): rag_method.alpah "
+        "is not a setting of HybridConfig; allowed: _target_, name, meta, alpha",
+        setup=_user_option("+alpah: 0.3\n"),
+    ),
+    Probe(
+        "misspelt key in the meta: block of a user's option (--config-dir)",
+        [],
+        "rag_method.meta.famly is not a setting of OptionMeta; allowed: display_name, family",
+        setup=_config_dir_option,
+    ),
+    Probe(
+        "misspelt key in the meta: block of an untyped plugin option",
+        [],
+        "rag_method.meta.famly is not a setting of OptionMeta",
+        setup=_user_option("_target_: t2exp.methods.base.Base\nname: mine\nmeta:\n  famly: dense\n"),
+    ),
+    Probe(
+        "a data directory without the subset's files",
+        [],
+        "no FinQA file found there (looked for FinQA_<split>.parquet",
+        setup=_other_subset_only,
+    ),
+    Probe(
+        "a local embedder path that is not there",
+        ["embedder=e5", "embedder.model=./models/e5", "rag_method=base"],
+        "embedder.model='./models/e5' is invalid: no such directory",
+    ),
+    Probe(
+        "uncached hub model offline",
+        ["embedder=e5", "rag_method=base", "dataset=finqa", "dataset.limit=2"],
+        "hf download",
+        before_run=False,
+    ),
 ]
 
 

@@ -17,8 +17,15 @@ from t2exp.methods.metadata_hybrid import MetadataHybrid
 
 def test_bm25f_score_matches_the_formula_by_hand():
     # two documents; body + company field (weight 2, no length normalisation)
-    idx = FieldedBM25(["a", "b"], ["alpha beta beta", "gamma"], [{"company_name": "acme"}, {"company_name": "beta corp"}],
-                      {"company_name": 2.0}, k1=1.2, b=0.75, tokenizer="alnum")
+    idx = FieldedBM25(
+        ["a", "b"],
+        ["alpha beta beta", "gamma"],
+        [{"company_name": "acme"}, {"company_name": "beta corp"}],
+        {"company_name": 2.0},
+        k1=1.2,
+        b=0.75,
+        tokenizer="alnum",
+    )
     (hits,) = idx.search(["beta"], 2)
     # df(beta) = 2 of N = 2 units; avg body length 2
     idf = math.log1p((2 - 2 + 0.5) / (2 + 0.5))
@@ -61,9 +68,11 @@ def _index(docs):
 
 
 def test_company_filter_keeps_the_named_company_and_counts_a_wrong_filter(monkeypatch):
-    docs = [Document("c1", "FinQA", "x", {"company_name": "Visa Inc.", "report_year": "2019"}),
-            Document("c2", "FinQA", "x", {"company_name": "Boeing Co", "report_year": "2019"}),
-            Document("c3", "FinQA", "x", {"company_name": "Visa Inc.", "report_year": "2017"})]
+    docs = [
+        Document("c1", "FinQA", "x", {"company_name": "Visa Inc.", "report_year": "2019"}),
+        Document("c2", "FinQA", "x", {"company_name": "Boeing Co", "report_year": "2019"}),
+        Document("c3", "FinQA", "x", {"company_name": "Visa Inc.", "report_year": "2017"}),
+    ]
     index = _index(docs)
     m = MetadataHybrid(company_match="filter", company_boost=0.3, year_boost=0.1, alpha=0.0)
     hits = [("c2", 3.0), ("c1", 2.0), ("c3", 1.0)]

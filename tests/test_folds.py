@@ -68,14 +68,17 @@ def test_bundled_folds_keep_the_whole_corpus():
     assert len(lim.questions) == 10 and {q.id for q in lim.questions} <= {q.id for q in ev["FinQA"].questions}
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    (["dataset.folds=1", "dataset.fold=0"], "dataset.folds=1 is invalid"),
-    (["dataset.folds=5"], "dataset.fold=None is invalid"),
-    (["dataset.folds=5", "dataset.fold=5"], "an integer in [0, 4]"),
-    (["dataset.fold=0"], "null unless dataset.folds is set"),
-    (["dataset.folds=5", "dataset.fold=0", "dataset.fold_role=test"], "dataset.fold_role='test' is invalid"),
-    (["objective=avg/mrr3"], "objective='avg/mrr3' is invalid"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["dataset.folds=1", "dataset.fold=0"], "dataset.folds=1 is invalid"),
+        (["dataset.folds=5"], "dataset.fold=None is invalid"),
+        (["dataset.folds=5", "dataset.fold=5"], "an integer in [0, 4]"),
+        (["dataset.fold=0"], "null unless dataset.folds is set"),
+        (["dataset.folds=5", "dataset.fold=0", "dataset.fold_role=test"], "dataset.fold_role='test' is invalid"),
+        (["objective=avg/mrr3"], "objective='avg/mrr3' is invalid"),
+    ],
+)
 def test_bad_fold_settings_are_one_line(overrides, message):
     with pytest.raises(ConfigError, match=None) as err:
         config.check(compose_cfg(*overrides))

@@ -19,8 +19,12 @@ def _answers(data: list[dict]) -> dict[str, dict]:
         gold = exp.get("gold")
         answer = {0: gold, 1: None if gold is None else gold * 10, 2: 1234.5, 3: "N/A"}[i % 4]
         retrieved = [[exp["context_id"], "other"], ["other", exp["context_id"]], ["other"]][i % 3]
-        out[row["inputs"]["question"]] = {"answer": "" if answer is None else str(answer), "retrieved": retrieved,
-                                          "id": exp["question_id"], "subset": exp["subset"]}
+        out[row["inputs"]["question"]] = {
+            "answer": "" if answer is None else str(answer),
+            "retrieved": retrieved,
+            "id": exp["question_id"],
+            "subset": exp["subset"],
+        }
     return out
 
 
@@ -63,12 +67,19 @@ def test_a_row_the_retrieval_scorers_cannot_read_keeps_its_nm(tmp_path):
     give no value for the two rows they cannot read, with the reason, and score the third."""
     exp = {"expected_response": "9.4", "gold": 9.4, "context_id": "c1", "subset": "FinQA"}
     no_context = {k: v for k, v in exp.items() if k != "context_id"}
-    data = [{"inputs": {"question": "ok"}, "expectations": {**exp, "question_id": "q1"},
-             "outputs": {"answer": "9.4", "retrieved": ["c0", "c1"]}},
-            {"inputs": {"question": "int"}, "expectations": {**exp, "question_id": "q2"},
-             "outputs": {"answer": "9.4", "retrieved": 5}},
-            {"inputs": {"question": "no context"}, "expectations": {**no_context, "question_id": "q3"},
-             "outputs": {"answer": "9.4", "retrieved": ["c1"]}}]
+    data = [
+        {
+            "inputs": {"question": "ok"},
+            "expectations": {**exp, "question_id": "q1"},
+            "outputs": {"answer": "9.4", "retrieved": ["c0", "c1"]},
+        },
+        {"inputs": {"question": "int"}, "expectations": {**exp, "question_id": "q2"}, "outputs": {"answer": "9.4", "retrieved": 5}},
+        {
+            "inputs": {"question": "no context"},
+            "expectations": {**no_context, "question_id": "q3"},
+            "outputs": {"answer": "9.4", "retrieved": ["c1"]},
+        },
+    ]
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     try:
@@ -102,8 +113,21 @@ def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
         return "Final answer: 7"
 
     with FakeOpenAIServer(model="m", reply=slow) as srv:
-        run_app(["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", f"generator.base_url={srv.base_url}",
-                 "generator.model=m", "generator.max_concurrency=1", "generator.max_retries=0"], tmp_path / "cache", tmp_path, traces=True)
+        run_app(
+            [
+                "rag_method=bm25",
+                "dataset=finqa",
+                "dataset.limit=3",
+                "generator=openai_compat",
+                f"generator.base_url={srv.base_url}",
+                "generator.model=m",
+                "generator.max_concurrency=1",
+                "generator.max_retries=0",
+            ],
+            tmp_path / "cache",
+            tmp_path,
+            traces=True,
+        )
     client, (run,) = mlflow_runs(tmp_path)
     preds = {r["id"]: r for r in map(json.loads, open(next((tmp_path / "cache" / "runs").glob("*/predictions.jsonl")), encoding="utf-8"))}
     traces = client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id)
@@ -118,7 +142,8 @@ def test_a_runs_traces_carry_real_times_and_its_assessments(tmp_path):
         assert expectations == {"expected_response": row["gold_raw"], "context_id": row["context_id"]}
         feedback = {a.name: a for a in t.info.assessments if a.feedback is not None}
         assert {n: f.value for n, f in feedback.items()} == {
-            n: row[n] for n in ("nm", "nm_strict", "nm_bare", "mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5")}
+            n: row[n] for n in ("nm", "nm_strict", "nm_bare", "mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5")
+        }
         assert all(f.source.source_type == "CODE" and f.rationale for f in feedback.values())
         assert "vs gold" in feedback["nm"].rationale and "gold document" in feedback["mrr_at_3"].rationale
 
@@ -130,8 +155,15 @@ def test_a_resumed_run_traces_each_question_once(tmp_path):
     from helpers.app import run_app
     from helpers.tracking import mlflow_runs
 
-    args = ["rag_method=bm25", "dataset=finqa", "dataset.limit=3", "generator=openai_compat", "generator.model=m",
-            "generator.max_concurrency=1", "generator.max_retries=0"]
+    args = [
+        "rag_method=bm25",
+        "dataset=finqa",
+        "dataset.limit=3",
+        "generator=openai_compat",
+        "generator.model=m",
+        "generator.max_concurrency=1",
+        "generator.max_retries=0",
+    ]
     with FakeOpenAIServer(model="m", script=["ok", "500"], reply=lambda messages: "Final answer: 7") as srv:
         first = run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path, check=False, traces=True)
         assert first.returncode == 2, first.stderr[-2000:]
@@ -140,8 +172,9 @@ def test_a_resumed_run_traces_each_question_once(tmp_path):
     counts = {r.info.status: len(client.search_traces(locations=[r.info.experiment_id], run_id=r.info.run_id)) for r in runs}
     assert counts == {"FAILED": 0, "FINISHED": 3}
     (finished,) = [r for r in runs if r.info.status == "FINISHED"]
-    ids = [t.info.tags["t2exp.question_id"] for t in client.search_traces(locations=[finished.info.experiment_id],
-                                                                          run_id=finished.info.run_id)]
+    ids = [
+        t.info.tags["t2exp.question_id"] for t in client.search_traces(locations=[finished.info.experiment_id], run_id=finished.info.run_id)
+    ]
     assert len(set(ids)) == 3
 
 
@@ -155,8 +188,12 @@ def test_two_cells_over_the_same_questions_trace_the_same_ones(tmp_path):
     from helpers.app import run_app
     from helpers.tracking import mlflow_runs
 
-    run_app(["-m", "rag_method=bm25,oracle", "generator=none", "dataset.limit=4", "tracking.trace_limit=5"],
-            tmp_path / "cache", tmp_path, traces=True)
+    run_app(
+        ["-m", "rag_method=bm25,oracle", "generator=none", "dataset.limit=4", "tracking.trace_limit=5"],
+        tmp_path / "cache",
+        tmp_path,
+        traces=True,
+    )
     client, runs = mlflow_runs(tmp_path)
     cells = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     traced = {}

@@ -88,8 +88,11 @@ def import_faults(source: str) -> list[str]:
             faults.append(f"line {node.lineno}: from conftest import")
         elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "conftest" for a in node.names):
             faults.append(f"line {node.lineno}: import conftest")
-        elif isinstance(node, ast.Try) and catches_import_error(node) and any(
-                isinstance(n, ast.Import | ast.ImportFrom) for stmt in node.body for n in ast.walk(stmt)):
+        elif (
+            isinstance(node, ast.Try)
+            and catches_import_error(node)
+            and any(isinstance(n, ast.Import | ast.ImportFrom) for stmt in node.body for n in ast.walk(stmt))
+        ):
             faults.append(f"line {node.lineno}: an import inside try/except ImportError")
     return faults
 
@@ -101,8 +104,11 @@ def test_tests_import_helpers_plainly():
 
 def test_an_import_from_conftest_or_in_try_is_caught():
     source = "from conftest import cli\nimport conftest\ntry:\n    from tests.fakes import X\nexcept ImportError:\n    pass\n"
-    assert import_faults(source) == ["line 1: from conftest import", "line 2: import conftest",
-                                     "line 3: an import inside try/except ImportError"]
+    assert import_faults(source) == [
+        "line 1: from conftest import",
+        "line 2: import conftest",
+        "line 3: an import inside try/except ImportError",
+    ]
     fine = "from helpers.app import run_app\npytest.importorskip('openai')\ntry:\n    import x\nfinally:\n    pass\n"
     assert import_faults(fine) == []
 

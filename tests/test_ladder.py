@@ -22,8 +22,13 @@ def _run(run_id: str, rung: str, role: str, values: list[float]) -> tuple[RunInf
 
 
 def test_ladder_rows_deltas_and_tuning_pairs():
-    specs = [("a", "l0_x", "eval", [0, 0, 1, 1]), ("b", "l1_y", "eval", [1, 0, 1, 1]), ("c", "l2_z", "eval", [1, 1, 1, 1]),
-             ("d", "alt_base", "eval", [0, 1, 1, 0]), ("e", "l1_y", "tune", [1, 1, 0, 1, 1, 1])]
+    specs = [
+        ("a", "l0_x", "eval", [0, 0, 1, 1]),
+        ("b", "l1_y", "eval", [1, 0, 1, 1]),
+        ("c", "l2_z", "eval", [1, 1, 1, 1]),
+        ("d", "alt_base", "eval", [0, 1, 1, 0]),
+        ("e", "l1_y", "tune", [1, 1, 0, 1, 1, 1]),
+    ]
     built = {rid: _run(rid, rung, role, vals) for rid, rung, role, vals in specs}
     runs = [r for r, _ in built.values()]
     source = CellSource(lambda run_id: built[run_id][1])
@@ -50,8 +55,16 @@ def test_ladder_rows_deltas_and_tuning_pairs():
 
 
 def test_every_beyond_cell_composes_and_passes_the_check():
-    rungs = ["l0_paper_hybrid", "l1_numeric_tokens", "l2_fields", "l3_passages", "l4_priors", "l5_fusion",
-             "alt_bm25_company_year", "alt_company_filter"]
+    rungs = [
+        "l0_paper_hybrid",
+        "l1_numeric_tokens",
+        "l2_fields",
+        "l3_passages",
+        "l4_priors",
+        "l5_fusion",
+        "alt_bm25_company_year",
+        "alt_company_filter",
+    ]
     names = set()
     for rung in rungs:
         cfg = compose_cfg("+experiment=beyond", f"+rung={rung}", "dataset.fold_role=eval")

@@ -1,6 +1,7 @@
 """The package layout: a folder per stage, a bottom layer that imports no stage, no reach into
 another package's private module. Read from the source with ``ast`` (imports inside functions
 count too), so a new module that breaks a rule fails here, not in review."""
+
 from __future__ import annotations
 
 import ast
@@ -63,9 +64,16 @@ def test_infra_is_the_bottom_layer(name):
 
 def test_the_checks_read_imports_inside_functions():
     """The reader itself: an import inside a function counts (a cycle or a climb hidden there)."""
-    nested = {name: [m for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.FunctionDef)
-                     for m in ast.walk(n) if isinstance(m, ast.ImportFrom) and (m.module or "").startswith("t2exp")]
-              for name, path in MODULES.items()}
+    nested = {
+        name: [
+            m
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.FunctionDef)
+            for m in ast.walk(n)
+            if isinstance(m, ast.ImportFrom) and (m.module or "").startswith("t2exp")
+        ]
+        for name, path in MODULES.items()
+    }
     name, found = next((n, f) for n, f in sorted(nested.items()) if f)
     assert all(m.module in " ".join(_imports(MODULES[name])) for m in found)
 
@@ -127,7 +135,8 @@ def test_runs_recorded_before_the_move_keep_their_cell_key(overrides):
     key = cell_key(OmegaConf.to_container(cfg, resolve=True), "data-fingerprint")
     assert key == RECORDED_KEYS[overrides], (
         "the cell key changed: runs recorded before would not resume (if a prompt template or a default changed on purpose, "
-        "record the new key here)")
+        "record the new key here)"
+    )
 
 
 def test_importing_t2exp_registers_nothing():

@@ -13,8 +13,10 @@ from t2exp.generators import Sampling
 pytestmark = pytest.mark.slow
 
 SYSTEM = {"role": "system", "content": "You are a financial analyst. Answer with one line 'Program: <expression>'. " * 6}
-PROMPTS = [[SYSTEM, {"role": "user", "content": f"Revenue was {100 + 7 * i} in 2019 and {90 + 3 * i} in 2018. What is the change?"}]
-           for i in range(3)]
+PROMPTS = [
+    [SYSTEM, {"role": "user", "content": f"Revenue was {100 + 7 * i} in 2019 and {90 + 3 * i} in 2018. What is the change?"}]
+    for i in range(3)
+]
 SAMPLING = Sampling(max_tokens=12, stop=("\n\n",))
 
 

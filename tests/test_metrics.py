@@ -279,8 +279,12 @@ def test_is_degenerate(text, degenerate):
 def test_degenerate_counts_per_subset():
     from t2exp.evaluation.metrics import degenerate_counts
 
-    rows = [{"subset": "B", "degenerate": 1.0}, {"subset": "A", "degenerate": 0.0}, {"subset": "B", "degenerate": 1.0},
-            {"subset": "C", "degenerate": None}]
+    rows = [
+        {"subset": "B", "degenerate": 1.0},
+        {"subset": "A", "degenerate": 0.0},
+        {"subset": "B", "degenerate": 1.0},
+        {"subset": "C", "degenerate": None},
+    ]
     assert degenerate_counts(rows) == {"A": 0, "B": 2}
 
 
@@ -339,8 +343,10 @@ def test_paper_order_metrics_are_scored_from_a_runs_predictions():
     from t2exp.evaluation.scoring.compute import score
 
     gold = [Question(id=f"q{i}", subset="FinQA", split="dev", context_id="A", question="?", gold=1.0, gold_raw="1") for i in range(2)]
-    rows = [{"id": "q0", "prediction": "1", "retrieved": ["A", "B"], "retrieved_dense": [0.1, 0.8]},
-            {"id": "q1", "prediction": "1", "retrieved": ["B", "A"], "retrieved_dense": [None, 0.5]}]
+    rows = [
+        {"id": "q0", "prediction": "1", "retrieved": ["A", "B"], "retrieved_dense": [0.1, 0.8]},
+        {"id": "q1", "prediction": "1", "retrieved": ["B", "A"], "retrieved_dense": [None, 0.5]},
+    ]
     res = score(rows, gold=gold, n_boot=0)
     assert res.metrics["FinQA/mrr_at_3"] == pytest.approx(75.0)  # 1 and 1/2
     assert res.metrics["FinQA/mrr_at_3_paper_order"] == pytest.approx(75.0)  # 1/2 and 1

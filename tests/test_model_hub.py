@@ -57,6 +57,7 @@ def test_a_model_is_loaded_once_per_process_and_the_oldest_is_released():
         def load() -> object:
             calls.append(name)
             return object()
+
         return load
 
     a = model_hub.shared(("test", "a"), loader("a"))
@@ -97,8 +98,11 @@ def test_a_local_model_path_that_holds_no_model_is_one_line_when_it_loads(tmp_pa
 
     (tmp_path / "empty").mkdir()
     (tmp_path / "file").write_text("x", encoding="utf-8")
-    for model, says in ((str(tmp_path / "empty"), "holds no model this loader reads (ValueError: Unrecognized model"),
-                        (str(tmp_path / "file"), "a file, not a directory"), ("/nonexistent/dir", "no such directory")):
+    for model, says in (
+        (str(tmp_path / "empty"), "holds no model this loader reads (ValueError: Unrecognized model"),
+        (str(tmp_path / "file"), "a file, not a directory"),
+        ("/nonexistent/dir", "no such directory"),
+    ):
         with pytest.raises(ConfigError) as err:
             model_hub.load(lambda m=model: SentenceTransformer(m, device="cpu"), "embedder", model)
         msg = str(err.value)

@@ -229,8 +229,15 @@ def test_split_reasoning(text, answer, thought):
 def test_factory_dispatches_and_drops_other_backends_keys(fake):
     srv = fake()
     gen = make_generator(
-        backend="openai", name="llama", model=MODEL, base_url=srv.base_url, provider=None,
-        tensor_parallel_size=2, max_model_len=4096, startup_timeout=5, command=None,
+        backend="openai",
+        name="llama",
+        model=MODEL,
+        base_url=srv.base_url,
+        provider=None,
+        tensor_parallel_size=2,
+        max_model_len=4096,
+        startup_timeout=5,
+        command=None,
     )
     assert isinstance(gen, OpenAICompatGenerator)
     assert gen.generate([ask("q")], GREEDY)[0].text == "echo: q"
@@ -321,8 +328,9 @@ def test_vllm_server_dies_with_a_killed_t2exp(tmp_path):
         "from test_openai_generator import _server_gen, ask, GREEDY; from pathlib import Path;"
         "out = _server_gen(Path(sys.argv[2])).generate([ask('one')], GREEDY); print(out[0].text, flush=True); sys.stdin.read()"
     )
-    child = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(tmp_path)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "echo: one"  # the server answered
         (log_path,) = (tmp_path / "logs").glob("vllm_server-fake-server-*.log")
@@ -447,8 +455,9 @@ def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
 
     prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(3)]
     with FakeOpenAIServer(model="m", script=["ok", "ok", "500"]) as srv:
-        inner = OpenAICompatGenerator("g", model="m", base_url=srv.base_url, api_key="x", max_concurrency=1,
-                                      max_retries=0, backoff_base=0.0, batch_size=64)
+        inner = OpenAICompatGenerator(
+            "g", model="m", base_url=srv.base_url, api_key="x", max_concurrency=1, max_retries=0, backoff_base=0.0, batch_size=64
+        )
         gen = CachedGenerator(inner, KVCache(tmp_path / "llm.sqlite"))
         with pytest.raises(RemoteError):
             gen.generate(prompts, Sampling(max_tokens=8))
@@ -494,8 +503,11 @@ def test_vllm_server_that_dies_mid_run_is_named_with_its_log(tmp_path, no_server
 def test_cache_fingerprint_names_the_weights_not_only_the_id():
     """Two servers serving different weights under one model id must not share LLM-cache entries
     (before the fix the fingerprint was the id alone); the same weights on another port do."""
-    with FakeOpenAIServer(model=MODEL, root="/models/a") as a, FakeOpenAIServer(model=MODEL, root="/models/b") as b, \
-            FakeOpenAIServer(model=MODEL, root="/models/a") as a2:
+    with (
+        FakeOpenAIServer(model=MODEL, root="/models/a") as a,
+        FakeOpenAIServer(model=MODEL, root="/models/b") as b,
+        FakeOpenAIServer(model=MODEL, root="/models/a") as a2,
+    ):
         fa, fb, fa2 = (client(s).fingerprint for s in (a, b, a2))
         assert fa != fb
         assert fa == fa2

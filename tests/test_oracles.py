@@ -61,8 +61,10 @@ def test_aggregated_means_equal_ranx(seed):
     ranx = pytest.importorskip("ranx")
     qrels, run, ranked = synthetic_run(seed)
     theirs = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), ["mrr@3", "recall@1", "recall@3", "recall@5"])
-    rows = [{"subset": "FinQA" if i % 2 else "TAT-DQA", **question_metrics(docs, gold, 3, None, None)}
-            for i, (docs, gold) in enumerate(ranked.values())]
+    rows = [
+        {"subset": "FinQA" if i % 2 else "TAT-DQA", **question_metrics(docs, gold, 3, None, None)}
+        for i, (docs, gold) in enumerate(ranked.values())
+    ]
     table = aggregate(rows, ["mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5"])
     assert table["avg"]["mrr_at_3"].mean == pytest.approx(100 * theirs["mrr@3"], abs=1e-9)
     for r in (1, 3, 5):
@@ -94,8 +96,12 @@ def test_relative_score_fusion_equals_ranx_weighted_min_max_sum(alpha):
     ranx = pytest.importorskip("ranx")
     dense, lexical = _lists(7)
     ours = dict(fuse(dense, lexical, k=100, alpha=alpha, fusion="relative_score"))
-    fused = ranx.fuse(runs=[ranx.Run({"q": dict(dense)}), ranx.Run({"q": dict(lexical)})], norm="min-max", method="wsum",
-                      params={"weights": [alpha, 1 - alpha]})
+    fused = ranx.fuse(
+        runs=[ranx.Run({"q": dict(dense)}), ranx.Run({"q": dict(lexical)})],
+        norm="min-max",
+        method="wsum",
+        params={"weights": [alpha, 1 - alpha]},
+    )
     theirs = fused.to_dict()["q"]
     assert set(ours) == set(theirs)
     for cid, score in theirs.items():
@@ -107,14 +113,22 @@ def test_bootstrap_ci_equals_scipy_up_to_rounding(seed):
     stats = pytest.importorskip("scipy.stats")
     values = np.random.default_rng(seed + 10).integers(0, 2, 57).astype(float)
     ours = bootstrap_ci(values, n_boot=1000, seed=seed)
-    theirs = stats.bootstrap((values,), lambda x, axis: np.mean(x, axis=axis) * 100.0, n_resamples=1000, method="percentile",
-                             confidence_level=0.95, rng=np.random.default_rng(seed), vectorized=True).confidence_interval
+    theirs = stats.bootstrap(
+        (values,),
+        lambda x, axis: np.mean(x, axis=axis) * 100.0,
+        n_resamples=1000,
+        method="percentile",
+        confidence_level=0.95,
+        rng=np.random.default_rng(seed),
+        vectorized=True,
+    ).confidence_interval
     # the same resamples: equal up to float rounding of the percentile, not bit for bit (see bootstrap_ci)
     assert ours == pytest.approx((theirs.low, theirs.high), rel=1e-12)
     d = np.random.default_rng(seed).random(40) - 0.4
     pb = paired_bootstrap(d, np.zeros(40), n_boot=3000, seed=seed)
-    theirs = stats.bootstrap((d,), np.mean, n_resamples=3000, method="percentile", rng=np.random.default_rng(seed),
-                             batch=1000).confidence_interval
+    theirs = stats.bootstrap(
+        (d,), np.mean, n_resamples=3000, method="percentile", rng=np.random.default_rng(seed), batch=1000
+    ).confidence_interval
     assert (pb.ci_low, pb.ci_high) == pytest.approx((theirs.low, theirs.high), rel=1e-12)
 
 
@@ -124,6 +138,7 @@ def test_exact_permutation_p_equals_scipy(seed):
     rng = np.random.default_rng(seed)
     a, b = rng.integers(0, 2, 12).astype(float), rng.integers(0, 2, 12).astype(float)
     ours = permutation_test(a, b, n_perm=10000)
-    theirs = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
-                                    n_resamples=np.inf, alternative="two-sided")
+    theirs = stats.permutation_test(
+        (a, b), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples", n_resamples=np.inf, alternative="two-sided"
+    )
     assert ours.exact and ours.p_value == pytest.approx(theirs.pvalue, abs=1e-12)

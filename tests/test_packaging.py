@@ -108,8 +108,11 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
     # the files git would commit (tracked, and untracked but not ignored), as scripts/wheel_check.sh
     # copies them: never a venv, cache or build output of the checkout (CI's vLLM venv, 5 GB and
     # growing beside the tests, once filled the disk through a copy by ignore patterns)
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         if (ROOT / rel).is_file() and "_resources" not in Path(rel).parts:
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +120,10 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
     dist = tmp_path_factory.mktemp("dist")
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(dist), str(src)],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (whl,) = dist.glob("t2exp-*.whl")
@@ -132,8 +138,13 @@ def test_the_wheel_carries_configs_prompts_and_bundled_data(wheel):
     expected = {res + p.relative_to(ROOT).as_posix() for p in (ROOT / "conf").rglob("*.yaml")}
     expected |= {res + p.relative_to(ROOT).as_posix() for p in (ROOT / "prompts").glob("*.j2")}
     expected |= {res + p.relative_to(ROOT).as_posix() for p in (ROOT / "data" / "t2ragbench").iterdir()}
-    assert {res + "conf/config.yaml", res + "data/t2ragbench/NOTICE.md", res + "data/t2ragbench/FinQA_dev.parquet",
-            res + "data/t2ragbench/TAT-DQA_dev.parquet", res + "prompts/answer_program.j2"} <= expected
+    assert {
+        res + "conf/config.yaml",
+        res + "data/t2ragbench/NOTICE.md",
+        res + "data/t2ragbench/FinQA_dev.parquet",
+        res + "data/t2ragbench/TAT-DQA_dev.parquet",
+        res + "prompts/answer_program.j2",
+    } <= expected
     assert sorted(expected - names) == []
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
@@ -147,8 +158,12 @@ def test_an_installed_wheel_reads_its_own_resources_and_writes_under_cwd(wheel, 
     scripts/wheel_check.sh): configs, prompts and data come from the package, outputs from cwd."""
     whl, _ = wheel
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(whl)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(whl)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}
@@ -156,15 +171,31 @@ def test_an_installed_wheel_reads_its_own_resources_and_writes_under_cwd(wheel, 
         "import json, t2exp.infra.paths as p; "
         "print(json.dumps({k: str(getattr(p, k)) for k in ('CHECKOUT_ROOT', 'CONF_DIR', 'PROMPTS_DIR', 'DATA_DIR')}))"
     )
-    got = json.loads(subprocess.run([sys.executable, "-c", probe], cwd=empty, env=env, check=True,
-                                    capture_output=True, text=True, timeout=120).stdout)
+    got = json.loads(
+        subprocess.run([sys.executable, "-c", probe], cwd=empty, env=env, check=True, capture_output=True, text=True, timeout=120).stdout
+    )
     res = site / "t2exp" / "_resources"
-    assert got == {"CHECKOUT_ROOT": "None", "CONF_DIR": str(res / "conf"), "PROMPTS_DIR": str(res / "prompts"),
-                   "DATA_DIR": str(res / "data" / "t2ragbench")}
-    proc = subprocess.run([sys.executable, "-m", "t2exp", "--cfg", "job", "--resolve"], cwd=empty, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    assert got == {
+        "CHECKOUT_ROOT": "None",
+        "CONF_DIR": str(res / "conf"),
+        "PROMPTS_DIR": str(res / "prompts"),
+        "DATA_DIR": str(res / "data" / "t2ragbench"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "t2exp", "--cfg", "job", "--resolve"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cfg = OmegaConf.create(proc.stdout)
-    assert (cfg.paths.work, cfg.paths.cache, cfg.tracking.uri) == (str(empty), str(empty / ".t2exp_cache"), f"sqlite:///{empty}/mlruns/mlflow.db")
+    assert (cfg.paths.work, cfg.paths.cache, cfg.tracking.uri) == (
+        str(empty),
+        str(empty / ".t2exp_cache"),
+        f"sqlite:///{empty}/mlruns/mlflow.db",
+    )
     assert (cfg.paths.prompts, cfg.dataset.path) == (str(res / "prompts"), str(res / "data" / "t2ragbench"))
     assert list(empty.iterdir()) == []

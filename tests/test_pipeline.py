@@ -109,8 +109,12 @@ def test_unknown_option_fails_with_hydras_message(shared_cache, tmp_path):
 def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
     """Real generation with an offline model on one question per method (the 0.5B: the default 1.5B
     runs end to end in test_progress.py, and the methods' wiring is the same)."""
-    run_app(["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=1", "generator=qwen_coder_0_5b"],
-            shared_cache, tmp_path, timeout=1500)
+    run_app(
+        ["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=1", "generator=qwen_coder_0_5b"],
+        shared_cache,
+        tmp_path,
+        timeout=1500,
+    )
     client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     oracle = by_method["oracle"].data.metrics
@@ -134,8 +138,18 @@ def test_qwq_through_an_openai_compatible_server(shared_cache, tmp_path):
         return "<think>The table says revenue was 42 and I should double check it.</think>\nFinal answer: 42"
 
     with FakeOpenAIServer(model="Qwen/QwQ-32B-AWQ", reply=reply) as srv:
-        run_app(["generator=qwq32b", "generator.backend=openai", f"generator.base_url={srv.base_url}",
-                 "rag_method=oracle", "dataset=finqa", "dataset.limit=3"], shared_cache, tmp_path)
+        run_app(
+            [
+                "generator=qwq32b",
+                "generator.backend=openai",
+                f"generator.base_url={srv.base_url}",
+                "rag_method=oracle",
+                "dataset=finqa",
+                "dataset.limit=3",
+            ],
+            shared_cache,
+            tmp_path,
+        )
         assert len(srv.requests) == 3 and not srv.errors
         req = srv.requests[0]
         assert req["model"] == "Qwen/QwQ-32B-AWQ" and req["temperature"] == 0.0 and req["max_tokens"] == 8192
@@ -171,8 +185,16 @@ def test_self_consistency_votes_and_grounded_programs_win(shared_cache, tmp_path
             state["choice"] = 0 if "n" in body else -100  # in a sample request the second choice is grounded
             return super().completion(body, finish_reason)
 
-    common = ["generator=openai_compat", "generator.model=m", "generator.answer_mode=program", "generator.sampling.samples=3",
-              "generator.max_concurrency=1", "rag_method=oracle", "dataset=finqa", "dataset.limit=2"]
+    common = [
+        "generator=openai_compat",
+        "generator.model=m",
+        "generator.answer_mode=program",
+        "generator.sampling.samples=3",
+        "generator.max_concurrency=1",
+        "rag_method=oracle",
+        "dataset=finqa",
+        "dataset.limit=2",
+    ]
     with Server(model="m", reply=reply) as srv:
         common.append(f"generator.base_url={srv.base_url}")
         run_app([*common, "generator.grounding=prefer"], shared_cache, tmp_path / "prefer")
@@ -201,9 +223,22 @@ def test_context_header_puts_each_retrieved_documents_report_in_the_prompt(share
     data = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet")
     report = {r.context_id: f"Report: {r.company_name}, {r.report_year}" for r in data.itertuples()}
     with FakeOpenAIServer(model="m", reply=lambda messages: "Program: 1") as srv:
-        run_app(["generator=openai_compat", "generator.model=m", f"generator.base_url={srv.base_url}",
-                 "generator.answer_mode=program", "rag_method=bm25", "k=3", "context.documents=null", "context.header=company_year",
-                 "dataset=finqa", "dataset.limit=2"], shared_cache, tmp_path)
+        run_app(
+            [
+                "generator=openai_compat",
+                "generator.model=m",
+                f"generator.base_url={srv.base_url}",
+                "generator.answer_mode=program",
+                "rag_method=bm25",
+                "k=3",
+                "context.documents=null",
+                "context.header=company_year",
+                "dataset=finqa",
+                "dataset.limit=2",
+            ],
+            shared_cache,
+            tmp_path,
+        )
         prompts = [r["messages"][-1]["content"] for r in srv.requests]
     client, (run,) = mlflow_runs(tmp_path)
     rows = {r["question"]: r for r in _artifact_rows(client, run.info.run_id)}
@@ -259,15 +294,29 @@ def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache,
     srv = FakeOpenAIServer(model=model, reply=reply).start()
     # every cell's prompts are its own (k changes the contexts when the generator reads all k, the
     # seed is part of the LLM-cache key)
-    sweep = ["-m", "k=3,5", "generator.sampling.seed=0,1", "rag_method=base", "context.documents=null", "dataset.limit=2",
-             "generator=openai_compat",
-             f"generator.model={model}",
-             f"generator.base_url={srv.base_url}", "generator.max_retries=0"]
+    sweep = [
+        "-m",
+        "k=3,5",
+        "generator.sampling.seed=0,1",
+        "rag_method=base",
+        "context.documents=null",
+        "dataset.limit=2",
+        "generator=openai_compat",
+        f"generator.model={model}",
+        f"generator.base_url={srv.base_url}",
+        "generator.max_retries=0",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_STOP_GRACE_SECONDS": "600"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "t2exp", *sweep, *app_overrides(shared_cache, tmp_path)],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "t2exp", *sweep, *app_overrides(shared_cache, tmp_path)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert arrived.wait(600), "the third cell never sent a request"
             proc.send_signal(signal.SIGTERM)  # the app asks to stop at its next safe point ...

@@ -33,9 +33,16 @@ def saved(monkeypatch) -> list[Any]:
 
 def _table(n: int) -> Table:
     """``n`` cells of a reproduction-style sweep: method x protocol x generator labels, one metric."""
-    runs = [RunInfo(run_id=f"{i:032x}", name=f"cell {i}", metrics={}, overrides={},
-                    params={"rag_method.name": f"metadata_hybrid_{i}", "protocol.name": "paper", "generator.name": "qwen_coder_1_5b"})
-            for i in range(n)]
+    runs = [
+        RunInfo(
+            run_id=f"{i:032x}",
+            name=f"cell {i}",
+            metrics={},
+            overrides={},
+            params={"rag_method.name": f"metadata_hybrid_{i}", "protocol.name": "paper", "generator.name": "qwen_coder_1_5b"},
+        )
+        for i in range(n)
+    ]
     columns = [(s, "mrr_at_3") for s in ("FinQA", "TAT-DQA", AVG)]
     cells = {(r.run_id, s, m): Cell(40.0 + 5 * i, 35.0 + 5 * i, 45.0 + 5 * i) for i, r in enumerate(runs) for s, m in columns}
     return Table(name="t", title="t", keys=["rag_method", "protocol", "generator"], runs=runs, columns=columns, cells=cells)
@@ -74,8 +81,22 @@ def test_a_bar_plot_of_eight_cells_shows_its_whole_legend_with_a_colour_each(tmp
 
 
 def test_a_corpus_curve_of_eight_groups_shows_its_whole_legend(tmp_path: Path, saved: list[Any]):
-    points = [CurvePoint(group=(f"metadata_hybrid_{g}",), subset=s, size=str(d), docs=float(d), mean=30.0 + g + d / 10, std=1.0,
-                         n=3, questions=100.0, values=[30.0]) for g in range(CELLS) for s in ("FinQA", "TAT-DQA") for d in (25, 100, 299)]
+    points = [
+        CurvePoint(
+            group=(f"metadata_hybrid_{g}",),
+            subset=s,
+            size=str(d),
+            docs=float(d),
+            mean=30.0 + g + d / 10,
+            std=1.0,
+            n=3,
+            questions=100.0,
+            values=[30.0],
+        )
+        for g in range(CELLS)
+        for s in ("FinQA", "TAT-DQA")
+        for d in (25, 100, 299)
+    ]
     plot_curve(["rag_method"], points, "mrr_at_3", ["FinQA", "TAT-DQA"], tmp_path / "curve.png")
     (fig,) = saved
     _check_legend(fig, CELLS)

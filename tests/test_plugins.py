@@ -64,12 +64,19 @@ def _run(module: str, args: list[str], plugin: Path, check: bool = True) -> subp
 def test_a_method_from_a_local_module_and_yaml_joins_sweeps_reports_and_scoring(plugin, shared_cache, tmp_path):
     search = f"hydra.searchpath=[file://{plugin / 'conf'}]"
     # validated like a built-in: a key its constructor does not take is one line, before any work
-    bad = _run("t2exp", ["rag_method=lexical_only", "+rag_method.dept=3", "generator=none", search,
-                         *app_overrides(shared_cache, tmp_path / "bad")], plugin, check=False)
+    bad = _run(
+        "t2exp",
+        ["rag_method=lexical_only", "+rag_method.dept=3", "generator=none", search, *app_overrides(shared_cache, tmp_path / "bad")],
+        plugin,
+        check=False,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "dept" in bad.stderr.strip().splitlines()[-1]
 
-    _run("t2exp", ["-m", "rag_method=base,lexical_only", "generator=none", "dataset.limit=8", search,
-                   *app_overrides(shared_cache, tmp_path)], plugin)
+    _run(
+        "t2exp",
+        ["-m", "rag_method=base,lexical_only", "generator=none", "dataset.limit=8", search, *app_overrides(shared_cache, tmp_path)],
+        plugin,
+    )
     client, runs = mlflow_runs(tmp_path)
     parent = next(r for r in runs if r.data.tags.get("t2exp.sweep") == "parent")
     by_method = {r.data.params["rag_method.name"]: r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"}

@@ -34,8 +34,13 @@ def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     # a real process: what a user's terminal shows (library noise written to the file descriptors too)
     # one question, the 0.5B (converted once for the suite, shared with the generation tests; the
     # default 1.5B is the same code on other weights, and its conversion cost 100 s of this test)
-    proc = run_app(["rag_method=base", "dataset=finqa", "dataset.limit=1", "context.mode=focused", "generator=qwen_coder_0_5b"],
-                   fresh, tmp_path, timeout=900, process=True)
+    proc = run_app(
+        ["rag_method=base", "dataset=finqa", "dataset.limit=1", "context.mode=focused", "generator=qwen_coder_0_5b"],
+        fresh,
+        tmp_path,
+        timeout=900,
+        process=True,
+    )
     err = proc.stdout + proc.stderr  # Hydra's job log goes to stdout, the summary to stderr
     assert re.search(r"index FinQA \(minilm, lancedb\): 299 documents in [\d.]+s", err), err[-3000:]
     assert re.search(r"generate FinQA: 1 answer in [\d.]+s", err), err[-3000:]
@@ -91,7 +96,8 @@ def test_the_mlflow_ui_gets_datasets_description_table_and_traces(shared_cache, 
     retrieve = next(s for s in traces[0].data.spans if s.name == "retrieve")
     assert len(retrieve.outputs["retrieved"]) == 5
 
-    run_app(["rag_method=hybrid", "generator=none", "dataset.limit=3", "tracking.traces=false", "k=5"], shared_cache, tmp_path,
-            traces=True)  # the test's own tracking.traces=false is the subject
+    run_app(
+        ["rag_method=hybrid", "generator=none", "dataset.limit=3", "tracking.traces=false", "k=5"], shared_cache, tmp_path, traces=True
+    )  # the test's own tracking.traces=false is the subject
     _, runs = mlflow_runs(tmp_path)
     assert len(client.search_traces(locations=[run.info.experiment_id], run_id=runs[-1].info.run_id)) == 0

@@ -10,8 +10,16 @@ from t2exp.data.records import Question
 from t2exp.errors import ConfigError, DataError
 from t2exp.methods.queries import QueryBuilder
 
-Q = Question(id="q1", subset="FinQA", split="dev", context_id="c1", question="What was the 2019 revenue?", gold=1.0,
-             gold_raw="1.0", metadata={"company_name": "ACME Corp", "report_year": "2019"})
+Q = Question(
+    id="q1",
+    subset="FinQA",
+    split="dev",
+    context_id="c1",
+    question="What was the 2019 revenue?",
+    gold=1.0,
+    gold_raw="1.0",
+    metadata={"company_name": "ACME Corp", "report_year": "2019"},
+)
 INSTRUCT = "Instruct: Given a question about a company, retrieve relevant passages that answer the query.\nQuery: {query}"
 
 
@@ -22,8 +30,10 @@ def test_default_is_the_bare_question():
 def test_paper_template_and_instruction():
     assert QueryBuilder("{company_name} : {question}")(Q) == "ACME Corp : What was the 2019 revenue?"
     wrapped = QueryBuilder("{company_name} : {question}", INSTRUCT)(Q)
-    assert wrapped == ("Instruct: Given a question about a company, retrieve relevant passages that answer the query.\n"
-                       "Query: ACME Corp : What was the 2019 revenue?")
+    assert wrapped == (
+        "Instruct: Given a question about a company, retrieve relevant passages that answer the query.\n"
+        "Query: ACME Corp : What was the 2019 revenue?"
+    )
 
 
 def test_a_field_the_question_lacks_is_one_line():

@@ -110,8 +110,11 @@ def test_sigkill_mid_write_leaves_readable_caches(tmp_path):
     log_p, kv_p = tmp_path / "p.jsonl", tmp_path / "kv.sqlite"
     KVCache(kv_p)
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / f"p{n}.jsonl" if n else log_p), str(kv_p), f"w{n}"],
-                         stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path / f"p{n}.jsonl" if n else log_p), str(kv_p), f"w{n}"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for n in range(2)
     ]
     try:
@@ -187,8 +190,10 @@ def test_file_system_faults_are_one_line_naming_the_path_and_the_fix():
     from t2exp.errors import os_error_line
 
     full = os_error_line(OSError(errno.ENOSPC, "No space left on device", "/data/cache/runs/x/predictions.jsonl"))
-    assert full == ("/data/cache/runs/x/predictions.jsonl: No space left on device; the disk is full: free space and run "
-                    "the same command again (it resumes; the cache is intact)")
+    assert full == (
+        "/data/cache/runs/x/predictions.jsonl: No space left on device; the disk is full: free space and run "
+        "the same command again (it resumes; the cache is intact)"
+    )
     assert "read-only" in os_error_line(OSError(errno.EROFS, "Read-only file system", "/ro/cache"))
     assert os_error_line(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")).startswith("ConnectionRefusedError: ")
 
@@ -198,8 +203,16 @@ def test_a_cache_path_that_is_a_file_is_one_line(tmp_path):
     from t2exp.__main__ import main
 
     (tmp_path / "cache").write_text("a file, not a directory")
-    proc = cli(main, ["generator=none", "dataset.limit=1", f"paths.cache={tmp_path / 'cache'}",
-                      f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}", f"hydra.run.dir={tmp_path / 'hydra'}"])
+    proc = cli(
+        main,
+        [
+            "generator=none",
+            "dataset.limit=1",
+            f"paths.cache={tmp_path / 'cache'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+        ],
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert str(tmp_path / "cache") in line and "a file stands where a directory is expected" in line, line
@@ -234,8 +247,18 @@ def _run_app(tmp_path, *extra: str, cache=None):
     from helpers.command import cli
     from t2exp.__main__ import main
 
-    return cli(main, ["rag_method=bm25", "generator=none", "dataset.limit=2", f"paths.cache={cache or tmp_path / 'cache'}",
-                      f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}", f"hydra.run.dir={tmp_path / 'hydra'}", *extra])
+    return cli(
+        main,
+        [
+            "rag_method=bm25",
+            "generator=none",
+            "dataset.limit=2",
+            f"paths.cache={cache or tmp_path / 'cache'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+            *extra,
+        ],
+    )
 
 
 def test_a_full_artifact_disk_is_one_line_and_the_rerun_logs_what_was_kept(tmp_path, small_tmpfs):

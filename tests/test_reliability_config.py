@@ -68,8 +68,10 @@ def one_line_error(*overrides: str) -> str:
         (["rag_method.fusion=max"], ["rag_method.fusion='max'", "relative_score, rrf"]),
         (["rag_method.lexical=bm26"], ["rag_method.lexical='bm26'", "bm25s, rank_bm25, fielded, store"]),
         (["rag_method.candidate_depth=0"], ["rag_method.candidate_depth=0", ">= 1"]),
-        (["rag_method.fusion=paper", "rag_method.lexical=store"],
-         ["rag_method.lexical='store'", "rank_bm25 or bm25s with rag_method.fusion=paper"]),
+        (
+            ["rag_method.fusion=paper", "rag_method.lexical=store"],
+            ["rag_method.lexical='store'", "rank_bm25 or bm25s with rag_method.fusion=paper"],
+        ),
         (["rag_method=reranker", "rag_method.candidates=4", "k=5"], ["rag_method.candidates=4", ">= k (5)"]),
         (["rag_method=reranker", "rag_method.candidates=many"], ["rag_method.candidates=many", "an integer"]),
         (["rag_method=reranker", "rag_method.first_stage=bm25"], ["rag_method.first_stage='bm25'", "base, hybrid"]),
@@ -179,8 +181,9 @@ def test_every_shipped_option_validates(monkeypatch):
     for group in ("dataset", "embedder", "generator", "rag_method", "store", "reranker"):
         for f in sorted((CONF_DIR / group).glob("*.yaml")):
             # qwen_coder_0_5b_vllm: its vLLM venv (scripts/vllm_cpu.sh) need not exist here
-            extra = {"openai_compat": ["generator.model=m"],
-                     "qwen_coder_0_5b_vllm": [f"generator.command=[{sys.executable},-m,vllm]"]}.get(f.stem, [])
+            extra = {"openai_compat": ["generator.model=m"], "qwen_coder_0_5b_vllm": [f"generator.command=[{sys.executable},-m,vllm]"]}.get(
+                f.stem, []
+            )
             if group == "reranker":
                 overrides = ["rag_method=reranker", f"reranker={f.stem}"]
             else:
@@ -215,8 +218,9 @@ def test_preflight_leaves_other_commands_to_hydra():
 def test_preflight_loads_local_data(tmp_path):
     import pandas as pd
 
-    df = pd.DataFrame({"id": ["a", "a"], "context_id": ["c", "c"], "question": ["q?", "q2?"], "program_answer": ["1", "2"],
-                       "context": ["t", "t"]})
+    df = pd.DataFrame(
+        {"id": ["a", "a"], "context_id": ["c", "c"], "question": ["q?", "q2?"], "program_answer": ["1", "2"], "context": ["t", "t"]}
+    )
     df.to_parquet(tmp_path / "FinQA_test.parquet")
     with pytest.raises(DataError, match=r"FinQA_test.parquet: row 1: column 'id' value 'a' duplicates"):
         preflight(["dataset=finqa", f"dataset.path={tmp_path}", "generator=none"])
@@ -225,27 +229,57 @@ def test_preflight_loads_local_data(tmp_path):
 # --- secrets -------------------------------------------------------------------------------------------
 def test_secret_overrides_move_to_the_environment():
     env: dict[str, str] = {}
-    argv = ["-m", "k=3", "generator.api_key=sk-abcdefghijklmnop", "+embedder.api_key='quoted key'", "generator.api_key_env=X",
-            "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job", "hf_token=abc123456789"]
+    argv = [
+        "-m",
+        "k=3",
+        "generator.api_key=sk-abcdefghijklmnop",
+        "+embedder.api_key='quoted key'",
+        "generator.api_key_env=X",
+        "store.password=null",
+        "embedder.api_key=${oc.env:MINE}",
+        "--cfg",
+        "job",
+        "hf_token=abc123456789",
+    ]
     out = move_secret_overrides(argv, env)
     assert out == [
-        "-m", "k=3", "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}",
+        "-m",
+        "k=3",
+        "generator.api_key=${oc.env:T2EXP_SECRET_GENERATOR_API_KEY}",
         "+embedder.api_key=${oc.env:T2EXP_SECRET_EMBEDDER_API_KEY}",
-        "generator.api_key_env=X", "store.password=null", "embedder.api_key=${oc.env:MINE}", "--cfg", "job",
+        "generator.api_key_env=X",
+        "store.password=null",
+        "embedder.api_key=${oc.env:MINE}",
+        "--cfg",
+        "job",
         "hf_token=${oc.env:T2EXP_SECRET_HF_TOKEN}",
     ]
-    assert env == {"T2EXP_SECRET_GENERATOR_API_KEY": "sk-abcdefghijklmnop", "T2EXP_SECRET_EMBEDDER_API_KEY": "quoted key",
-                   "T2EXP_SECRET_HF_TOKEN": "abc123456789"}
+    assert env == {
+        "T2EXP_SECRET_GENERATOR_API_KEY": "sk-abcdefghijklmnop",
+        "T2EXP_SECRET_EMBEDDER_API_KEY": "quoted key",
+        "T2EXP_SECRET_HF_TOKEN": "abc123456789",
+    }
 
 
 def test_a_url_with_a_password_moves_to_the_environment_too():
     env: dict[str, str] = {}
-    out = move_secret_overrides(["generator.base_url=http://user:pw-123@llm:8000/v1", "generator.base_url=http://llm:8000/v1",
-                                 "tracking.uri=https://me:tok@mlflow.example/"], env)
-    assert out == ["generator.base_url=${oc.env:T2EXP_SECRET_GENERATOR_BASE_URL}", "generator.base_url=http://llm:8000/v1",
-                   "tracking.uri=${oc.env:T2EXP_SECRET_TRACKING_URI}"]
-    assert env == {"T2EXP_SECRET_GENERATOR_BASE_URL": "http://user:pw-123@llm:8000/v1",
-                   "T2EXP_SECRET_TRACKING_URI": "https://me:tok@mlflow.example/"}
+    out = move_secret_overrides(
+        [
+            "generator.base_url=http://user:pw-123@llm:8000/v1",
+            "generator.base_url=http://llm:8000/v1",
+            "tracking.uri=https://me:tok@mlflow.example/",
+        ],
+        env,
+    )
+    assert out == [
+        "generator.base_url=${oc.env:T2EXP_SECRET_GENERATOR_BASE_URL}",
+        "generator.base_url=http://llm:8000/v1",
+        "tracking.uri=${oc.env:T2EXP_SECRET_TRACKING_URI}",
+    ]
+    assert env == {
+        "T2EXP_SECRET_GENERATOR_BASE_URL": "http://user:pw-123@llm:8000/v1",
+        "T2EXP_SECRET_TRACKING_URI": "https://me:tok@mlflow.example/",
+    }
 
 
 def test_a_swept_secret_is_refused_before_anything_is_written():
@@ -401,10 +435,23 @@ def test_a_second_sigint_as_an_answer_is_written_keeps_it_once(tmp_path, monkeyp
     monkeypatch.setattr(JsonlLog, "write", write_then_second_ctrl_c)
     cache = tmp_path / "cache"
     with FakeOpenAIServer(model="m", reply=first_ctrl_c) as srv:
-        proc = cli(main, ["rag_method=oracle", "dataset=finqa", "dataset.limit=3", "generator=openai_compat",
-                          f"generator.base_url={srv.base_url}", "generator.model=m", "generator.max_concurrency=1",
-                          "generator.batch_size=1", "generator.max_retries=0", *app_overrides(cache, tmp_path / "track")],
-                   env={STOP_GRACE_ENV: "60"}, cwd=tmp_path)
+        proc = cli(
+            main,
+            [
+                "rag_method=oracle",
+                "dataset=finqa",
+                "dataset.limit=3",
+                "generator=openai_compat",
+                f"generator.base_url={srv.base_url}",
+                "generator.model=m",
+                "generator.max_concurrency=1",
+                "generator.batch_size=1",
+                "generator.max_retries=0",
+                *app_overrides(cache, tmp_path / "track"),
+            ],
+            env={STOP_GRACE_ENV: "60"},
+            cwd=tmp_path,
+        )
         assert proc.returncode == 128 + signal.SIGINT, proc.stderr[-3000:]
         assert len(srv.requests) == 1
     (path,) = cache.glob("runs/*/predictions.jsonl")
@@ -435,13 +482,20 @@ def test_error_line_is_redacted(monkeypatch, capsys):
 def test_cell_key_ignores_where_a_cell_runs_and_how_servers_are_reached():
     """Issue 17, item 4: store.uri, the generator's base_url, timeouts and concurrency (and paths.*)
     do not change what a cell computes, so they must not change its key; results-changing keys do."""
-    base = {"k": 3, "rag_method": {"name": "hybrid", "alpha": 0.5},
-            "store": {"_target_": "s", "uri": "/a/.t2exp_cache/lancedb", "candidate_depth": 50},
-            "generator": {"name": "g", "model": "m", "base_url": "http://a:8000/v1", "timeout": 600, "max_concurrency": 16},
-            "dataset": {"name": "finqa", "path": "/a/data", "limit": 6}}
-    moved = {**base, "store": {**base["store"], "uri": "/b/cache/lancedb"},
-             "generator": {**base["generator"], "base_url": "http://b:9000/v1", "timeout": 30, "max_concurrency": 2},
-             "dataset": {**base["dataset"], "path": "/mnt/b/data"}, "paths": {"cache": "/b/cache"}}
+    base = {
+        "k": 3,
+        "rag_method": {"name": "hybrid", "alpha": 0.5},
+        "store": {"_target_": "s", "uri": "/a/.t2exp_cache/lancedb", "candidate_depth": 50},
+        "generator": {"name": "g", "model": "m", "base_url": "http://a:8000/v1", "timeout": 600, "max_concurrency": 16},
+        "dataset": {"name": "finqa", "path": "/a/data", "limit": 6},
+    }
+    moved = {
+        **base,
+        "store": {**base["store"], "uri": "/b/cache/lancedb"},
+        "generator": {**base["generator"], "base_url": "http://b:9000/v1", "timeout": 30, "max_concurrency": 2},
+        "dataset": {**base["dataset"], "path": "/mnt/b/data"},
+        "paths": {"cache": "/b/cache"},
+    }
     assert cell_key(base, "data-1") == cell_key(moved, "data-1")
     assert cell_key(base, "data-1") != cell_key(base, "data-2")  # other corpora or questions
     assert cell_key(base, "data-1") != cell_key({**base, "rag_method": {"name": "hybrid", "alpha": 0.3}}, "data-1")
@@ -493,19 +547,29 @@ def _user_conf(tmp_path, **options: str):
 def test_a_misspelt_key_in_a_users_typed_option_yaml_is_one_line_naming_it(tmp_path, how):
     """A copy of conf/rag_method/hybrid.yaml with a misspelt key, also inside its meta: block, or a
     value of the wrong type: Hydra's multi-line composition error (exit 1) was all it gave."""
-    conf = _user_conf(tmp_path, alpah=HYBRID + "alpah: 0.3\n", famly=HYBRID.replace("  family:", "  famly:"),
-                      typed=HYBRID + "alpha: abc\n", good=HYBRID + "alpha: 0.3\n")
+    conf = _user_conf(
+        tmp_path,
+        alpah=HYBRID + "alpah: 0.3\n",
+        famly=HYBRID.replace("  family:", "  famly:"),
+        typed=HYBRID + "alpha: abc\n",
+        good=HYBRID + "alpha: 0.3\n",
+    )
     where = [f"hydra.searchpath=[file://{conf}]"] if how == "searchpath" else ["--config-dir", str(conf)]
 
     def error(option: str) -> str:
         return one_line_error(*where, f"rag_method={option}", "generator=none")
 
-    assert error("alpah").startswith("rag_method/alpah.yaml (the option rag_method=alpah): rag_method.alpah is not a setting of "
-                                     "HybridConfig; allowed: _target_, name, meta, alpha, fusion")
-    assert error("famly") == ("rag_method/famly.yaml (the option rag_method=famly): rag_method.meta.famly is not a setting of "
-                              "OptionMeta; allowed: display_name, family, in_paper, order, licence, params")
-    assert error("typed").startswith("rag_method/typed.yaml (the option rag_method=typed): rag_method.alpha=abc is invalid; "
-                                     "allowed: a number")
+    assert error("alpah").startswith(
+        "rag_method/alpah.yaml (the option rag_method=alpah): rag_method.alpah is not a setting of "
+        "HybridConfig; allowed: _target_, name, meta, alpha, fusion"
+    )
+    assert error("famly") == (
+        "rag_method/famly.yaml (the option rag_method=famly): rag_method.meta.famly is not a setting of "
+        "OptionMeta; allowed: display_name, family, in_paper, order, licence, params"
+    )
+    assert error("typed").startswith(
+        "rag_method/typed.yaml (the option rag_method=typed): rag_method.alpha=abc is invalid; allowed: a number"
+    )
     assert preflight([*where, "rag_method=good", "generator=none"]) == 1
     # a sweep cell made of such an option stops the sweep before its first cell, naming the file too
     assert "rag_method/famly.yaml" in one_line_error("-m", *where, "rag_method=hybrid,famly", "generator=none")
@@ -515,14 +579,21 @@ def test_the_meta_block_of_an_untyped_plugin_option_is_checked_against_the_meta_
     """An option with a _target_ and no schema: its keys were checked against the constructor, its
     meta: block not at all."""
     plugin = "_target_: t2exp.methods.base.Base\nname: mine\nmeta:\n"
-    conf = _user_conf(tmp_path, famly=plugin + "  famly: dense\n", order=plugin + "  order: first\n",
-                      flat="_target_: t2exp.methods.base.Base\nname: mine\nmeta: dense\n",
-                      good=plugin + "  display_name: Mine\n  family: dense\n  order: 0\n")
+    conf = _user_conf(
+        tmp_path,
+        famly=plugin + "  famly: dense\n",
+        order=plugin + "  order: first\n",
+        flat="_target_: t2exp.methods.base.Base\nname: mine\nmeta: dense\n",
+        good=plugin + "  display_name: Mine\n  family: dense\n  order: 0\n",
+    )
     search = f"hydra.searchpath=[file://{conf}]"
     assert one_line_error(search, "rag_method=famly", "generator=none") == (
-        "rag_method.meta.famly is not a setting of OptionMeta; allowed: display_name, family, in_paper, order, licence, params")
-    assert one_line_error(search, "rag_method=order", "generator=none").startswith("rag_method.meta.order=first is invalid; "
-                                                                                   "allowed: an integer")
-    assert one_line_error(search, "rag_method=flat", "generator=none").startswith("rag_method.meta='dense' is invalid; "
-                                                                                  "allowed: a mapping of display_name, family")
+        "rag_method.meta.famly is not a setting of OptionMeta; allowed: display_name, family, in_paper, order, licence, params"
+    )
+    assert one_line_error(search, "rag_method=order", "generator=none").startswith(
+        "rag_method.meta.order=first is invalid; allowed: an integer"
+    )
+    assert one_line_error(search, "rag_method=flat", "generator=none").startswith(
+        "rag_method.meta='dense' is invalid; allowed: a mapping of display_name, family"
+    )
     assert preflight([search, "rag_method=good", "generator=none"]) == 1

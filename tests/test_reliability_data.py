@@ -182,8 +182,9 @@ def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path
     from t2exp.data.loader import load_subsets
     from t2exp.errors import DataError
 
-    pd.DataFrame({"id": ["a", "b"], "context_id": ["c", "d"], "question": ["", " "], "program_answer": ["1", "2"],
-                  "context": ["t1", "t2"]}).to_parquet(tmp_path / "FinQA_test.parquet")
+    pd.DataFrame(
+        {"id": ["a", "b"], "context_id": ["c", "d"], "question": ["", " "], "program_answer": ["1", "2"], "context": ["t1", "t2"]}
+    ).to_parquet(tmp_path / "FinQA_test.parquet")
     with pytest.raises(DataError) as err:
         load_subsets(subsets=["FinQA"], path=tmp_path, source="local")
     msg = str(err.value)
@@ -234,8 +235,15 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
     wrong.to_parquet(data / "FinQA_test.parquet")
     golds = [q.gold for q in load(subsets=["FinQA"], path=data)[0].questions]
     assert golds == [42.0] * 3
-    args = ["rag_method=oracle", "dataset=finqa", f"dataset.path={data}", "dataset.limit=null", "generator=openai_compat",
-            "generator.model=gold-check", "generator.max_retries=0"]
+    args = [
+        "rag_method=oracle",
+        "dataset=finqa",
+        f"dataset.path={data}",
+        "dataset.limit=null",
+        "generator=openai_compat",
+        "generator.model=gold-check",
+        "generator.max_retries=0",
+    ]
     with FakeOpenAIServer(model="gold-check", reply=lambda messages: "Final answer: 42") as srv:
         run_app([*args, f"generator.base_url={srv.base_url}"], tmp_path / "cache", tmp_path / "track")
         src.to_parquet(data / "FinQA_test.parquet")  # the corrected file: same ids, the real golds
@@ -258,7 +266,8 @@ def test_a_named_data_directory_without_the_subset_is_one_line_not_a_trip_to_the
             load_subsets(subsets=["FinQA"], path=path)
         assert str(e.value) == (
             f"dataset.path={path}: no FinQA file found there (looked for FinQA_<split>.parquet or FinQA_<split>.jsonl, e.g. "
-            "FinQA_test.parquet); point dataset.path at the folder holding them, or set dataset.source=hub to load FinQA from the hub")
+            "FinQA_test.parquet); point dataset.path at the folder holding them, or set dataset.source=hub to load FinQA from the hub"
+        )
     with pytest.raises(DataError, match=r"no VQAonBD file found there .*holding them$"):  # not on the hub any more
         load_subsets(subsets=["VQAonBD"], source="local", path=tmp_path)
     assert [s.name for s in load_subsets(subsets=["TAT-DQA"], path=tmp_path)] == ["TAT-DQA"]

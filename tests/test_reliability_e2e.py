@@ -41,8 +41,18 @@ pytest.importorskip("openai")
 
 MODEL = "fake-model"
 # environment variables that would change what a run does (keys, endpoints) are dropped
-_DROP = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_COMPAT_API_KEY", "VLLM_API_KEY", "CO_API_KEY", "COHERE_API_KEY",
-         "GEMINI_API_KEY", "GOOGLE_API_KEY", "T2EXP_PARENT_RUN_ID", "HYDRA_FULL_ERROR")
+_DROP = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_COMPAT_API_KEY",
+    "VLLM_API_KEY",
+    "CO_API_KEY",
+    "COHERE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "T2EXP_PARENT_RUN_ID",
+    "HYDRA_FULL_ERROR",
+)
 
 
 # --- helpers -----------------------------------------------------------------------------------------
@@ -74,8 +84,11 @@ def popen_t2exp(args, cache, track, out_dir: Path, *, env=None) -> subprocess.Po
     seed_tracking(track)
     out_dir.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        app_cmd(args, cache, track), cwd=ROOT, env=env or app_env(),
-        stdout=open(out_dir / "stdout.txt", "w"), stderr=open(out_dir / "stderr.txt", "w"),
+        app_cmd(args, cache, track),
+        cwd=ROOT,
+        env=env or app_env(),
+        stdout=open(out_dir / "stdout.txt", "w"),
+        stderr=open(out_dir / "stderr.txt", "w"),
     )
 
 
@@ -105,9 +118,16 @@ def short_reply(messages) -> str:
 
 def gen_args(base_url: str, n_questions: int, *extra: str) -> list[str]:
     return [
-        "rag_method=oracle", "dataset=finqa", f"dataset.limit={n_questions}",
-        "generator=openai_compat", f"generator.base_url={base_url}", f"generator.model={MODEL}",
-        "generator.max_concurrency=1", "generator.batch_size=1", "generator.max_retries=1", "generator.backoff_base=0",
+        "rag_method=oracle",
+        "dataset=finqa",
+        f"dataset.limit={n_questions}",
+        "generator=openai_compat",
+        f"generator.base_url={base_url}",
+        f"generator.model={MODEL}",
+        "generator.max_concurrency=1",
+        "generator.batch_size=1",
+        "generator.max_retries=1",
+        "generator.backoff_base=0",
         *extra,
     ]
 
@@ -133,8 +153,10 @@ BAD_INPUT = {
     "reranker_candidates": (["rag_method=reranker", "rag_method.candidates=2", "k=5"], ["rag_method.candidates=2", ">= k (5)"]),
     "vllm_missing": (["generator=llama33_70b", "generator.backend=vllm"], ["generator.backend='vllm'", "t2exp[vllm]"]),
     "vllm_server_no_command": (["generator=vllm_server"], ["generator.command=None", "t2exp[vllm]"]),
-    "vllm_server_bad_command": (["generator=vllm_server", "generator.command=[/nonexistent/python,-m,vllm]"],
-                                ["generator.command='/nonexistent/python'", "executable"]),
+    "vllm_server_bad_command": (
+        ["generator=vllm_server", "generator.command=[/nonexistent/python,-m,vllm]"],
+        ["generator.command='/nonexistent/python'", "executable"],
+    ),
     "api_key_missing": (["embedder=openai", "generator=none"], ["embedder.api_key=None", "OPENAI_API_KEY"]),
     "renamed_column": (None, ["FinQA_test.parquet", "row 0", "context", "'contexts'"]),
 }
@@ -278,9 +300,18 @@ def _small_finqa(tmp_path: Path, n_docs: int = 12) -> tuple[Path, pd.DataFrame]:
 
 def embed_args(data_dir: Path, base_url: str, method: str = "base") -> list[str]:
     return [
-        "dataset=finqa", f"dataset.path={data_dir}", "dataset.limit=null", f"rag_method={method}", "generator=none",
-        "embedder=openai", f"embedder.base_url={base_url}", "embedder.api_key=sk-test", "embedder.dim=8",
-        "embedder.batch_size=4", "embedder.max_retries=1", "embedder.backoff_base=0",
+        "dataset=finqa",
+        f"dataset.path={data_dir}",
+        "dataset.limit=null",
+        f"rag_method={method}",
+        "generator=none",
+        "embedder=openai",
+        f"embedder.base_url={base_url}",
+        "embedder.api_key=sk-test",
+        "embedder.dim=8",
+        "embedder.batch_size=4",
+        "embedder.max_retries=1",
+        "embedder.backoff_base=0",
     ]
 
 
@@ -383,6 +414,7 @@ def test_sigterm_mid_generation_is_killed_resumable_and_repeats_no_work(tmp_path
         ref.close()
     assert proc3.returncode == 0, proc3.stderr[-3000:]
     reference = read_rows(prediction_file(ref_cache))
+
     def answers(rows):  # each answer's seconds are the server's timing, not part of the answer
         return sorted(({k: v for k, v in r.items() if k != "generate_seconds"} for r in rows), key=lambda r: r["id"])
 
@@ -434,8 +466,14 @@ def test_two_processes_needing_one_index_build_it_once(tmp_path):
         procs.append(popen_t2exp(embed_args(data_dir, fake.base_url, "base"), cache, track, tmp_path / "base"))
         assert fake.first.wait(300), (tmp_path / "base" / "stderr.txt").read_text()[-2000:]  # the builder holds the lock
         # Hydra's job logging writes to stdout: read both streams, merged
-        second = subprocess.Popen(app_cmd(embed_args(data_dir, fake.base_url, "hybrid"), cache, track), cwd=ROOT, env=app_env(),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        second = subprocess.Popen(
+            app_cmd(embed_args(data_dir, fake.base_url, "hybrid"), cache, track),
+            cwd=ROOT,
+            env=app_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         procs.append(second)
         _read_until(second.stdout, "is being built by another process; waiting for it")
         fake.gate.set()
@@ -518,7 +556,10 @@ def test_api_keys_appear_in_no_param_tag_artifact_hydra_file_or_output(tmp_path,
         single = run_t2exp(gen_args(srv.base_url, 2), cache, track, env=env, process=True)  # the key from the environment
         # a sweep with the key as an override (another sampling seed: not answered from the LLM cache)
         swept = run_t2exp(
-            ["-m", *gen_args(srv.base_url, 2, f"generator.api_key={CLI_SECRET}", "generator.sampling.seed=1")], cache, track, env=env,
+            ["-m", *gen_args(srv.base_url, 2, f"generator.api_key={CLI_SECRET}", "generator.sampling.seed=1")],
+            cache,
+            track,
+            env=env,
             process=True,  # a secret in argv: what a real process writes is the subject
         )
     finally:
@@ -595,8 +636,14 @@ def _popen_two_in_flight(base_url: str, n_q: int, cache: Path, track: Path) -> s
     """The run of the signal tests: two requests at a time, a long stop grace, stdout and stderr
     merged (Hydra's job log is on stdout) for reading the lines the run says."""
     args = [*gen_args(base_url, n_q), "generator.max_concurrency=2", "generator.batch_size=64"]
-    return subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        app_cmd(args, cache, track),
+        cwd=ROOT,
+        env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -724,16 +771,24 @@ def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_t
 
         ensure_tracking(f"sqlite:///{track / 'mlflow.db'}", "t2exp", str(track / "artifacts"))
         args = ["-m", *gen_args(srv.base_url, 4), "generator.sampling.seed=0,1", "hydra/launcher=local_parallel"]
-        proc = subprocess.Popen(app_cmd(args, cache, track), cwd=ROOT, env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            app_cmd(args, cache, track),
+            cwd=ROOT,
+            env=app_env(T2EXP_STOP_GRACE_SECONDS="600"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
             in_flight.wait(600)
             proc.send_signal(sig)  # the launcher alone, not its group
             # the workers, not loky's resource tracker; bounded: without the fix the launcher is gone
             # and its orphaned workers still hold the pipe open, so a plain read would never end
             said: list[str] = []
-            reader = threading.Thread(target=lambda: said.append(_read_until(proc.stdout, "passed on to the 2 cell processes")),
-                                      daemon=True)
+            reader = threading.Thread(
+                target=lambda: said.append(_read_until(proc.stdout, "passed on to the 2 cell processes")), daemon=True
+            )
             reader.start()
             reader.join(300)
             assert said, f"the launcher did not pass the signal on (exit {proc.poll()})"

@@ -28,9 +28,34 @@ NUMBERISH = "0123456789.,-+()$%€£¥ eEkKmMbBnt\\{}:<>/\n"
 texts = (
     st.text(max_size=300)
     | st.text(alphabet=NUMBERISH, max_size=120)
-    | st.lists(st.sampled_from(["Final answer:", "\\boxed{", "}", "<think>", "</think>", "answer is", "(", ")", "%",
-                                 "million", "bn", "$", "1,234", "-", ".5", "e9", "\n", " ", "12", "US$", "per cent"]),
-               max_size=25).map("".join)
+    | st.lists(
+        st.sampled_from(
+            [
+                "Final answer:",
+                "\\boxed{",
+                "}",
+                "<think>",
+                "</think>",
+                "answer is",
+                "(",
+                ")",
+                "%",
+                "million",
+                "bn",
+                "$",
+                "1,234",
+                "-",
+                ".5",
+                "e9",
+                "\n",
+                " ",
+                "12",
+                "US$",
+                "per cent",
+            ]
+        ),
+        max_size=25,
+    ).map("".join)
 )
 
 
@@ -148,12 +173,16 @@ def test_safe_eval_raises_only_unsafe_program(src):
 numbers = st.integers(0, 10**6).map(str) | st.floats(min_value=0, max_value=1e6, allow_nan=False).map(repr)
 arith = st.recursive(
     numbers,
-    lambda sub: st.tuples(sub, st.sampled_from(["+", "-", "*", "/", "//"]), sub).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
-    | sub.map(lambda s: f"-{s}")
-    | st.lists(sub, min_size=1, max_size=4).flatmap(
-        lambda xs: st.sampled_from(["abs", "min", "max", "round"] if len(xs) == 1 else ["min", "max"]).map(
-            lambda f: f"{f}({' , '.join(xs)})"))
-    | st.lists(sub, min_size=1, max_size=4).map(lambda xs: f"sum([{' , '.join(xs)}])"),
+    lambda sub: (
+        st.tuples(sub, st.sampled_from(["+", "-", "*", "/", "//"]), sub).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
+        | sub.map(lambda s: f"-{s}")
+        | st.lists(sub, min_size=1, max_size=4).flatmap(
+            lambda xs: st.sampled_from(["abs", "min", "max", "round"] if len(xs) == 1 else ["min", "max"]).map(
+                lambda f: f"{f}({' , '.join(xs)})"
+            )
+        )
+        | st.lists(sub, min_size=1, max_size=4).map(lambda xs: f"sum([{' , '.join(xs)}])")
+    ),
     max_leaves=12,
 )
 
@@ -201,9 +230,20 @@ def test_nothing_outside_the_whitelist_evaluates(name, attr):
 
 @pytest.mark.parametrize(
     "src",
-    ["__import__('os').system('touch /tmp/t2exp_pwned')", "open('/etc/passwd').read()", "eval('1')", "exec('x=1')",
-     "globals()", "().__class__.__bases__[0].__subclasses__()", "(lambda: 1)()", "getattr(abs, '__call__')(1)",
-     "breakpoint()", "print(1)", "sum.__self__", "[].__len__()"],
+    [
+        "__import__('os').system('touch /tmp/t2exp_pwned')",
+        "open('/etc/passwd').read()",
+        "eval('1')",
+        "exec('x=1')",
+        "globals()",
+        "().__class__.__bases__[0].__subclasses__()",
+        "(lambda: 1)()",
+        "getattr(abs, '__call__')(1)",
+        "breakpoint()",
+        "print(1)",
+        "sum.__self__",
+        "[].__len__()",
+    ],
 )
 def test_classic_escapes_are_refused(src, tmp_path):
     with pytest.raises(UnsafeProgram):
@@ -212,13 +252,27 @@ def test_classic_escapes_are_refused(src, tmp_path):
 
 # --- rows_to_subset -----------------------------------------------------------------------------------
 cell = st.one_of(
-    st.none(), st.just(float("nan")), st.just(pd.NA), st.text(max_size=12), st.sampled_from(["", "  ", "q0", "c0", "1.5", "yes"]),
-    st.integers(-5, 5), st.floats(allow_nan=True), st.booleans(), st.lists(st.integers(), max_size=2),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2), st.binary(max_size=4),
+    st.none(),
+    st.just(float("nan")),
+    st.just(pd.NA),
+    st.text(max_size=12),
+    st.sampled_from(["", "  ", "q0", "c0", "1.5", "yes"]),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.binary(max_size=4),
 )
 optional_columns = st.lists(st.sampled_from([*METADATA_COLUMNS, "split", "original_answer", "extra", "Context"]), unique=True, max_size=6)
-POOLS = {"id": [f"q{i}" for i in range(8)], "context_id": ["c0", "c1", "c2"], "context": ["t0", "t1", "t2"],
-         "question": ["What is x?", "How much?"], "program_answer": ["1.5", "-2", "12%", "yes"], "split": ["test", "dev"]}
+POOLS = {
+    "id": [f"q{i}" for i in range(8)],
+    "context_id": ["c0", "c1", "c2"],
+    "context": ["t0", "t1", "t2"],
+    "question": ["What is x?", "How much?"],
+    "program_answer": ["1.5", "-2", "12%", "yes"],
+    "split": ["test", "dev"],
+}
 
 
 @st.composite

@@ -88,6 +88,7 @@ def test_every_retry_loop_is_the_shared_one():
     """tenacity is used in one module; no component imports another package's private module."""
     users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "tenacity" in p.read_text())
     assert users == ["infra/remote.py"]
-    private = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-                     if "embedders._remote" in p.read_text() and p.parent.name != "embedders")
+    private = sorted(
+        str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "embedders._remote" in p.read_text() and p.parent.name != "embedders"
+    )
     assert private == []

@@ -110,8 +110,20 @@ def test_report_on_experiment_makes_a_report_run(method_sweep, tmp_path):
 @pytest.mark.slow
 def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
     tracking = tmp_path / "track"
-    run_app(["-m", "dataset.corpus_size=20,40", "dataset.corpus_seed=0,1", "embedder=minilm", "rag_method=base",
-             "generator=none", "dataset.limit=null", "k=5"], shared_cache, tracking)
+    run_app(
+        [
+            "-m",
+            "dataset.corpus_size=20,40",
+            "dataset.corpus_seed=0,1",
+            "embedder=minilm",
+            "rag_method=base",
+            "generator=none",
+            "dataset.limit=null",
+            "k=5",
+        ],
+        shared_cache,
+        tracking,
+    )
     client, runs = mlflow_runs(tracking)
     (parent,), children = _split(runs)
     assert len(children) == 4
@@ -144,8 +156,11 @@ def test_corpus_size_and_embedder_sweep(shared_cache, tmp_path):
     curve = _csv(out / "corpus_size.csv")
     assert {(r["subset"], r["corpus_size"]) for r in curve} == {(s, n) for s in ("FinQA", "TAT-DQA") for n in ("20", "40")}
     for r in curve:
-        vals = [float(t3[c.info.run_id][f"{r['subset']}/mrr_at_3"]) for c in children
-                if c.data.params["dataset.corpus_size"] == r["corpus_size"]]
+        vals = [
+            float(t3[c.info.run_id][f"{r['subset']}/mrr_at_3"])
+            for c in children
+            if c.data.params["dataset.corpus_size"] == r["corpus_size"]
+        ]
         assert float(r["mrr_at_3_mean"]) == pytest.approx(statistics.fmean(vals))
         assert float(r["mrr_at_3_std"]) == pytest.approx(statistics.stdev(vals))
         assert float(r["documents"]) == float(r["corpus_size"]) and r["n_runs"] == "2"
@@ -172,8 +187,14 @@ def test_protocol_sweep_gets_the_readings_table(shared_cache, tmp_path):
     for child in children:
         m, row = child.data.metrics, rows[child.info.run_id]
         assert row["protocol"] == child.data.params["protocol.name"] and row["rag_method"] == "hybrid"
-        for key in ("FinQA/mrr_at_3", "FinQA/mrr_at_3_paper_order", "avg/mrr_at_3_paper_order",
-                    "avg/recall_at_1_paper_order", "avg/recall_at_5", "avg/recall_at_1"):
+        for key in (
+            "FinQA/mrr_at_3",
+            "FinQA/mrr_at_3_paper_order",
+            "avg/mrr_at_3_paper_order",
+            "avg/recall_at_1_paper_order",
+            "avg/recall_at_5",
+            "avg/recall_at_1",
+        ):
             assert float(row[key]) == m[key], key
     md = (out / "readings.md").read_text(encoding="utf-8")
     assert "| RAG method | Protocol | FinQA MRR@3 | FinQA MRR@3 (paper order) |" in md
@@ -216,8 +237,10 @@ def test_a_sweep_with_no_finished_cell_is_one_line_not_an_empty_report(tmp_path)
         child = client.create_run(exp_id, run_name="cell", tags={"mlflow.parentRunId": parent})
         client.set_terminated(child.info.run_id, status)
     line = _report_fails(tmp_path, parent, "--tracking-uri", uri)
-    assert line.startswith(f"t2exp report: error: sweep 'sweep-x' (parent run {parent}, experiment 't2exp'): no cell "
-                           "finished (1 FAILED, 1 KILLED); nothing to report: run the sweep again"), line
+    assert line.startswith(
+        f"t2exp report: error: sweep 'sweep-x' (parent run {parent}, experiment 't2exp'): no cell "
+        "finished (1 FAILED, 1 KILLED); nothing to report: run the sweep again"
+    ), line
     assert not (tmp_path / "outputs").exists()
     assert not client.list_artifacts(parent)  # no empty report logged on the parent either
 
@@ -228,8 +251,9 @@ def test_out_that_is_a_file_is_one_line(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("mine", encoding="utf-8")
     line = _report_fails(tmp_path, "t2exp", "--tracking-uri", uri, "--out", str(afile), "--no-log")
-    assert line == f"t2exp report: error: --out {afile}: a file, not a folder; give a folder for the report's files " \
-                   "(it is made when missing)"
+    assert (
+        line == f"t2exp report: error: --out {afile}: a file, not a folder; give a folder for the report's files (it is made when missing)"
+    )
     assert afile.read_text(encoding="utf-8") == "mine"
 
 
@@ -255,8 +279,9 @@ def _exact_sign_flip_p(diffs: list[float]) -> float:
 
     nz = [d for d in diffs if d != 0]
     observed = abs(sum(nz))
-    hits = sum(abs(sum(s * d for s, d in zip(signs, nz, strict=True))) >= observed - 1e-9
-               for signs in itertools.product((1, -1), repeat=len(nz)))
+    hits = sum(
+        abs(sum(s * d for s, d in zip(signs, nz, strict=True))) >= observed - 1e-9 for signs in itertools.product((1, -1), repeat=len(nz))
+    )
     return hits / 2 ** len(nz)
 
 
@@ -310,8 +335,19 @@ def test_sweep_report_holm_corrects_the_p_values_of_every_row_against_the_baseli
     compared = [r for r in _csv(tmp_path / "best" / "table3.csv") if r["delta_p"]]
     assert any(float(r["delta_p_holm"]) > float(r["delta_p"]) for r in compared)  # the correction changed a p
 
-    _report(parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "named"), "--n-boot", "1024", "--no-log",
-            "--baseline", "rag_method=bm25", "--pairs")
+    _report(
+        parent.info.run_id,
+        "--tracking-uri",
+        uri,
+        "--out",
+        str(tmp_path / "named"),
+        "--n-boot",
+        "1024",
+        "--no-log",
+        "--baseline",
+        "rag_method=bm25",
+        "--pairs",
+    )
     check(tmp_path / "named", by_method["bm25"], "baseline")
     pairs = _csv(tmp_path / "named" / "pairs.csv")
     assert len(pairs) == 3 and {p["holm_m"] for p in pairs} == {"3"}
@@ -320,9 +356,11 @@ def test_sweep_report_holm_corrects_the_p_values_of_every_row_against_the_baseli
     assert [float(p["p_holm"]) for p in pairs] == pytest.approx(_holm_by_hand(raw))
     assert "p (Holm, m=3)" in (tmp_path / "named" / "pairs.md").read_text(encoding="utf-8")
 
-    bad = cli(__import__("t2exp.cli.report", fromlist=["main"]).main,
-              [parent.info.run_id, "--tracking-uri", uri, "--no-log", "--out", str(tmp_path / "bad"), "--baseline", "rag_method=hyde"],
-              prog="t2exp report")
+    bad = cli(
+        __import__("t2exp.cli.report", fromlist=["main"]).main,
+        [parent.info.run_id, "--tracking-uri", uri, "--no-log", "--out", str(tmp_path / "bad"), "--baseline", "rag_method=hyde"],
+        prog="t2exp report",
+    )
     assert bad.returncode == 2 and bad.stderr.strip().startswith("t2exp report: error: --baseline 'rag_method=hyde': no run")
     assert len(bad.stderr.strip().splitlines()) == 1
 
@@ -345,8 +383,10 @@ def test_sweep_parent_description_links_short_named_cells_and_headline_metrics_s
     for c in [c for c in children if c is not best]:
         line = next(x for x in first if x.startswith(f"**{c.info.run_name}** vs best **{best.info.run_name}**: MRR@3 "))
         m, b = c.data.metrics, best.data.metrics
-        assert (f"FinQA {m['FinQA/mrr_at_3']:.1f} vs {b['FinQA/mrr_at_3']:.1f}, "
-                f"TAT-DQA {m['TAT-DQA/mrr_at_3']:.1f} vs {b['TAT-DQA/mrr_at_3']:.1f}; Δ Avg ") in line, line
+        assert (
+            f"FinQA {m['FinQA/mrr_at_3']:.1f} vs {b['FinQA/mrr_at_3']:.1f}, "
+            f"TAT-DQA {m['TAT-DQA/mrr_at_3']:.1f} vs {b['TAT-DQA/mrr_at_3']:.1f}; Δ Avg "
+        ) in line, line
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
     assert "report/table3_bars.png" in logged  # the image itself: the artifact view shows it as a picture
     for c in children:

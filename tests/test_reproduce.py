@@ -56,8 +56,9 @@ def test_a_malformed_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_verdicts_name_measured_and_expected(tmp_path: Path) -> None:
-    cond = expected_files.Condition(table="t", name="c", overrides=[], expected={"avg/mrr_at_3": 50.0, "avg/nm": 10.0},
-                               tolerance={"avg/mrr_at_3": 0.1, "avg/nm": 1.0})
+    cond = expected_files.Condition(
+        table="t", name="c", overrides=[], expected={"avg/mrr_at_3": 50.0, "avg/nm": 10.0}, tolerance={"avg/mrr_at_3": 0.1, "avg/nm": 1.0}
+    )
     result = reproduce.RunResult(cond, tmp_path, 1.0, 0, {"avg/mrr_at_3": 50.04, "avg/nm": 12.5})
     (s1, l1), (s2, l2) = reproduce.verdicts(result)
     assert s1 == "OK" and s2 == "FAIL"
@@ -90,26 +91,30 @@ def test_a_changed_expected_number_fails(tmp_path: Path, capsys: pytest.CaptureF
     assert "4 OK, 1 FAIL" in out
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[1, 2]\n", "a mapping with a non-empty list `conditions`"),
-    ("conditions: [{overrides: []}]\n", "a mapping with a `name`"),
-    ("conditions: [{name: x, overrides: k=3, expected: {a: 1}}]\n", "`overrides` is a list of strings"),
-    ("conditions: [{name: x, overrides: [], expected: {a: yes}}]\n", "expected a: True is not a number"),
-    ("conditions: [{name: x, overrides: [], expected: [1]}]\n", "a mapping of metric -> value, not list"),
-    ("conditions: [{name: x, overrides: [], expected: {a: 1}, tolerance: -1}]\n", "a tolerance is negative"),
-    ("conditions: [{name: x, overrides: [], expected: {a: 1}, intervals: {a: [1]}}]\n", "intervals a is [low, high]"),
-    ("conditions: [{name: x, overrides: [], expected: {a: 1}}, {name: x, overrides: [], expected: {a: 2}}]\n",
-     "a second condition of that name"),
-    ("minutes: soon\nconditions: [{name: x, overrides: [], expected: {a: 1}}]\n", "minutes: 'soon' is not a number"),
-    ("conditions: [{name: x\n", "bad.yaml: while parsing"),
-    # a condition's name is the folder of its run under the root, deleted before the run: one plain segment
-    ("conditions: [{name: /tmp/victim, overrides: [], expected: {a: 1}}]\n", "conditions[0]: name '/tmp/victim' is invalid"),
-    ("conditions: [{name: ../../victim, overrides: [], expected: {a: 1}}]\n", "conditions[0]: name '../../victim' is invalid"),
-    ("conditions: [{name: a/b, overrides: [], expected: {a: 1}}]\n", "name 'a/b' is invalid: a condition's name is one plain"),
-    ("conditions: [{name: '..', overrides: [], expected: {a: 1}}]\n", "name '..' is invalid"),
-])
-def test_every_malformed_field_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
-                                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1, 2]\n", "a mapping with a non-empty list `conditions`"),
+        ("conditions: [{overrides: []}]\n", "a mapping with a `name`"),
+        ("conditions: [{name: x, overrides: k=3, expected: {a: 1}}]\n", "`overrides` is a list of strings"),
+        ("conditions: [{name: x, overrides: [], expected: {a: yes}}]\n", "expected a: True is not a number"),
+        ("conditions: [{name: x, overrides: [], expected: [1]}]\n", "a mapping of metric -> value, not list"),
+        ("conditions: [{name: x, overrides: [], expected: {a: 1}, tolerance: -1}]\n", "a tolerance is negative"),
+        ("conditions: [{name: x, overrides: [], expected: {a: 1}, intervals: {a: [1]}}]\n", "intervals a is [low, high]"),
+        (
+            "conditions: [{name: x, overrides: [], expected: {a: 1}}, {name: x, overrides: [], expected: {a: 2}}]\n",
+            "a second condition of that name",
+        ),
+        ("minutes: soon\nconditions: [{name: x, overrides: [], expected: {a: 1}}]\n", "minutes: 'soon' is not a number"),
+        ("conditions: [{name: x\n", "bad.yaml: while parsing"),
+        # a condition's name is the folder of its run under the root, deleted before the run: one plain segment
+        ("conditions: [{name: /tmp/victim, overrides: [], expected: {a: 1}}]\n", "conditions[0]: name '/tmp/victim' is invalid"),
+        ("conditions: [{name: ../../victim, overrides: [], expected: {a: 1}}]\n", "conditions[0]: name '../../victim' is invalid"),
+        ("conditions: [{name: a/b, overrides: [], expected: {a: 1}}]\n", "name 'a/b' is invalid: a condition's name is one plain"),
+        ("conditions: [{name: '..', overrides: [], expected: {a: 1}}]\n", "name '..' is invalid"),
+    ],
+)
+def test_every_malformed_field_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str) -> None:
     (tmp_path / "bad.yaml").write_text(text, encoding="utf-8")
     assert reproduce.main(["--list", "--expected", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -120,7 +125,9 @@ def test_tolerances_per_metric_listing_and_selection(tmp_path: Path, capsys: pyt
     (tmp_path / "a.yaml").write_text(
         "retrieval_only: true\ntolerance: 0.5\nconditions:\n"
         "  - {name: one, overrides: [generator=none], expected: {avg/nm: 1, avg/mrr_at_3: 2}, tolerance: {avg/nm: 0.2}, ci: true}\n"
-        "  - {name: two, overrides: [k=5], expected: {avg/nm: 3}, intervals: {avg/nm: [2, 4]}}\n", encoding="utf-8")
+        "  - {name: two, overrides: [k=5], expected: {avg/nm: 3}, intervals: {avg/nm: [2, 4]}}\n",
+        encoding="utf-8",
+    )
     (tmp_path / "b.yaml").write_text("conditions:\n  - {name: one, overrides: [], expected: {avg/nm: 1}}\n", encoding="utf-8")
     tables = expected_files.load_tables(tmp_path)
     one = tables[0].conditions[0]
@@ -174,20 +181,20 @@ def _fake_python(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", ["{victim}", "../../../victim"])
-def test_a_condition_named_outside_the_root_deletes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                            name: str) -> None:
+def test_a_condition_named_outside_the_root_deletes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     """A condition's name becomes root/table/name, removed before the run: an absolute name or one
     with ../ removed that folder (on the first run; with --keep on the second). Now one line when
     the file is loaded, and the folder is still there after both runs."""
     victim = _victim(tmp_path)
     expected = tmp_path / "expected"
     expected.mkdir()
-    (expected / "x.yaml").write_text(yaml.safe_dump({"conditions": [
-        {"name": name.format(victim=victim), "overrides": ["k=3"], "expected": {"avg/nm": 1}}]}), encoding="utf-8")
+    (expected / "x.yaml").write_text(
+        yaml.safe_dump({"conditions": [{"name": name.format(victim=victim), "overrides": ["k=3"], "expected": {"avg/nm": 1}}]}),
+        encoding="utf-8",
+    )
     keep = tmp_path / "a" / "root"  # root/x/../../../victim is tmp_path/victim
     for _ in range(2):
-        assert reproduce.main(["--all", "--expected", str(expected), "--python", str(_fake_python(tmp_path)),
-                               "--keep", str(keep)]) == 2
+        assert reproduce.main(["--all", "--expected", str(expected), "--python", str(_fake_python(tmp_path)), "--keep", str(keep)]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "x.yaml: conditions[0]: name" in line and "is invalid: a condition's name is one plain path segment" in line
     assert (victim / "precious.txt").read_text(encoding="utf-8") == "keep"
@@ -197,8 +204,7 @@ def test_the_run_loop_refuses_a_folder_outside_its_root(tmp_path: Path) -> None:
     """Past the loader too (a Condition made in code): the folder is resolved and checked before it
     is removed."""
     victim = _victim(tmp_path)
-    cond = expected_files.Condition(table="t", name="../../victim", overrides=[], expected={"avg/nm": 1.0},
-                                    tolerance={"avg/nm": 0.1})
+    cond = expected_files.Condition(table="t", name="../../victim", overrides=[], expected={"avg/nm": 1.0}, tolerance={"avg/nm": 0.1})
     root = tmp_path / "a" / "root"
     args = reproduce.build_parser().parse_args(["--python", str(_fake_python(tmp_path)), "--keep", str(root)])
     with pytest.raises(OutsideRoot, match="refusing to delete it: it is not inside"):
@@ -279,12 +285,30 @@ def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpu
     with FakeOpenAIServer(model="held", reply=held) as srv:
         expected, keep = tmp_path / "expected", tmp_path / "kept"
         expected.mkdir()
-        overrides = ["generator=openai_compat", "generator.model=held", f"generator.base_url={srv.base_url}",
-                     "generator.max_retries=0", "rag_method=base", "dataset.limit=1", "tracking.traces=false"]
-        (expected / "x.yaml").write_text(yaml.safe_dump({"conditions": [
-            {"name": "c", "overrides": overrides, "expected": {"avg/nm": 1}}]}), encoding="utf-8")
-        cmd = [sys.executable, "-m", "t2exp.cli.reproduce", "x/c", "--expected", str(expected), "--keep", str(keep),
-               "--cache-from", str(warm(tmp_path / "cache", corpus_embeddings))]
+        overrides = [
+            "generator=openai_compat",
+            "generator.model=held",
+            f"generator.base_url={srv.base_url}",
+            "generator.max_retries=0",
+            "rag_method=base",
+            "dataset.limit=1",
+            "tracking.traces=false",
+        ]
+        (expected / "x.yaml").write_text(
+            yaml.safe_dump({"conditions": [{"name": "c", "overrides": overrides, "expected": {"avg/nm": 1}}]}), encoding="utf-8"
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "t2exp.cli.reproduce",
+            "x/c",
+            "--expected",
+            str(expected),
+            "--keep",
+            str(keep),
+            "--cache-from",
+            str(warm(tmp_path / "cache", corpus_embeddings)),
+        ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "T2EXP_STOP_GRACE_SECONDS": "600"}
         env.pop("T2EXP_PARENT_RUN_ID", None)
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -300,8 +324,10 @@ def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpu
                 proc.kill()
     assert proc.returncode == 130, err[-3000:]
     (line,) = err.strip().splitlines()
-    assert line.startswith("t2exp reproduce: interrupted by SIGINT; passed on to the run of x/c, which stopped with exit "
-                           "status 130 (its MLflow run closed as KILLED); outputs kept under"), line
+    assert line.startswith(
+        "t2exp reproduce: interrupted by SIGINT; passed on to the run of x/c, which stopped with exit "
+        "status 130 (its MLflow run closed as KILLED); outputs kept under"
+    ), line
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{keep / 'x' / 'c' / 'mlruns' / 'mlflow.db'}")

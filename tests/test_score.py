@@ -241,8 +241,14 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     # the app loads dataset=bundled like this (app.build_components)
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
     comps = Components(
-        Parts(subsets=subsets, method=_Method(), embedder=None, store_factory=None, generator=_Generator(bundled_sample),
-              prompts=PromptLibrary(ROOT / "prompts")),
+        Parts(
+            subsets=subsets,
+            method=_Method(),
+            embedder=None,
+            store_factory=None,
+            generator=_Generator(bundled_sample),
+            prompts=PromptLibrary(ROOT / "prompts"),
+        ),
         Settings(sampling=Sampling(), answer_mode="direct", k=3, variant="plain", cache_dir=tmp_path / "cache", run_dir=tmp_path / "run"),
     )
     result = run_steps(comps)
@@ -296,8 +302,10 @@ def test_outside_the_limit_sample_is_counted_apart(bundled_sample, finqa):
 
 
 def test_the_evaluation_verbs_are_functions_imported_when_first_used(gold):
-    code = ("import sys, t2exp.evaluation as e; print('t2exp.evaluation.scoring.compute' in sys.modules, 'pandas' in sys.modules); "
-            "print(*(callable(getattr(e, v)) and not isinstance(getattr(e, v), type(sys)) for v in e.__all__))")
+    code = (
+        "import sys, t2exp.evaluation as e; print('t2exp.evaluation.scoring.compute' in sys.modules, 'pandas' in sys.modules); "
+        "print(*(callable(getattr(e, v)) and not isinstance(getattr(e, v), type(sys)) for v in e.__all__))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout
     assert out.split() == ["False", "False", "True", "True", "True"]
     import t2exp.cli.score  # noqa: F401  (the command's module: the verb stays a function)
@@ -413,8 +421,7 @@ def test_markdown_and_frame(gold):
 def test_rescoring_a_corpus_size_run_loads_its_questions(tmp_path):
     # a run with dataset.corpus_size=N scores the questions of its N-document subsample; t2exp.score
     # must load the same ones (it dropped corpus_size/corpus_seed: every id was unknown, NM 0)
-    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED,
-                           corpus_size=30, corpus_seed=1)
+    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED, corpus_size=30, corpus_seed=1)
     asked = [q for s in subsets for q in s.questions]
     assert len(asked) == 2 * LIMIT
     rows = [{"id": q.id, "subset": q.subset, "prediction": q.gold, "retrieved": [q.context_id]} for q in asked]
@@ -463,16 +470,26 @@ def test_nan_inf_and_booleans_are_unparsable_predictions_never_retrieval_only(go
     ids = [q.id for q in gold[:3]]
     all_nan = score([{"id": i, "prediction": float("nan")} for i in ids], gold=gold[:3], n_boot=0)
     assert all_nan.counts.unparsable == 3 and all_nan.metrics["avg/nm"] == 0.0
-    odd = score([{"id": ids[0], "prediction": True}, {"id": ids[1], "prediction": float("inf")}, {"id": ids[2], "prediction": False}],
-                gold=gold[:3], n_boot=0)
+    odd = score(
+        [{"id": ids[0], "prediction": True}, {"id": ids[1], "prediction": float("inf")}, {"id": ids[2], "prediction": False}],
+        gold=gold[:3],
+        n_boot=0,
+    )
     assert odd.counts.unparsable == 3 and odd.metrics["avg/nm"] == 0.0
 
 
 def test_a_ranking_shorter_than_a_recall_cut_leaves_that_recall_undefined(gold):
     """A run's ``ranked_depth`` (a method that ranked fewer documents than R@5 reads): R@5 is not
     a miss there, so its question is left out of R@5, not counted wrong."""
-    rows = [{"id": q.id, "prediction": q.gold, "retrieved": ["x1", "x2", q.context_id] if i == 0 else ["x1", "x2", "x3"],
-             **({"ranked_depth": 3} if i < 2 else {})} for i, q in enumerate(gold[:4])]
+    rows = [
+        {
+            "id": q.id,
+            "prediction": q.gold,
+            "retrieved": ["x1", "x2", q.context_id] if i == 0 else ["x1", "x2", "x3"],
+            **({"ranked_depth": 3} if i < 2 else {}),
+        }
+        for i, q in enumerate(gold[:4])
+    ]
     r = score(rows, gold=gold[:4], n_boot=0)
     assert r.table["FinQA"]["recall_at_3"].n == 4 and r.table["FinQA"]["recall_at_3"].mean == 25.0
     assert r.table["FinQA"]["recall_at_5"].n == 2  # the two rows ranked to depth 3 are not scored at R@5
@@ -507,8 +524,11 @@ def test_one_renderer_writes_a_value_the_same_everywhere(gold):
 def test_a_file_with_a_utf8_byte_order_mark_is_read(gold, tmp_path, suffix):
     """What Windows editors write: the mark is skipped, the file scores as without it."""
     rows = [{"id": q.id, "prediction": q.gold} for q in gold]
-    text = {".jsonl": "".join(json.dumps(r) + "\n" for r in rows), ".json": json.dumps(rows),
-            ".csv": "id,prediction\n" + "".join(f"{r['id']},{r['prediction']}\n" for r in rows)}[suffix]
+    text = {
+        ".jsonl": "".join(json.dumps(r) + "\n" for r in rows),
+        ".json": json.dumps(rows),
+        ".csv": "id,prediction\n" + "".join(f"{r['id']},{r['prediction']}\n" for r in rows),
+    }[suffix]
     path = tmp_path / f"p{suffix}"
     path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
     result = score(path, gold=gold, n_boot=0)
@@ -517,8 +537,13 @@ def test_a_file_with_a_utf8_byte_order_mark_is_read(gold, tmp_path, suffix):
 
 def test_a_line_that_is_not_utf8_is_one_line_naming_file_and_line(gold, tmp_path, capsys):
     path = tmp_path / "p.jsonl"
-    path.write_bytes(json.dumps({"id": gold[0].id, "prediction": 1}).encode() + b"\n"
-                     + b'{"id": "' + gold[1].id.encode() + b'", "prediction": "caf\xe9"}\n')
+    path.write_bytes(
+        json.dumps({"id": gold[0].id, "prediction": 1}).encode()
+        + b"\n"
+        + b'{"id": "'
+        + gold[1].id.encode()
+        + b'", "prediction": "caf\xe9"}\n'
+    )
     assert cli_main([str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{path}: line 2: not UTF-8 text" in err[0], err

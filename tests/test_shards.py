@@ -83,9 +83,18 @@ def _finqa_shards(limit: int) -> list[int]:
 
 
 def _answering(base_url: str) -> list[str]:
-    return ["rag_method=oracle", "dataset=finqa", "dataset.limit=8", "generator=openai_compat", f"generator.base_url={base_url}",
-            "generator.model=fake-model", "generator.max_concurrency=1", "generator.batch_size=1", "generator.max_retries=1",
-            "generator.backoff_base=0"]
+    return [
+        "rag_method=oracle",
+        "dataset=finqa",
+        "dataset.limit=8",
+        "generator=openai_compat",
+        f"generator.base_url={base_url}",
+        "generator.model=fake-model",
+        "generator.max_concurrency=1",
+        "generator.batch_size=1",
+        "generator.max_retries=1",
+        "generator.backoff_base=0",
+    ]
 
 
 def test_a_failed_shard_reruns_alone_and_the_merge_equals_the_unsharded_cell(tmp_path):
@@ -150,16 +159,22 @@ def test_a_missing_shard_or_a_question_twice_is_one_line_naming_the_shard(tmp_pa
     assert len(rows) == 12 == len(set(rows))
     _, _, cells, shards = _cells(track)
     (done,) = [r for r in cells if r.info.status == "FINISHED"]
-    assert sorted(r.data.tags["t2exp.shard"] for r in shards if r.data.tags["mlflow.parentRunId"] == done.info.run_id) == \
-        ["0/3", "1/3", "2/3"]
+    assert sorted(r.data.tags["t2exp.shard"] for r in shards if r.data.tags["mlflow.parentRunId"] == done.info.run_id) == [
+        "0/3",
+        "1/3",
+        "2/3",
+    ]
 
 
-@pytest.mark.parametrize(("args", "wanted"), [
-    (["shards=0"], "shards=0 is invalid"),
-    (["shards=3", "shard=3"], "shard=3 is invalid"),
-    (["shard=0"], "shard=0 is invalid"),
-    (["-m", "shards=2,3"], "shards is invalid as a sweep"),
-])
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["shards=0"], "shards=0 is invalid"),
+        (["shards=3", "shard=3"], "shard=3 is invalid"),
+        (["shard=0"], "shard=0 is invalid"),
+        (["-m", "shards=2,3"], "shards is invalid as a sweep"),
+    ],
+)
 def test_bad_shard_settings_are_one_line(tmp_path, args, wanted):
     proc = run_app([*args, *RETRIEVAL], tmp_path / "cache", tmp_path / "track", check=False)
     assert proc.returncode == 2 and wanted in proc.stderr, proc.stderr[-2000:]

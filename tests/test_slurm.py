@@ -26,7 +26,7 @@ from helpers.tracking import mlflow_runs
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # real processes on a real cluster
 
 WRAPPER = ROOT / "scripts" / "in_slurm_ns.sh"
-SWEEP_TIMEOUT_S = 900          # a 2x2 sweep on two cores with a cold cache takes ~4 min
+SWEEP_TIMEOUT_S = 900  # a 2x2 sweep on two cores with a cold cache takes ~4 min
 READY_STATES = {"idle", "mixed", "allocated", "completing"}
 
 
@@ -62,12 +62,18 @@ def _sweep(args: list[str], cache: Path, tracking_dir: Path) -> subprocess.Compl
     """``python -m t2exp -m ARGS hydra/launcher=slurm`` inside the cluster's namespace."""
     name = f"t2exp-test-{uuid.uuid4().hex[:8]}"
     cmd = [
-        "bash", str(WRAPPER), sys.executable, "-m", "t2exp", "-m", *args,
+        "bash",
+        str(WRAPPER),
+        sys.executable,
+        "-m",
+        "t2exp",
+        "-m",
+        *args,
         "hydra/launcher=slurm",
         "hydra.launcher.partition=debug",
-        "hydra.launcher.cpus_per_task=1",     # two cells at once on a two-core node
+        "hydra.launcher.cpus_per_task=1",  # two cells at once on a two-core node
         "hydra.launcher.mem_gb=1",
-        "hydra.launcher.timeout_min=10",      # bounded: Slurm ends a stuck cell
+        "hydra.launcher.timeout_min=10",  # bounded: Slurm ends a stuck cell
         f"hydra.launcher.name={name}",
         *app_overrides(cache, tracking_dir),
     ]
@@ -77,11 +83,11 @@ def _sweep(args: list[str], cache: Path, tracking_dir: Path) -> subprocess.Compl
     # (and, on an offline node, its background thread edits os.environ while the cell runs)
     env.pop("PYTEST_CURRENT_TEST", None)
     if sys.prefix != sys.base_prefix:
-        env["VIRTUAL_ENV"] = sys.prefix       # the launcher's setup line activates this venv
+        env["VIRTUAL_ENV"] = sys.prefix  # the launcher's setup line activates this venv
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
-        _in_ns("scancel", f"--name={name}")   # leave no cells behind
+        _in_ns("scancel", f"--name={name}")  # leave no cells behind
         raise
 
 
@@ -196,16 +202,18 @@ def test_a_cell_in_three_shards_on_slurm_equals_the_unsharded_cell(slurm_cluster
     assert sorted(r.data.tags["t2exp.shard"] for r in shards) == ["0/3", "1/3", "2/3"]
     assert all(r.info.status == "FINISHED" and r.data.tags["mlflow.parentRunId"] == cell_run.info.run_id for r in shards)
     one_client, (one_run,) = mlflow_runs(one / "track")
-    metrics = [Path(c.download_artifacts(r.info.run_id, "metrics.json")).read_bytes()
-               for c, r in ((client, cell_run), (one_client, one_run))]
+    metrics = [
+        Path(c.download_artifacts(r.info.run_id, "metrics.json")).read_bytes() for c, r in ((client, cell_run), (one_client, one_run))
+    ]
     assert metrics[0] == metrics[1]
 
 
 def _t2exp_in_ns(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -m t2exp ARGS`` (a command: status, collect) inside the cluster's namespace."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(["bash", str(WRAPPER), sys.executable, "-m", "t2exp", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+    return subprocess.run(
+        ["bash", str(WRAPPER), sys.executable, "-m", "t2exp", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+    )
 
 
 def _status_when_ended(sweep_dir: Path, timeout_s: float = SWEEP_TIMEOUT_S) -> str:
@@ -224,8 +232,11 @@ def test_submit_and_return_then_status_and_collect(slurm_cluster, shared_cache, 
     and the commands to follow them, and ends while the cells run; the sweep's parent run stays
     RUNNING. `t2exp status` shows each cell done or failed from MLflow and Slurm; `t2exp collect`
     logs the sweep's report on the parent run and closes it (FAILED: one cell failed)."""
-    proc = _sweep(["rag_method=base", "store=lancedb,weaviate", "generator=none", "dataset.limit=5",
-                   "hydra.launcher.wait=false"], shared_cache, tmp_path)
+    proc = _sweep(
+        ["rag_method=base", "store=lancedb,weaviate", "generator=none", "dataset.limit=5", "hydra.launcher.wait=false"],
+        shared_cache,
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     (job_id,) = _array_job_ids(tmp_path)
     sweep_dir = tmp_path / "multirun"

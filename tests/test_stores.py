@@ -88,9 +88,12 @@ def _ids(hits: list[tuple[str, float]]) -> list[str]:
 HYBRID_QUERY = "net income interest expense"
 HYBRID_VECTOR = np.array([[0, 3, 0, 10, 0, 0, 8, 0]], dtype=np.float32)
 HYBRID_ORDERS = {
-    (0.0, "relative_score"): ["d1", "d6"], (0.0, "rrf"): ["d1", "d6"],
-    (1.0, "relative_score"): ["d3", "d6", "d1"], (1.0, "rrf"): ["d3", "d6", "d1"],
-    (0.5, "relative_score"): ["d1", "d3", "d6"], (0.5, "rrf"): ["d1", "d6", "d3"],
+    (0.0, "relative_score"): ["d1", "d6"],
+    (0.0, "rrf"): ["d1", "d6"],
+    (1.0, "relative_score"): ["d3", "d6", "d1"],
+    (1.0, "rrf"): ["d3", "d6", "d1"],
+    (0.5, "relative_score"): ["d1", "d3", "d6"],
+    (0.5, "rrf"): ["d1", "d6", "d3"],
 }
 
 

@@ -157,8 +157,10 @@ def test_the_description_links_each_cell_to_its_questions_next_to_the_baseline(t
     from t2exp.evaluation.reporting.runs import Target
     from t2exp.evaluation.reporting.tables import CellSource
 
-    preds = {"a" * 32: [_row("1", "FinQA", ["x", "g"], 0.0), _row("2", "FinQA", ["g"], 1.0)],
-             "b" * 32: [_row("1", "FinQA", ["g"], 1.0), _row("2", "FinQA", ["g"], 1.0)]}
+    preds = {
+        "a" * 32: [_row("1", "FinQA", ["x", "g"], 0.0), _row("2", "FinQA", ["g"], 1.0)],
+        "b" * 32: [_row("1", "FinQA", ["g"], 1.0), _row("2", "FinQA", ["g"], 1.0)],
+    }
     runs = [_run("a" * 32, "base"), _run("b" * 32, "hybrid")]
     for r, nm in zip(runs, (50.0, 100.0), strict=True):
         r.metrics = {"FinQA/nm": nm, "avg/nm": nm, "FinQA/mrr_at_3": nm, "avg/mrr_at_3": nm}

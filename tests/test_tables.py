@@ -65,8 +65,10 @@ def test_every_value_survives_and_nothing_else_changes():
 
 @pytest.mark.parametrize(
     "table",
-    ["| a | b |\n| 1 | 2 |",  # no separator: not a table we can read
-     "| a | b |\n|---|---|"],  # no data rows
+    [
+        "| a | b |\n| 1 | 2 |",  # no separator: not a table we can read
+        "| a | b |\n|---|---|",
+    ],  # no data rows
 )
 def test_tables_it_cannot_read_are_left_as_they_are(table):
     assert render_rows(table.splitlines()) == table

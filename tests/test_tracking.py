@@ -1,4 +1,5 @@
 """The MLflow run a cell logs to (t2exp.tracking.mlflow_run.Tracker), on a real SQLite store."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,7 @@ from t2exp.tracking.mlflow_run import Tracker
 
 def _subset(name: str) -> SimpleNamespace:
     questions = [SimpleNamespace(split="dev") for _ in range(5)]
-    return SimpleNamespace(name=name, sources=["data/finqa.parquet"], content_hash="ab" * 16,
-                           questions=questions, corpus=["doc"] * 7)
+    return SimpleNamespace(name=name, sources=["data/finqa.parquet"], content_hash="ab" * 16, questions=questions, corpus=["doc"] * 7)
 
 
 def test_two_cells_logging_one_dataset_at_once_both_link_it(tmp_path):
@@ -48,8 +48,7 @@ def test_two_cells_logging_one_dataset_at_once_both_link_it(tmp_path):
     for tracker in (first, second):
         (logged,) = client.get_run(tracker.run_id).inputs.dataset_inputs
         assert (logged.dataset.name, logged.dataset.digest) == ("FinQA", "ab" * 10)
-    datasets = {(d.dataset.name, d.dataset.digest) for t in (first, second)
-                for d in client.get_run(t.run_id).inputs.dataset_inputs}
+    datasets = {(d.dataset.name, d.dataset.digest) for t in (first, second) for d in client.get_run(t.run_id).inputs.dataset_inputs}
     assert len(datasets) == 1
 
 
@@ -100,10 +99,27 @@ def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path):
     for attempt in range(3):
         work = tmp_path / f"work{attempt}"
         work.mkdir()
-        procs = [subprocess.Popen([sys.executable, "-m", "t2exp", "generator=none", "dataset.limit=2", f"seed={seed}",
-                                   "tracking.traces=false", f"paths.work={work}", f"paths.cache={cache}"],
-                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for seed in (0, 1)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "t2exp",
+                    "generator=none",
+                    "dataset.limit=2",
+                    f"seed={seed}",
+                    "tracking.traces=false",
+                    f"paths.work={work}",
+                    f"paths.cache={cache}",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for seed in (0, 1)
+        ]
         outs = [p.communicate(timeout=600)[0] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], [o[-2000:] for o in outs]
         _, runs = mlflow_runs(work / "mlruns")
@@ -128,8 +144,9 @@ def _damaged_store(tmp_path, kind: str):
     return db
 
 
-@pytest.mark.parametrize("kind,says", [("not_sqlite", "is not an SQLite database"),
-                                       ("other_version", "holds the schema of another MLflow version")])
+@pytest.mark.parametrize(
+    "kind,says", [("not_sqlite", "is not an SQLite database"), ("other_version", "holds the schema of another MLflow version")]
+)
 def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, says):
     """Issue 42, item 1: the file MLflow opens first (the client's constructor) raised from deep
     inside SQLAlchemy or MLflow: a traceback. Now one TrackingError naming the file and the fix,
@@ -153,8 +170,7 @@ def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):
     from helpers.app import run_app
 
     db = _damaged_store(tmp_path, "not_sqlite")
-    proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache",
-                   db.parent, check=False)
+    proc = run_app(["-m", "rag_method=bm25", "seed=0,1", "generator=none", "dataset.limit=1"], tmp_path / "cache", db.parent, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert f"{db} is not an SQLite database" in line and "Traceback" not in proc.stderr, line
@@ -169,8 +185,9 @@ def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path
 
     (tmp_path / "track").mkdir()
     (tmp_path / "track" / "artifacts").write_text("not a directory")
-    proc = run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=1"], tmp_path / "cache",
-                   tmp_path / "track", check=False)
+    proc = run_app(
+        ["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=1"], tmp_path / "cache", tmp_path / "track", check=False
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert "tracking.uri=sqlite:///" in line and "parent run could not be created" in line and "Traceback" not in proc.stderr
@@ -294,9 +311,22 @@ class _MlflowServer:
     """A real ``mlflow server`` on a SQLite store, started and killed by the test."""
 
     def __init__(self, tmp_path, port: int) -> None:
-        self.args = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                     "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-                     "--default-artifact-root", str(tmp_path / "server_artifacts"), "--workers", "1"]
+        self.args = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--default-artifact-root",
+            str(tmp_path / "server_artifacts"),
+            "--workers",
+            "1",
+        ]
         self.uri, self.log = f"http://127.0.0.1:{port}", tmp_path / "server.log"
         self.proc: subprocess.Popen | None = None
 
@@ -337,8 +367,14 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
         server.kill()
         return result
 
-    argv = ["rag_method=bm25", "generator=none", "dataset.limit=2", f"paths.cache={tmp_path / 'cache'}",
-            f"tracking.uri={server.uri}", f"hydra.run.dir={tmp_path / 'hydra'}"]
+    argv = [
+        "rag_method=bm25",
+        "generator=none",
+        "dataset.limit=2",
+        f"paths.cache={tmp_path / 'cache'}",
+        f"tracking.uri={server.uri}",
+        f"hydra.run.dir={tmp_path / 'hydra'}",
+    ]
     try:
         monkeypatch.setattr(cell, "run_steps", run_then_lose_the_server)
         proc = cli(main, argv)
@@ -356,7 +392,8 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
         from mlflow.tracking import MlflowClient
 
         runs = MlflowClient(tracking_uri=server.uri).search_runs(
-            [MlflowClient(tracking_uri=server.uri).get_experiment_by_name("t2exp").experiment_id])
+            [MlflowClient(tracking_uri=server.uri).get_experiment_by_name("t2exp").experiment_id]
+        )
         assert len(runs) == 2 and [r.info.status for r in runs].count("FINISHED") == 1  # the first's end could not be written
     finally:
         server.kill()
@@ -367,8 +404,18 @@ def test_traces_of_two_runs_over_the_same_questions_cover_the_same_ids(tmp_path)
     another order with a repeated row (a resumed run's); past the limit both trace each question
     once, the same questions."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rows = [{"id": f"q{i}", "subset": "FinQA" if i % 2 else "TAT-DQA", "question": f"question {i}", "context_id": "g",
-             "retrieved": ["g", "x"], "mrr_at_3": 1.0, "prediction": 1.0} for i in range(7)]
+    rows = [
+        {
+            "id": f"q{i}",
+            "subset": "FinQA" if i % 2 else "TAT-DQA",
+            "question": f"question {i}",
+            "context_id": "g",
+            "retrieved": ["g", "x"],
+            "mrr_at_3": 1.0,
+            "prediction": 1.0,
+        }
+        for i in range(7)
+    ]
     ids = {}
     for name, its_rows in {"a": rows, "b": [*rows[::-1], rows[2]]}.items():
         tracker = Tracker(uri, "t2exp", str(tmp_path / "artifacts"), name, {})
@@ -396,11 +443,14 @@ def test_a_sweep_ends_with_the_experiment_page_in_the_runs_view(tmp_path):
     cells = [ln for ln in proc.stderr.splitlines() if "inspect: " in ln]  # each cell's footer
     assert cells == [f"inspect: mlflow ui --backend-store-uri {uri}, then {page}"] * 2, proc.stderr[-3000:]
     (end,) = [ln for ln in proc.stdout.splitlines() if "inspect: " in ln]  # Hydra's log of the launching process
-    assert end.endswith(f"inspect: mlflow ui --backend-store-uri {uri}, then {page} "
-                        f"(the sweep's parent run first: {parent.info.run_name})"), end
+    assert end.endswith(
+        f"inspect: mlflow ui --backend-store-uri {uri}, then {page} (the sweep's parent run first: {parent.info.run_name})"
+    ), end
 
 
 def test_the_experiment_page_of_a_tracking_server_is_its_own_address_without_a_password():
     from t2exp.tracking.summary import ui_line
 
-    assert ui_line("http://u:secret@host:5000/", "3") == "inspect: open http://u:***@host:5000/#/experiments/3?workflowType=machine_learning"
+    assert (
+        ui_line("http://u:secret@host:5000/", "3") == "inspect: open http://u:***@host:5000/#/experiments/3?workflowType=machine_learning"
+    )

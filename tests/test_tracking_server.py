@@ -66,8 +66,22 @@ def tracking_server(postgres, tmp_path_factory) -> Iterator[str]:
     store = db.stdout.strip().replace("postgresql://", "postgresql+psycopg2://", 1)
     port = _free_port()
     log = tmp_path_factory.mktemp("mlflow-server") / "server.log"
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
-           "--artifacts-destination", str(log.parent / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        store,
+        "--artifacts-destination",
+        str(log.parent / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -94,9 +108,21 @@ def test_three_shards_log_to_one_server_at_once_and_nothing_is_lost(tracking_ser
 
     from t2exp.__main__ import main
 
-    proc = cli(main, ["generator=none", "dataset.limit=6", "shards=3", "hydra/launcher=local_parallel", "hydra.launcher.n_jobs=3",
-                      f"paths.cache={tmp_path / 'cache'}", f"paths.models={ROOT / '.t2exp_cache' / 'models'}",
-                      f"tracking.uri={tracking_server}", f"hydra.sweep.dir={tmp_path / 'multirun'}", f"hydra.run.dir={tmp_path / 'hydra'}"])
+    proc = cli(
+        main,
+        [
+            "generator=none",
+            "dataset.limit=6",
+            "shards=3",
+            "hydra/launcher=local_parallel",
+            "hydra.launcher.n_jobs=3",
+            f"paths.cache={tmp_path / 'cache'}",
+            f"paths.models={ROOT / '.t2exp_cache' / 'models'}",
+            f"tracking.uri={tracking_server}",
+            f"hydra.sweep.dir={tmp_path / 'multirun'}",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+        ],
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     client = MlflowClient(tracking_uri=tracking_server)
     exp = client.get_experiment_by_name("t2exp")

@@ -23,9 +23,19 @@ def _data(tmp_path):
     for d, word in enumerate(WORDS):
         text = f"The {word} of company number {d} grew. Table: {word} | 2019 | {100 + d} | 2018 | {90 + d}"
         for j in range(3):
-            rows.append({"id": f"q{d}_{j}", "context_id": f"c{d}", "split": "dev", "question": f"What was the {word} in 201{8 + j % 2}?",
-                         "program_answer": str(100 + d), "original_answer": str(100 + d), "context": text,
-                         "company_name": f"Company {d}", "report_year": "2019"})
+            rows.append(
+                {
+                    "id": f"q{d}_{j}",
+                    "context_id": f"c{d}",
+                    "split": "dev",
+                    "question": f"What was the {word} in 201{8 + j % 2}?",
+                    "program_answer": str(100 + d),
+                    "original_answer": str(100 + d),
+                    "context": text,
+                    "company_name": f"Company {d}",
+                    "report_year": "2019",
+                }
+            )
     data = tmp_path / "data"
     data.mkdir()
     pd.DataFrame(rows).to_parquet(data / "FinQA_dev.parquet")
@@ -35,9 +45,23 @@ def _data(tmp_path):
 @pytest.mark.slow
 def test_optuna_tunes_on_tune_folds_and_reports_on_the_held_out_fold(shared_cache, tmp_path):
     data = _data(tmp_path)
-    run_app(["-m", "hydra/sweeper=held_out_optuna", "dataset=finqa", f"dataset.path={data}", "dataset.limit=null", "generator=none",
-             "dataset.folds=3", "dataset.fold=1", "rag_method.alpha=interval(0,1)", "hydra.sweeper.n_trials=3",
-             "hydra.sweeper.sampler.seed=0"], shared_cache, tmp_path)
+    run_app(
+        [
+            "-m",
+            "hydra/sweeper=held_out_optuna",
+            "dataset=finqa",
+            f"dataset.path={data}",
+            "dataset.limit=null",
+            "generator=none",
+            "dataset.folds=3",
+            "dataset.fold=1",
+            "rag_method.alpha=interval(0,1)",
+            "hydra.sweeper.n_trials=3",
+            "hydra.sweeper.sampler.seed=0",
+        ],
+        shared_cache,
+        tmp_path,
+    )
     client, runs = mlflow_runs(tmp_path)
     (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
@@ -68,8 +92,9 @@ def test_optuna_tunes_on_tune_folds_and_reports_on_the_held_out_fold(shared_cach
 
 @pytest.mark.parametrize("name", ["held_out_optuna", "optuna"])
 def test_optuna_without_folds_is_one_line(tmp_path, name):
-    proc = run_app(["-m", f"hydra/sweeper={name}", "generator=none", "rag_method.alpha=interval(0,1)"], tmp_path / "cache", tmp_path,
-                   check=False)
+    proc = run_app(
+        ["-m", f"hydra/sweeper={name}", "generator=none", "rag_method.alpha=interval(0,1)"], tmp_path / "cache", tmp_path, check=False
+    )
     assert proc.returncode == 2
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert "dataset.folds=None is invalid for hydra/sweeper=held_out_optuna" in line and "Traceback" not in proc.stderr
@@ -83,9 +108,20 @@ OLD_NAME_WARNING = "hydra/sweeper=optuna is the old name of hydra/sweeper=held_o
 def test_the_old_name_runs_the_same_tuner_and_says_its_name_once(shared_cache, tmp_path, name):
     """Configs and commands written for ``hydra/sweeper=optuna`` keep working: the same tuner (its
     ``held_out`` key, its parent-run outcome), with one warning naming ``held_out_optuna``."""
-    proc = run_app(["-m", f"hydra/sweeper={name}", "hydra.sweeper.held_out=false", "hydra.sweeper.n_trials=1",
-                    "hydra.sweeper.sampler.seed=0", "generator=none", "dataset.limit=1", "rag_method.alpha=interval(0,1)"],
-                   shared_cache, tmp_path)
+    proc = run_app(
+        [
+            "-m",
+            f"hydra/sweeper={name}",
+            "hydra.sweeper.held_out=false",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.sampler.seed=0",
+            "generator=none",
+            "dataset.limit=1",
+            "rag_method.alpha=interval(0,1)",
+        ],
+        shared_cache,
+        tmp_path,
+    )
     assert (proc.stdout + proc.stderr).count(OLD_NAME_WARNING) == (name == "optuna")
     _, runs = mlflow_runs(tmp_path)
     (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]

@@ -46,8 +46,9 @@ def _absent(reason: str) -> None:
 def vllm_python() -> Path:
     if not os.access(VLLM_PYTHON, os.X_OK):
         _absent(f"no vLLM venv at {VLLM_PYTHON} (bash scripts/vllm_cpu.sh install, or set T2EXP_VLLM_PYTHON)")
-    probe = subprocess.run([str(VLLM_PYTHON), "-c", "import vllm"], capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    probe = subprocess.run(
+        [str(VLLM_PYTHON), "-c", "import vllm"], capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
     if probe.returncode != 0:
         _absent(f"`import vllm` fails in {VLLM_PYTHON}: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")
     return VLLM_PYTHON
@@ -64,25 +65,34 @@ def model_dir(vllm_python) -> Path:
     from t2exp.generators.local_hf import TransformersGenerator
 
     cfg = OmegaConf.load(ROOT / "conf" / "generator" / "qwen_coder_0_5b.yaml")
-    gen = TransformersGenerator(cfg.name, gguf_parts=list(cfg.gguf_parts), sha256=cfg.sha256, size=cfg.size,
-                                models_dir=str(ROOT / ".t2exp_cache" / "models"))
+    gen = TransformersGenerator(
+        cfg.name, gguf_parts=list(cfg.gguf_parts), sha256=cfg.sha256, size=cfg.size, models_dir=str(ROOT / ".t2exp_cache" / "models")
+    )
     return Path(gen.checkpoint())  # generator=qwen_coder_0_5b's own conversion (no-op when it exists)
 
 
 def engine_args(model: Path, max_tokens: int = 16) -> list[str]:
     """The model config every vLLM backend reads (llama33_70b's keys), pointed at the local checkpoint."""
     return [
-        f"generator.model={model}", "generator.name=qwen-vllm", "generator.dtype=float32", "generator.max_model_len=4096",
-        f"generator.sampling.max_tokens={max_tokens}", "dataset.limit=1",
+        f"generator.model={model}",
+        "generator.name=qwen-vllm",
+        "generator.dtype=float32",
+        "generator.max_model_len=4096",
+        f"generator.sampling.max_tokens={max_tokens}",
+        "dataset.limit=1",
         "generator.enforce_eager=true",  # no torch.compile / graph capture: the engine starts in a fraction of the time
     ]
 
 
 def server_args(vllm_python: Path, model: Path) -> list[str]:
     return [
-        "generator=vllm_server", f"generator.command=[{vllm_python},-m,{SERVER}]", *engine_args(model),
-        "+generator.env.VLLM_CPU_KVCACHE_SPACE='1'", "+generator.env.HF_HUB_OFFLINE='1'",
-        "generator.startup_timeout=600", "generator.poll_interval=0.5",
+        "generator=vllm_server",
+        f"generator.command=[{vllm_python},-m,{SERVER}]",
+        *engine_args(model),
+        "+generator.env.VLLM_CPU_KVCACHE_SPACE='1'",
+        "+generator.env.HF_HUB_OFFLINE='1'",
+        "generator.startup_timeout=600",
+        "generator.poll_interval=0.5",
     ]
 
 
@@ -140,8 +150,15 @@ def test_vllm_server_killed_mid_run_keeps_its_answers_and_a_two_cell_sweep_resum
     kill and the sweep, one engine start each more.)"""
     cache, track = tmp_path / "cache", tmp_path / "track"
     n = 3
-    args = ["dataset=finqa", *server_args(vllm_python, model_dir), f"dataset.limit={n}",
-            "generator.batch_size=1", "generator.max_concurrency=1", "generator.max_retries=0", "generator.backoff_base=0"]
+    args = [
+        "dataset=finqa",
+        *server_args(vllm_python, model_dir),
+        f"dataset.limit={n}",
+        "generator.batch_size=1",
+        "generator.max_concurrency=1",
+        "generator.max_retries=0",
+        "generator.backoff_base=0",
+    ]
     cmd = [sys.executable, "-m", "t2exp", "rag_method=oracle", *args, *app_overrides(cache, track)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
@@ -206,23 +223,40 @@ def test_vllm_in_process_answers_one_batch_through_structured_output_fills_the_c
     the authors' three keys; sampling.samples=2 draws one more answer per question from the same
     engine; every answer lands in the LLM cache; the engine's processes end with the run; a re-run
     answers from the cache and starts no engine. (Two tests, one engine start each, before.)"""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "VLLM_CPU_KVCACHE_SPACE": "1",
-           "PYTHONPATH": str(ROOT / "src")}  # this checkout's t2exp, whatever the venv has installed
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "PYTHONPATH": str(ROOT / "src"),
+    }  # this checkout's t2exp, whatever the venv has installed
     env.pop("T2EXP_PARENT_RUN_ID", None)
     probe = subprocess.run([str(vllm_python), "-c", "import t2exp.pipeline.cell"], capture_output=True, text=True, env=env, timeout=300)
     if probe.returncode != 0:
-        _absent(f"t2exp's requirements are not installed in {vllm_python} (bash scripts/vllm_cpu.sh install): "
-                f"{(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+        _absent(
+            f"t2exp's requirements are not installed in {vllm_python} (bash scripts/vllm_cpu.sh install): "
+            f"{(probe.stderr.strip().splitlines() or ['?'])[-1]}"
+        )
     cache, track = tmp_path / "cache", tmp_path / "track"
     max_tokens = 320  # enough for at least one whole JSON answer
-    cmd = [str(vllm_python), "-m", "t2exp", "rag_method=oracle", "dataset=finqa", "generator=llama33_70b", "generator.backend=vllm",
-           *engine_args(model_dir, max_tokens=max_tokens), "dataset.limit=3", "generator.answer_mode=json",
-           "generator.sampling.samples=2", *app_overrides(cache, track)]
+    cmd = [
+        str(vllm_python),
+        "-m",
+        "t2exp",
+        "rag_method=oracle",
+        "dataset=finqa",
+        "generator=llama33_70b",
+        "generator.backend=vllm",
+        *engine_args(model_dir, max_tokens=max_tokens),
+        "dataset.limit=3",
+        "generator.answer_mode=json",
+        "generator.sampling.samples=2",
+        *app_overrides(cache, track),
+    ]
 
     def run() -> tuple[subprocess.CompletedProcess, int]:
         """The run in its own session: whatever it starts (engine core, workers) is findable after."""
-        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
-                                 start_new_session=True)
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)
         try:
             out, err = child.communicate(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:

@@ -117,8 +117,15 @@ def test_weaviate_server_hybrid_alpha_extremes(weaviate_factory) -> None:
     for fusion in (HybridFusion.RELATIVE_SCORE, HybridFusion.RANKED):
         res = {}
         for alpha in (0.0, 0.5, 1.0):
-            out = col.query.hybrid(query=HYBRID_QUERY, vector=HYBRID_VECTOR[0].tolist(), alpha=alpha, fusion_type=fusion,
-                                   query_properties=["text"], limit=3, return_metadata=MetadataQuery(score=True))
+            out = col.query.hybrid(
+                query=HYBRID_QUERY,
+                vector=HYBRID_VECTOR[0].tolist(),
+                alpha=alpha,
+                fusion_type=fusion,
+                query_properties=["text"],
+                limit=3,
+                return_metadata=MetadataQuery(score=True),
+            )
             res[alpha] = [o.properties["context_id"] for o in out.objects]
         name = "rrf" if fusion == HybridFusion.RANKED else "relative_score"
         assert res[0.0] == HYBRID_ORDERS[(0.0, name)] and res[1.0] == HYBRID_ORDERS[(1.0, name)]
@@ -182,10 +189,22 @@ def test_weaviate_query_arguments_on_the_wire(weaviate_wire) -> None:
     assert db.searches == [
         {"kind": "near_vector", "limit": 3},
         {"kind": "bm25_search", "limit": 4, "query": BM25_QUERIES[0], "properties": ["text"]},
-        {"kind": "hybrid_search", "limit": 5, "query": HYBRID_QUERY, "properties": ["text"], "alpha": pytest.approx(0.3),
-         "fusion": "FUSION_TYPE_RELATIVE_SCORE"},
-        {"kind": "hybrid_search", "limit": 5, "query": HYBRID_QUERY, "properties": ["text"], "alpha": pytest.approx(0.3),
-         "fusion": "FUSION_TYPE_RANKED"},
+        {
+            "kind": "hybrid_search",
+            "limit": 5,
+            "query": HYBRID_QUERY,
+            "properties": ["text"],
+            "alpha": pytest.approx(0.3),
+            "fusion": "FUSION_TYPE_RELATIVE_SCORE",
+        },
+        {
+            "kind": "hybrid_search",
+            "limit": 5,
+            "query": HYBRID_QUERY,
+            "properties": ["text"],
+            "alpha": pytest.approx(0.3),
+            "fusion": "FUSION_TYPE_RANKED",
+        },
     ]
     db.searches.clear()
     store.native_hybrid = False

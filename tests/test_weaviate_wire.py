@@ -85,8 +85,11 @@ def test_the_collection_distance_metric_is_honoured(weaviate_wire) -> None:
 
     with _client(weaviate_wire) as client:
         col = client.collections.create(
-            "Dots", properties=[Property(name="t", data_type=DataType.TEXT)],
-            vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.DOT)),
+            "Dots",
+            properties=[Property(name="t", data_type=DataType.TEXT)],
+            vector_config=Configure.Vectors.self_provided(
+                vector_index_config=Configure.VectorIndex.hnsw(distance_metric=VectorDistances.DOT)
+            ),
         )
         with col.batch.fixed_size(batch_size=10) as batch:
             batch.add_object(properties={"t": "a"}, vector=[1.0, 0.0])
@@ -105,8 +108,12 @@ def test_refusals_are_one_line_errors_through_the_client(weaviate_wire) -> None:
 
     with _client(weaviate_wire) as client:
         props = [Property(name="t", data_type=DataType.TEXT), Property(name="hidden", data_type=DataType.TEXT, index_searchable=False)]
-        col = client.collections.create("Refusals", properties=props, vector_config=Configure.Vectors.self_provided(),
-                                        inverted_index_config=Configure.inverted_index(stopwords_preset=StopwordsPreset.NONE))
+        col = client.collections.create(
+            "Refusals",
+            properties=props,
+            vector_config=Configure.Vectors.self_provided(),
+            inverted_index_config=Configure.inverted_index(stopwords_preset=StopwordsPreset.NONE),
+        )
         with pytest.raises(UnexpectedStatusCodeError, match="already exists"):
             client.collections.create("Refusals", properties=props, vector_config=Configure.Vectors.self_provided())
         with pytest.raises(WeaviateQueryError, match="not searchable"):

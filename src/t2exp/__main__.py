@@ -206,9 +206,7 @@ def _app_overrides(argv: list[str]) -> tuple[list[str], bool, str | None] | None
     return list(args.overrides), bool(args.multirun), args.config_dir
 
 
-def _compose_jobs(
-    overrides: list[str], multirun: bool, config_dir: str | None = None
-) -> tuple[list[DictConfig], list[list[str]]] | None:
+def _compose_jobs(overrides: list[str], multirun: bool, config_dir: str | None = None) -> tuple[list[DictConfig], list[list[str]]] | None:
     """Every job's composed config and overrides; None when there are too many to compose up
     front or Hydra should report the problem in its own words (an unknown option, a syntax error)."""
     from hydra import compose

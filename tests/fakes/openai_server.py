@@ -160,7 +160,9 @@ class FakeOpenAIServer:
                 for i, t in enumerate(texts)
             ],
             "usage": {
-                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
         }
 
@@ -258,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--not-ready-for", type=int, default=0, help="answer 503 to the first N GET /v1/models")
     ap.add_argument("--never-ready", action="store_true")
     ap.add_argument("--crash", default=None, help="print this to stderr and exit 1 instead of serving")
-    ap.add_argument("--orphan", action="store_true",
-                    help="first start a child that outlives this process (as vLLM's engine core can), and log its pid")
+    ap.add_argument(
+        "--orphan", action="store_true", help="first start a child that outlives this process (as vLLM's engine core can), and log its pid"
+    )
     ap.add_argument("--script", default="", help="comma-separated actions for the chat completions (see above)")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds to hold every chat answer (a generator's time per answer)")
     args, unknown = ap.parse_known_args(argv)

@@ -102,12 +102,24 @@ class OpenAIFake(FakeHTTPServer):
 
 
 GEMINI_TASK_TYPES = {
-    "TASK_TYPE_UNSPECIFIED", "RETRIEVAL_QUERY", "RETRIEVAL_DOCUMENT", "SEMANTIC_SIMILARITY", "CLASSIFICATION",
-    "CLUSTERING", "QUESTION_ANSWERING", "FACT_VERIFICATION", "CODE_RETRIEVAL_QUERY",
+    "TASK_TYPE_UNSPECIFIED",
+    "RETRIEVAL_QUERY",
+    "RETRIEVAL_DOCUMENT",
+    "SEMANTIC_SIMILARITY",
+    "CLASSIFICATION",
+    "CLUSTERING",
+    "QUESTION_ANSWERING",
+    "FACT_VERIFICATION",
+    "CODE_RETRIEVAL_QUERY",
 }
 _GEMINI_STATUS = {
-    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL", 503: "UNAVAILABLE",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
 }
 
 
@@ -201,10 +213,13 @@ class CohereFake(FakeHTTPServer):
         expect(b.get("truncate") in (None, "NONE", "START", "END"), f"truncate={b.get('truncate')!r}")
         dim = b.get("output_dimension", self.dim)
         expect(isinstance(dim, int) and 1 <= dim <= self.dim, f"output_dimension={dim!r}")
-        return Reply(200, {
-            "id": str(uuid.uuid4()),
-            "embeddings": {"float": [fake_vector(t, self.dim)[:dim] for t in texts]},
-            "texts": texts,
-            "meta": {"api_version": {"version": "2"}, "billed_units": {"input_tokens": _tokens(texts)}},
-            "response_type": "embeddings_by_type",
-        })
+        return Reply(
+            200,
+            {
+                "id": str(uuid.uuid4()),
+                "embeddings": {"float": [fake_vector(t, self.dim)[:dim] for t in texts]},
+                "texts": texts,
+                "meta": {"api_version": {"version": "2"}, "billed_units": {"input_tokens": _tokens(texts)}},
+                "response_type": "embeddings_by_type",
+            },
+        )

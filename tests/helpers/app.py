@@ -41,8 +41,17 @@ def app_overrides(cache: Path, tracking_dir: Path, *, traces: bool = False) -> l
     ]
 
 
-def run_app(args: list[str], cache: Path, tracking_dir: Path, timeout: float = 900, check: bool = True,
-            *, process: bool = False, env: dict[str, str] | None = None, traces: bool = False) -> subprocess.CompletedProcess:
+def run_app(
+    args: list[str],
+    cache: Path,
+    tracking_dir: Path,
+    timeout: float = 900,
+    check: bool = True,
+    *,
+    process: bool = False,
+    env: dict[str, str] | None = None,
+    traces: bool = False,
+) -> subprocess.CompletedProcess:
     """``python -m t2exp <args>`` with the test's cache and MLflow store: in this process (the
     entry point ``t2exp.__main__.main`` with this argv, see :func:`cli`), or as a real process
     when the process itself is the subject (``process=True``: signals, a kill, what a fresh

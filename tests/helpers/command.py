@@ -10,8 +10,9 @@ from pathlib import Path
 from helpers.paths import ROOT
 
 
-def cli(main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT, prog: str = "t2exp",
-        replace_env: bool = False) -> subprocess.CompletedProcess:
+def cli(
+    main, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT, prog: str = "t2exp", replace_env: bool = False
+) -> subprocess.CompletedProcess:
     """A command-line entry point run in this process as its console script would run it: ``argv``
     as ``sys.argv[1:]``, ``env`` added to the environment (``replace_env``: the whole environment),
     ``cwd`` the working directory; its exit

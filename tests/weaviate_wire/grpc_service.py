@@ -93,10 +93,19 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
                 if obj.tenant:
                     raise Unmodelled("multi-tenancy")
                 props = obj.properties
-                if any(len(getattr(props, f)) for f in ("single_target_ref_props", "multi_target_ref_props",
-                                                         "number_array_properties", "int_array_properties",
-                                                         "text_array_properties", "boolean_array_properties",
-                                                         "object_properties", "object_array_properties")):
+                if any(
+                    len(getattr(props, f))
+                    for f in (
+                        "single_target_ref_props",
+                        "multi_target_ref_props",
+                        "number_array_properties",
+                        "int_array_properties",
+                        "text_array_properties",
+                        "boolean_array_properties",
+                        "object_properties",
+                        "object_array_properties",
+                    )
+                ):
                     raise Unmodelled("array, object and reference properties")
                 values = json_format.MessageToDict(props.non_ref_properties) if props.HasField("non_ref_properties") else {}
                 name, vec = _vector(obj)
@@ -157,7 +166,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
         else:
             scored = self._hybrid(col, objs, request.hybrid_search, depth)[:depth]
             field = "score"
-        scored = scored[request.offset:]
+        scored = scored[request.offset :]
         return search_get_pb2.SearchReply(
             took=time.perf_counter() - start, results=[self._result(col, objs[p], v, field, request) for p, v in scored]
         )
@@ -169,8 +178,12 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
             return {"query": request.bm25_search.query, "properties": list(request.bm25_search.properties)}
         if kinds == ["hybrid_search"]:
             h = request.hybrid_search
-            return {"query": h.query, "properties": list(h.properties), "alpha": h.alpha_param if h.use_alpha_param else h.alpha,
-                    "fusion": base_search_pb2.Hybrid.FusionType.Name(h.fusion_type)}
+            return {
+                "query": h.query,
+                "properties": list(h.properties),
+                "alpha": h.alpha_param if h.use_alpha_param else h.alpha,
+                "fusion": base_search_pb2.Hybrid.FusionType.Name(h.fusion_type),
+            }
         return {}
 
     def _dense(self, col: Collection, objs: list, target: str | None, q: np.ndarray | None) -> scoring.Scored:
@@ -248,9 +261,7 @@ class WeaviateServicer(weaviate_pb2_grpc.WeaviateServicer):
             col.prop(name)
             if name in obj.properties:
                 fields[name] = _value(obj.properties[name])
-        props = search_get_pb2.PropertiesResult(
-            non_ref_props=properties_pb2.Properties(fields=fields), target_collection=col.name
-        )
+        props = search_get_pb2.PropertiesResult(non_ref_props=properties_pb2.Properties(fields=fields), target_collection=col.name)
         return search_get_pb2.SearchResult(properties=props, metadata=md)
 
 
@@ -264,6 +275,7 @@ def _value(v: Any) -> properties_pb2.Value:
 
 def health_handler() -> grpc.GenericRpcHandler:
     """``/grpc.health.v1.Health/Check``, with Weaviate's own request/response messages: SERVING."""
+
     def check(request: Any, context: grpc.ServicerContext) -> Any:
         return health_weaviate_pb2.WeaviateHealthCheckResponse(status=health_weaviate_pb2.WeaviateHealthCheckResponse.SERVING)
 

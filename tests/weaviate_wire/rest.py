@@ -60,8 +60,15 @@ class _Handler(BaseHTTPRequestHandler):
                 raise LookupError
             rest = parts[1:]
             if rest in (["meta"],) and self.command == "GET":
-                return self._send(200, {"hostname": f"http://127.0.0.1:{self.server.server_port}", "version": VERSION,
-                                        "modules": {}, "grpcMaxMessageSize": GRPC_MAX_MESSAGE_SIZE})
+                return self._send(
+                    200,
+                    {
+                        "hostname": f"http://127.0.0.1:{self.server.server_port}",
+                        "version": VERSION,
+                        "modules": {},
+                        "grpcMaxMessageSize": GRPC_MAX_MESSAGE_SIZE,
+                    },
+                )
             if rest in ([".well-known", "ready"], [".well-known", "live"]) and self.command in ("GET", "HEAD"):
                 return self._send(200)
             if rest == [".well-known", "openid-configuration"] and self.command == "GET":

@@ -25,19 +25,38 @@ DISTANCES = ("cosine", "dot", "l2-squared", "manhattan")  # hamming: not modelle
 DATA_TYPES = ("text", "text[]", "int", "number", "boolean", "date", "uuid")
 
 HNSW_DEFAULTS: dict[str, Any] = {
-    "skip": False, "cleanupIntervalSeconds": 300, "maxConnections": 32, "efConstruction": 128, "ef": -1,
-    "dynamicEfMin": 100, "dynamicEfMax": 500, "dynamicEfFactor": 8, "vectorCacheMaxObjects": 1000000000000,
-    "flatSearchCutoff": 40000, "distance": "cosine", "filterStrategy": "sweeping",
+    "skip": False,
+    "cleanupIntervalSeconds": 300,
+    "maxConnections": 32,
+    "efConstruction": 128,
+    "ef": -1,
+    "dynamicEfMin": 100,
+    "dynamicEfMax": 500,
+    "dynamicEfFactor": 8,
+    "vectorCacheMaxObjects": 1000000000000,
+    "flatSearchCutoff": 40000,
+    "distance": "cosine",
+    "filterStrategy": "sweeping",
 }
 FLAT_DEFAULTS: dict[str, Any] = {"distance": "cosine", "vectorCacheMaxObjects": 1000000000000}
 INVERTED_DEFAULTS: dict[str, Any] = {
-    "bm25": {"b": 0.75, "k1": 1.2}, "cleanupIntervalSeconds": 60,
+    "bm25": {"b": 0.75, "k1": 1.2},
+    "cleanupIntervalSeconds": 60,
     "stopwords": {"preset": "en", "additions": None, "removals": None},
-    "indexTimestamps": False, "indexNullState": False, "indexPropertyLength": False, "usingBlockMaxWAND": True,
+    "indexTimestamps": False,
+    "indexNullState": False,
+    "indexPropertyLength": False,
+    "usingBlockMaxWAND": True,
 }
 SHARDING_DEFAULTS: dict[str, Any] = {
-    "virtualPerPhysical": 128, "desiredCount": 1, "actualCount": 1, "desiredVirtualCount": 128,
-    "actualVirtualCount": 128, "key": "_id", "strategy": "hash", "function": "murmur3",
+    "virtualPerPhysical": 128,
+    "desiredCount": 1,
+    "actualCount": 1,
+    "desiredVirtualCount": 128,
+    "actualVirtualCount": 128,
+    "key": "_id",
+    "strategy": "hash",
+    "function": "murmur3",
 }
 
 
@@ -102,12 +121,14 @@ def complete_class(raw: dict[str, Any]) -> dict[str, Any]:
     preset = out["invertedIndexConfig"]["stopwords"]["preset"]
     if preset not in ("en", "none"):
         raise SchemaError(f"stopwords preset '{preset}' is not known")
-    out["multiTenancyConfig"] = _merge({"enabled": False, "autoTenantCreation": False, "autoTenantActivation": False},
-                                       raw.get("multiTenancyConfig"))
+    out["multiTenancyConfig"] = _merge(
+        {"enabled": False, "autoTenantCreation": False, "autoTenantActivation": False}, raw.get("multiTenancyConfig")
+    )
     if out["multiTenancyConfig"]["enabled"]:
         raise SchemaError("multi-tenancy is not modelled by the stand-in")
-    out["replicationConfig"] = _merge({"factor": 1, "asyncEnabled": False, "deletionStrategy": "NoAutomatedResolution"},
-                                      raw.get("replicationConfig"))
+    out["replicationConfig"] = _merge(
+        {"factor": 1, "asyncEnabled": False, "deletionStrategy": "NoAutomatedResolution"}, raw.get("replicationConfig")
+    )
     out["shardingConfig"] = _merge(SHARDING_DEFAULTS, raw.get("shardingConfig"))
     out["vectorConfig"] = {}
     for vname, cfg in raw["vectorConfig"].items():
@@ -137,8 +158,11 @@ def _complete_property(raw: dict[str, Any]) -> dict[str, Any]:
         raise SchemaError(f"property '{name}': data type {data_type} is not modelled by the stand-in")
     text = data_type[0] in ("text", "text[]")
     prop: dict[str, Any] = {
-        "name": name, "dataType": data_type, "description": raw.get("description", ""),
-        "indexFilterable": raw.get("indexFilterable", True), "indexSearchable": raw.get("indexSearchable", text),
+        "name": name,
+        "dataType": data_type,
+        "description": raw.get("description", ""),
+        "indexFilterable": raw.get("indexFilterable", True),
+        "indexSearchable": raw.get("indexSearchable", text),
         "indexRangeFilters": raw.get("indexRangeFilters", False),
     }
     tokenization = raw.get("tokenization")
@@ -156,6 +180,7 @@ def _complete_property(raw: dict[str, Any]) -> dict[str, Any]:
 
 def check_update(old: dict[str, Any], new: dict[str, Any]) -> None:
     """Weaviate refuses to change the properties and a vector's index type or distance in place."""
+
     def shape(s: dict[str, Any]) -> list[tuple]:
         return [(p["name"], tuple(p["dataType"]), p.get("tokenization"), p["indexSearchable"]) for p in s["properties"]]
 

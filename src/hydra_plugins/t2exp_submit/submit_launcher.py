@@ -47,11 +47,13 @@ class SubmitLauncher(SlurmLauncher):
         from omegaconf import OmegaConf
 
         init_keys = {"max_num_timeout", "submitit_folder"}
-        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, folder=self.params["submitit_folder"],
-                                         **{f"{self._EXECUTOR}_{k}": v for k, v in self.params.items() if k == "max_num_timeout"})
+        executor = submitit.AutoExecutor(
+            cluster=self._EXECUTOR,
+            folder=self.params["submitit_folder"],
+            **{f"{self._EXECUTOR}_{k}": v for k, v in self.params.items() if k == "max_num_timeout"},
+        )
         base = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v
-                                      for k, v in self.params.items() if k not in init_keys})
+        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in self.params.items() if k not in init_keys})
         return executor
 
     def _submit(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
@@ -60,8 +62,10 @@ class SubmitLauncher(SlurmLauncher):
         assert self.config is not None, "Hydra calls setup() before launch()"
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        params = [(list(o), "hydra.sweep.dir", initial_job_idx + n, f"job_id_for_{initial_job_idx + n}", Singleton.get_state())
-                  for n, o in enumerate(job_overrides)]
+        params = [
+            (list(o), "hydra.sweep.dir", initial_job_idx + n, f"job_id_for_{initial_job_idx + n}", Singleton.get_state())
+            for n, o in enumerate(job_overrides)
+        ]
         return list(self._executor().map_array(self, *zip(*params, strict=True)))
 
     def _record(self, jobs: list[Any], job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> None:
@@ -70,17 +74,32 @@ class SubmitLauncher(SlurmLauncher):
 
         assert self.config is not None, "Hydra calls setup() before launch()"
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        record = read_jobs(sweep_dir) or {"parent_run": os.environ.get(PARENT_ENV), "tracking_uri": str(self.config.tracking.uri),
-                                          "experiment": str(self.config.tracking.experiment), "jobs": []}
-        record["jobs"] += [{"num": initial_job_idx + n, "slurm_job": str(j.job_id), "overrides": " ".join(redact_overrides(list(o)))}
-                           for n, (j, o) in enumerate(zip(jobs, job_overrides, strict=True))]
+        record = read_jobs(sweep_dir) or {
+            "parent_run": os.environ.get(PARENT_ENV),
+            "tracking_uri": str(self.config.tracking.uri),
+            "experiment": str(self.config.tracking.experiment),
+            "jobs": [],
+        }
+        record["jobs"] += [
+            {"num": initial_job_idx + n, "slurm_job": str(j.job_id), "overrides": " ".join(redact_overrides(list(o)))}
+            for n, (j, o) in enumerate(zip(jobs, job_overrides, strict=True))
+        ]
         atomic_write_text(sweep_dir / JOBS_FILE, json.dumps(record, indent=1))
         ids = [str(j.job_id) for j in jobs]
-        print(f"t2exp: submitted {len(ids)} jobs to Slurm ({', '.join(ids)}); they run without this process\n"
-              f"t2exp: where they are:      t2exp status {sweep_dir}\n"
-              f"t2exp: when they have ended: t2exp collect {sweep_dir}", file=sys.stderr, flush=True)
-        log.info("submitted %d jobs (%s); parent run %s stays RUNNING until `t2exp collect %s`", len(ids), ", ".join(ids),
-                 record["parent_run"], sweep_dir)
+        print(
+            f"t2exp: submitted {len(ids)} jobs to Slurm ({', '.join(ids)}); they run without this process\n"
+            f"t2exp: where they are:      t2exp status {sweep_dir}\n"
+            f"t2exp: when they have ended: t2exp collect {sweep_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        log.info(
+            "submitted %d jobs (%s); parent run %s stays RUNNING until `t2exp collect %s`",
+            len(ids),
+            ", ".join(ids),
+            record["parent_run"],
+            sweep_dir,
+        )
 
 
 def _placeholder(overrides: Sequence[str]) -> Any:

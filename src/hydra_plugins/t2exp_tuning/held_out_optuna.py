@@ -52,5 +52,6 @@ class HeldOutOptunaSweeper(Sweeper):
             eval_value = None if ret.return_value is None else float(ret.return_value)
         searched = tuning.searched_keys(arguments, impl.params)
         tuned = dict(o.split("=", 1) for o in best.overrides if o.split("=", 1)[0] in searched)
-        tuning.log_parent(self.config, objective_name(self.config), maximize, tuned, best.value, eval_value,
-                          len(recorder.trials), self.held_out)
+        tuning.log_parent(
+            self.config, objective_name(self.config), maximize, tuned, best.value, eval_value, len(recorder.trials), self.held_out
+        )

@@ -87,9 +87,11 @@ def choose(mode: str, texts: Sequence[str], contexts: Sequence[str], grounding: 
         fields["grounded"] = grounded[best if best is not None else 0]
     if len(texts) > 1:
         group = [i for i in voters if best is not None and number_match(parsed[i].value, parsed[best].value)]
-        fields.update(candidates=sum(p.value is not None for p in parsed),
-                      vote_share=round(len(group) / len(voters), 4) if voters else 0.0,
-                      sample_answers=[p.text for p in parsed])
+        fields.update(
+            candidates=sum(p.value is not None for p in parsed),
+            vote_share=round(len(group) / len(voters), 4) if voters else 0.0,
+            sample_answers=[p.text for p in parsed],
+        )
     return replace(chosen, fields=fields)
 
 

@@ -152,8 +152,13 @@ def parse_json_answer(text: str) -> ParsedAnswer:
         value=_finite_bare_float(obj.get("computed_formula")),
         program=formula or None,
         text=str(obj.get("computed_formula")),  # the authors' answer string: what nm_bare reads
-        fields={"json_valid": True, "final_formula": formula, "computed_formula": str(obj.get("computed_formula")),
-                "final_formula_value": formula_value, "reasoning_steps": obj.get("reasoning_steps")},
+        fields={
+            "json_valid": True,
+            "final_formula": formula,
+            "computed_formula": str(obj.get("computed_formula")),
+            "final_formula_value": formula_value,
+            "reasoning_steps": obj.get("reasoning_steps"),
+        },
     )
 
 
@@ -163,7 +168,11 @@ def answer_template(mode: str, template: str | None = None) -> str:
 
 
 def build_messages(
-    prompts: PromptLibrary, mode: str, question: str, contexts: list[str], template: str | None = None,
+    prompts: PromptLibrary,
+    mode: str,
+    question: str,
+    contexts: list[str],
+    template: str | None = None,
     demos: Sequence[Demo] = (),
 ) -> list[dict[str, str]]:
     """The chat of one question: the system prompt, then ``template`` (default ``answer_<mode>``)
@@ -172,8 +181,10 @@ def build_messages(
         raise ConfigError(f"generator.answer_mode={mode!r}: allowed values are {', '.join(MODES)}")
     return [
         {"role": "system", "content": prompts.render("system")},
-        {"role": "user", "content": prompts.render(answer_template(mode, template), question=question, contexts=contexts,
-                                                             demos=list(demos))},
+        {
+            "role": "user",
+            "content": prompts.render(answer_template(mode, template), question=question, contexts=contexts, demos=list(demos)),
+        },
     ]
 
 

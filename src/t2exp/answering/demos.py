@@ -30,9 +30,7 @@ from t2exp.data.loader import read_jsonl_objects
 from t2exp.errors import ConfigError, DataError
 
 KEYS = ("id", "context_id", "question", "answer")
-_STOP = frozenset(
-    "a an and are as at be by did do does for from in is it its of on or the their this to was were what which with".split()
-)
+_STOP = frozenset("a an and are as at be by did do does for from in is it its of on or the their this to was were what which with".split())
 
 
 @dataclass(frozen=True)

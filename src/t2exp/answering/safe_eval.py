@@ -36,7 +36,11 @@ _BIN = {
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _FUNCS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": round, "min": min, "max": max, "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a),
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sum": lambda *a: sum(a[0]) if len(a) == 1 else sum(a),
     "len": lambda a: len(a),
 }
 
@@ -153,7 +157,12 @@ def _comprehension(node: ast.GeneratorExp | ast.ListComp, env: dict[str, float])
 
 
 _COMPARE: dict[type[ast.cmpop], Callable[[float, float], bool]] = {
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Eq: operator.eq, ast.NotEq: operator.ne,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
 }
 
 
@@ -208,8 +217,13 @@ def _items(node: ast.expr, env: dict[str, float]) -> list[float]:
     time stays bounded."""
     if isinstance(node, (ast.List, ast.Tuple)):
         count, make = len(node.elts), lambda: [_eval(e, env) for e in node.elts]
-    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
-          and 1 <= len(node.args) <= 3 and not node.keywords):
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "range"
+        and 1 <= len(node.args) <= 3
+        and not node.keywords
+    ):
         bounds = [_eval(a, env) for a in node.args]
         if not all(b.is_integer() for b in bounds):
             raise UnsafeProgram("range() takes whole numbers")

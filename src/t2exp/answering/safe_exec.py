@@ -139,8 +139,11 @@ def program_literals(source: str) -> list[float]:
             tree = _program(source)
         except UnsafeProgram:
             return []
-    return [_as_float(n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)]
+    return [
+        _as_float(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+    ]
 
 
 def _as_float(value: int | float) -> float:

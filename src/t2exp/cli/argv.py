@@ -38,7 +38,7 @@ def hydra_argv(argv: Sequence[str]) -> list[str]:
             take = 2
         elif action is not None and action.nargs == "?" and i + 1 < len(argv) and argv[i + 1] in (action.choices or ()):
             take = 2
-        options.extend(argv[i:i + take])
+        options.extend(argv[i : i + take])
         i += take
     return options + overrides
 
@@ -61,12 +61,19 @@ def unknown_command(word: str, commands: Sequence[str]) -> ConfigError:
 def usage(commands: dict[str, tuple[str, str]]) -> str:
     """What ``t2exp --help`` prints before the experiment app's own help: the commands, one line each."""
     width = max(len(name) for name in commands)
-    lines = ["usage: t2exp COMMAND [ARGS ...]      a command (t2exp COMMAND --help: its options)",
-             "       t2exp [-m] [OVERRIDES ...]    the experiment app (python -m t2exp is the same)",
-             "", "commands:"]
+    lines = [
+        "usage: t2exp COMMAND [ARGS ...]      a command (t2exp COMMAND --help: its options)",
+        "       t2exp [-m] [OVERRIDES ...]    the experiment app (python -m t2exp is the same)",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in commands.items()]
-    lines += ["", "The experiment app's help follows: its config groups and every value, each a key=value",
-              "override (-m sweeps comma-separated values); t2exp --hydra-help lists Hydra's own flags.", ""]
+    lines += [
+        "",
+        "The experiment app's help follows: its config groups and every value, each a key=value",
+        "override (-m sweeps comma-separated values); t2exp --hydra-help lists Hydra's own flags.",
+        "",
+    ]
     return "\n".join(lines)
 
 

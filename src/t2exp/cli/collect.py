@@ -43,8 +43,10 @@ def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
     pointers = [path / POINTER_FILE] if (path / POINTER_FILE).is_file() else sorted(path.glob(f"*/{POINTER_FILE}"))
     found = dict.fromkeys(Path(json.loads(p.read_text(encoding="utf-8"))["run_dir"]) for p in pointers)
     if not found:
-        raise DataError(f"{target}: no sharded cell there (no {SHARDS_DIR}/{CONFIG_FILE}, no */{POINTER_FILE}); give a cell's run "
-                        "directory (<paths.cache>/runs/<cell key>), a shard job's or a sweep's Hydra directory, or a parent run id")
+        raise DataError(
+            f"{target}: no sharded cell there (no {SHARDS_DIR}/{CONFIG_FILE}, no */{POINTER_FILE}); give a cell's run "
+            "directory (<paths.cache>/runs/<cell key>), a shard job's or a sweep's Hydra directory, or a parent run id"
+        )
     return list(found)
 
 
@@ -62,8 +64,10 @@ def collect(run_dir: Path) -> str:
     cell = load_cell(cfg)
     subsets, key = cell.subsets, cell.key
     if key != run_dir.name:
-        raise DataError(f"{run_dir}: the data or the prompts changed since its shards ran (cell key now {key}); "
-                        "run the cell again (its shards resume) or restore them")
+        raise DataError(
+            f"{run_dir}: the data or the prompts changed since its shards ran (cell key now {key}); "
+            "run the cell again (its shards resume) or restore them"
+        )
     tr = cfg.tracking
     done = finished_run_for(str(tr.uri), str(tr.experiment), tr.get("artifact_location"), key)
     if done is not None:
@@ -85,8 +89,11 @@ def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:
     if not sweep.ended():
         counts = sweep.counts()
         print(table(sweep))
-        print(f"{prog}: {counts['pending'] + counts['running']} of {len(sweep.jobs)} jobs still pending or running; nothing "
-              f"collected yet: run `t2exp collect {sweep_dir}` again when `t2exp status` shows them ended", file=sys.stderr)
+        print(
+            f"{prog}: {counts['pending'] + counts['running']} of {len(sweep.jobs)} jobs still pending or running; nothing "
+            f"collected yet: run `t2exp collect {sweep_dir}` again when `t2exp status` shows them ended",
+            file=sys.stderr,
+        )
         return 0
     status = 0
     pointers = cell_dirs(str(sweep_dir)) if any(sweep_dir.glob("*/t2exp_shard.json")) else []
@@ -97,8 +104,11 @@ def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:
         now = MlflowClient(tracking_uri=sweep.tracking_uri).get_run(parent).info.status
         if now == "RUNNING":
             now = close_sweep(sweep.tracking_uri, parent)
-            print(f"{prog}: sweep {sweep_dir}: {sweep.counts()['done']} of {len(sweep.jobs)} jobs done; its report logged on "
-                  f"parent run {parent}, closed {now}", file=sys.stderr)
+            print(
+                f"{prog}: sweep {sweep_dir}: {sweep.counts()['done']} of {len(sweep.jobs)} jobs done; its report logged on "
+                f"parent run {parent}, closed {now}",
+                file=sys.stderr,
+            )
         else:
             print(f"{prog}: sweep {sweep_dir}: parent run {parent} already {now}; nothing to close", file=sys.stderr)
     return status

@@ -27,19 +27,31 @@ def _show(text: str) -> int | None:
 
 
 def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Paired comparison of two runs' per-question metrics, and the "
-                                "questions they differ on; or every cell of a sweep against a baseline cell.")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Paired comparison of two runs' per-question metrics, and the "
+        "questions they differ on; or every cell of a sweep against a baseline cell.",
+    )
     p.add_argument("run_a", help="MLflow run id or a predictions.jsonl path; with --baseline: a sweep's parent run id")
     p.add_argument("run_b", nargs="?", help="MLflow run id or a predictions.jsonl path (not with --baseline)")
-    p.add_argument("--baseline", metavar="RUN|KEY=VALUE",
-                   help="compare every cell of the sweep RUN_A with this one: a run id (6+ characters) or overrides "
-                        "one cell has, e.g. 'rag_method=base'; p-values Holm-corrected over the cells")
     p.add_argument(
-        "--metric", default="auto",
+        "--baseline",
+        metavar="RUN|KEY=VALUE",
+        help="compare every cell of the sweep RUN_A with this one: a run id (6+ characters) or overrides "
+        "one cell has, e.g. 'rag_method=base'; p-values Holm-corrected over the cells",
+    )
+    p.add_argument(
+        "--metric",
+        default="auto",
         help="nm | nm_bare | nm_strict | mrr_at_<k> | recall_at_<r> | auto (default: nm if both runs have it, else MRR@k)",
     )
-    p.add_argument("--show", type=_show, default=SHOW, metavar="N|all",
-                   help=f"list the first N questions that differ, largest effect first (default {SHOW}; 0: none; all)")
+    p.add_argument(
+        "--show",
+        type=_show,
+        default=SHOW,
+        metavar="N|all",
+        help=f"list the first N questions that differ, largest effect first (default {SHOW}; 0: none; all)",
+    )
     p.add_argument("--out", type=Path, metavar="FILE.csv|FILE.jsonl", help="write every question that differs to this file")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples and permutation sign patterns (default {N_BOOT})")
     p.add_argument("--seed", type=int, default=CI_SEED)
@@ -53,8 +65,10 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
 def _print_pair(result: Comparison, args: argparse.Namespace) -> None:
     paired = result.paired
     print(f"A = {args.run_a}\nB = {args.run_b}")
-    print(f"paired {paired.n} questions; dropped {paired.dropped} "
-          f"({paired.only_a} only in A, {paired.only_b} only in B, {paired.missing_value} without a {result.metric} value)")
+    print(
+        f"paired {paired.n} questions; dropped {paired.dropped} "
+        f"({paired.only_a} only in A, {paired.only_b} only in B, {paired.missing_value} without a {result.metric} value)"
+    )
     print(format_table(result.rows, result.metric))
     print("\n" + counts_line(result.questions, paired.n, result.metric))
     listing = render_questions(result.questions, result.metric, args.show)
@@ -75,8 +89,9 @@ def _print_sweep(result: SweepComparison, args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> None:
     check_out(args.out)  # before any work
-    result = compare(args.run_a, args.run_b, args.metric, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed,
-                     tracking_uri=args.tracking_uri)
+    result = compare(
+        args.run_a, args.run_b, args.metric, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, tracking_uri=args.tracking_uri
+    )
     if args.out is not None:
         write_records(args.out, result.records(), result.first_columns)
     for note in result.notes:

@@ -69,9 +69,12 @@ def _stopped_cell(result: Any) -> Any:
 
 
 def _stopped_sweep(signal_name: str) -> NoReturn:
-    print(f"t2exp: interrupted by {signal_name}: the sweep's cells stopped after their requests in flight, their MLflow "
-          "runs and the sweep's parent run are marked KILLED; the predictions so far are kept: run the same command "
-          "again to resume", file=sys.stderr)
+    print(
+        f"t2exp: interrupted by {signal_name}: the sweep's cells stopped after their requests in flight, their MLflow "
+        "runs and the sweep's parent run are marked KILLED; the predictions so far are kept: run the same command "
+        "again to resume",
+        file=sys.stderr,
+    )
     sys.exit(128 + int(getattr(signal.Signals, signal_name, signal.SIGTERM)))
 
 

@@ -34,18 +34,25 @@ def _errors(client: Callable[[], Any], source: str) -> int:
 def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Paper-style tables and plots from a sweep's MLflow runs.")
     p.add_argument("target", nargs="?", help="a sweep's parent run id, or an MLflow experiment name")
-    p.add_argument("--errors", metavar="RUN",
-                   help="instead of tables: where one run's answers go wrong (a run id or a predictions.jsonl path); "
-                        "t2exp.evaluation.diagnosis")
+    p.add_argument(
+        "--errors",
+        metavar="RUN",
+        help="instead of tables: where one run's answers go wrong (a run id or a predictions.jsonl path); t2exp.evaluation.diagnosis",
+    )
     p.add_argument("--tracking-uri", default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory")
     p.add_argument("--out", type=Path, help="output directory (default: outputs/reports/<target> in the current directory)")
     p.add_argument("--k", type=int, help="MRR@k of the Table 3 layout (default: the runs' k when they share one, else 3)")
-    p.add_argument("--tables", default="auto",
-                   help="auto (table3; + table4 for embedder sweeps; + readings for protocol sweeps) or a list: "
-                        "table3,table4,readings")
-    p.add_argument("--baseline", metavar="RUN|KEY=VALUE",
-                   help="the row 'Δ vs' compares every other row with: a run id (6+ characters) or overrides one run has, "
-                        "e.g. 'rag_method=base' (default: the row with the best average)")
+    p.add_argument(
+        "--tables",
+        default="auto",
+        help="auto (table3; + table4 for embedder sweeps; + readings for protocol sweeps) or a list: table3,table4,readings",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="RUN|KEY=VALUE",
+        help="the row 'Δ vs' compares every other row with: a run id (6+ characters) or overrides one run has, "
+        "e.g. 'rag_method=base' (default: the row with the best average)",
+    )
     p.add_argument("--pairs", action="store_true", help="also compare every two rows (pairs.md|csv), Holm-corrected over all pairs")
     p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"resamples / sign patterns for 'Δ vs' (default {N_BOOT})")
     p.add_argument("--seed", type=int, default=CI_SEED)
@@ -61,8 +68,18 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp report") -> int:
             return _errors(lambda: open_for_reading(args.tracking_uri), args.errors)
         if not args.target:
             raise ReportError("give a TARGET (a sweep's parent run id or an experiment name), or --errors RUN")
-        result = report(args.target, args.out, tracking_uri=args.tracking_uri, k=args.k, tables=args.tables, n_boot=args.n_boot,
-                        seed=args.seed, log=not args.no_log, baseline=args.baseline, pairs=args.pairs)
+        result = report(
+            args.target,
+            args.out,
+            tracking_uri=args.tracking_uri,
+            k=args.k,
+            tables=args.tables,
+            n_boot=args.n_boot,
+            seed=args.seed,
+            log=not args.no_log,
+            baseline=args.baseline,
+            pairs=args.pairs,
+        )
     except T2ExpError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

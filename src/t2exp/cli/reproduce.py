@@ -145,8 +145,7 @@ class Signals:
 
 def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: float | None, signals: Signals | None) -> int:
     """Run ``cmd`` in ``work`` with its output into ``log``; its exit status (124: ``timeout``)."""
-    proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            process_group=0)
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, process_group=0)
     if signals is not None:
         signals.child = proc
     try:
@@ -161,8 +160,16 @@ def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: f
             signals.child = None
 
 
-def run_condition(cond: Condition, work: Path, *, python: str, carried: Path | None, models: Path | None,
-                  timeout: float | None, signals: Signals | None = None) -> RunResult:
+def run_condition(
+    cond: Condition,
+    work: Path,
+    *,
+    python: str,
+    carried: Path | None,
+    models: Path | None,
+    timeout: float | None,
+    signals: Signals | None = None,
+) -> RunResult:
     """``python -m t2exp <overrides>`` in ``work`` (its own outputs and cache; its output streamed
     to ``work/t2exp.log``) and the metrics it logged."""
     work.mkdir(parents=True, exist_ok=True)
@@ -223,21 +230,27 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         prog=prog,
         description="Run conditions of the expected-numbers files (expected/*.yaml) and print OK/FAIL per metric.",
         epilog="Selections add up: `reproduction ladder/l4_priors --ci`. Exit 0: every metric within its tolerance; "
-               "1: a FAIL; 2: a run failed or nothing was selected.",
+        "1: a FAIL; 2: a run failed or nothing was selected.",
     )
     p.add_argument("names", nargs="*", metavar="TABLE|TABLE/CONDITION|CONDITION", help="what to run")
     p.add_argument("--all", action="store_true", help="every condition of every table (many hours on a CPU)")
     p.add_argument("--cheap", action="store_true", help="every retrieval-only condition (generator=none)")
     p.add_argument("--ci", action="store_true", help="the conditions CI runs (seconds)")
     p.add_argument("--list", action="store_true", help="list the tables and conditions, run nothing")
-    p.add_argument("--print-commands", action="store_true",
-                   help="print each selected condition's command and expected metrics, run nothing")
+    p.add_argument(
+        "--print-commands", action="store_true", help="print each selected condition's command and expected metrics, run nothing"
+    )
     p.add_argument("--expected", type=Path, help="folder of expected-numbers files (default: expected/ of the checkout)")
     p.add_argument("--keep", type=Path, metavar="DIR", help="run under DIR and keep each run's outputs (default: a temporary folder)")
-    p.add_argument("--cache-from", type=Path, metavar="CACHE",
-                   help="start from the embedding and LLM caches of this paths.cache (e.g. ./.t2exp_cache); read only")
-    p.add_argument("--models", type=Path, metavar="DIR",
-                   help="paths.models of every run: converted offline generators are reused from and kept in DIR")
+    p.add_argument(
+        "--cache-from",
+        type=Path,
+        metavar="CACHE",
+        help="start from the embedding and LLM caches of this paths.cache (e.g. ./.t2exp_cache); read only",
+    )
+    p.add_argument(
+        "--models", type=Path, metavar="DIR", help="paths.models of every run: converted offline generators are reused from and kept in DIR"
+    )
     p.add_argument("--timeout", type=float, metavar="S", help="seconds one run may take (default: no limit)")
     p.add_argument("--python", default=sys.executable, help="the interpreter that runs python -m t2exp (default: this one)")
     return p
@@ -272,8 +285,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     if not conds:
-        print(f"{prog}: error: nothing selected: name a table or condition, or give --ci, --cheap or --all (--list shows them)",
-              file=sys.stderr)
+        print(
+            f"{prog}: error: nothing selected: name a table or condition, or give --ci, --cheap or --all (--list shows them)",
+            file=sys.stderr,
+        )
         return 2
     if args.print_commands:
         _print_commands(conds)
@@ -289,8 +304,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 def _check_paths(args: argparse.Namespace) -> str | None:
     """The interpreter and ``--keep``, checked before anything runs: the one-line error, or None."""
     if shutil.which(str(args.python)) is None:
-        return (f"--python {args.python}: no such interpreter (not found, or not executable); "
-                "give the path of a Python that has t2exp installed")
+        return (
+            f"--python {args.python}: no such interpreter (not found, or not executable); "
+            "give the path of a Python that has t2exp installed"
+        )
     if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
         return f"--keep {args.keep}: a file, not a folder; give a folder to keep the outputs in (it is made when missing)"
     return None
@@ -321,8 +338,10 @@ def _run(conds: Sequence[Condition], args: argparse.Namespace) -> int:
             remove_tree(root, tempfile.gettempdir(), ignore_errors=True)
     if args.keep is not None:
         print(f"outputs kept under {root} (each condition's t2exp.log, mlruns/ and cache)")
-    print(f"{args.prog}: {len(conds)} condition(s), {n_ok + n_fail} metric(s): {n_ok} OK, {n_fail} FAIL"
-          + (f", {n_error} run(s) failed" if n_error else ""))
+    print(
+        f"{args.prog}: {len(conds)} condition(s), {n_ok + n_fail} metric(s): {n_ok} OK, {n_fail} FAIL"
+        + (f", {n_error} run(s) failed" if n_error else "")
+    )
     return 2 if n_error else (1 if n_fail else 0)
 
 
@@ -336,12 +355,12 @@ def _run_all(conds: Sequence[Condition], args: argparse.Namespace, root: Path, s
         work = inside(root / cond.table / cond.name, root)  # names are plain segments (expected.py); checked again
         if work.exists():
             remove_tree(work, root)
-        result = run_condition(cond, work, python=args.python, carried=carried, models=models, timeout=args.timeout,
-                               signals=signals)
+        result = run_condition(cond, work, python=args.python, carried=carried, models=models, timeout=args.timeout, signals=signals)
         if signals.received is not None:
             how = " (its MLflow run closed as KILLED)" if result.returncode == 128 + signals.received else ""
-            raise Interrupted(signals.received, f"passed on to the run of {cond.key}, which stopped with exit status "
-                                                f"{result.returncode}{how}")
+            raise Interrupted(
+                signals.received, f"passed on to the run of {cond.key}, which stopped with exit status {result.returncode}{how}"
+            )
         if result.returncode != 0:
             n_error += 1
             print(f"ERROR  the run ended with exit status {result.returncode} after {result.seconds:.0f} s; its last lines:")

@@ -113,19 +113,25 @@ def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str
 
     from t2exp.infra.redaction import redact_overrides
 
-    dirs = sorted((d for d in sweep_dir.iterdir() if d.name.isdigit() and (d / ".hydra" / "overrides.yaml").is_file()),
-                  key=lambda d: int(d.name))
+    dirs = sorted(
+        (d for d in sweep_dir.iterdir() if d.name.isdigit() and (d / ".hydra" / "overrides.yaml").is_file()), key=lambda d: int(d.name)
+    )
     if not dirs:
-        raise DataError(f"{sweep_dir}: no job of a sweep there (no t2exp_jobs.json, no <n>/.hydra/overrides.yaml); "
-                        "give the directory a sweep printed (hydra.sweep.dir)")
-    jobs = [{"num": int(d.name), "overrides": " ".join(redact_overrides(list(OmegaConf.load(d / ".hydra" / "overrides.yaml"))))}
-            for d in dirs]
+        raise DataError(
+            f"{sweep_dir}: no job of a sweep there (no t2exp_jobs.json, no <n>/.hydra/overrides.yaml); "
+            "give the directory a sweep printed (hydra.sweep.dir)"
+        )
+    jobs = [
+        {"num": int(d.name), "overrides": " ".join(redact_overrides(list(OmegaConf.load(d / ".hydra" / "overrides.yaml"))))} for d in dirs
+    ]
     uri = tracking_uri or str(OmegaConf.load(dirs[0] / ".hydra" / "config.yaml").tracking.uri)
     client = MlflowClient(tracking_uri=uri)
     parents = client.search_runs(
         [e.experiment_id for e in client.search_experiments()],
         filter_string=f"tags.`t2exp.sweep_dir` = '{sweep_dir}' and tags.`t2exp.sweep` = 'parent'",
-        order_by=["attributes.start_time DESC"], max_results=1)
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     return {"tracking_uri": uri, "parent_run": parents[0].info.run_id if parents else None, "jobs": jobs}
 
 
@@ -135,8 +141,10 @@ def _slurm(jobs: list[Job]) -> None:
     if not ids:
         return
     states: dict[str, str] = {}
-    for cmd in (["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(ids)],
-                ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(ids)]):  # squeue last: the live state wins
+    for cmd in (
+        ["sacct", "-n", "-P", "-X", "-o", "JobID,State", "-j", ",".join(ids)],
+        ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(ids)],
+    ):  # squeue last: the live state wins
         if shutil.which(cmd[0]) is None:
             continue
         try:
@@ -166,8 +174,10 @@ def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
             if SHARDS_TAG in cell.data.tags:
                 runs += client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{cell.info.run_id}'")
     except Exception as exc:
-        raise T2ExpError(f"tracking.uri={uri}: the sweep's runs could not be read ({one_line(exc, 160)}); "
-                         "check the tracking server and pass --tracking-uri") from None
+        raise T2ExpError(
+            f"tracking.uri={uri}: the sweep's runs could not be read ({one_line(exc, 160)}); "
+            "check the tracking server and pass --tracking-uri"
+        ) from None
     by_overrides: dict[str, Any] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):  # the latest attempt wins
         by_overrides[run.data.tags.get("t2exp.overrides", "")] = run
@@ -201,9 +211,17 @@ def table(sweep: Sweep) -> str:
 
     head = ["job", "state", "slurm", "mlflow", "answered", "cell"]
     common = set.intersection(*(set(j.overrides.split()) for j in sweep.jobs)) if len(sweep.jobs) > 1 else set()
-    rows = [[str(j.num), j.state, f"{j.slurm_job or MISSING} {j.slurm or ''}".strip(), j.mlflow or MISSING,
-             MISSING if j.answered is None else str(j.answered), " ".join(o for o in j.overrides.split() if o not in common) or MISSING]
-            for j in sweep.jobs]
+    rows = [
+        [
+            str(j.num),
+            j.state,
+            f"{j.slurm_job or MISSING} {j.slurm or ''}".strip(),
+            j.mlflow or MISSING,
+            MISSING if j.answered is None else str(j.answered),
+            " ".join(o for o in j.overrides.split() if o not in common) or MISSING,
+        ]
+        for j in sweep.jobs
+    ]
     counts = ", ".join(f"{n} {s}" for s, n in sweep.counts().items() if n)
     return f"{aligned(head, rows, left={0, 1, 2, 3, 5})}\n{len(sweep.jobs)} jobs: {counts} (parent run {sweep.parent_run or MISSING})"
 

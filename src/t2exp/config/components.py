@@ -111,12 +111,20 @@ class ApiEmbedderConfig(EmbedderConfig):
         super().__post_init__()
         cls = target_class(self._target_)
         one_of("embedder.provider", self.provider, (cls.provider,))
-        require(self.batch_size <= cls.max_batch, "embedder.batch_size", self.batch_size,
-                f"1..{cls.max_batch} ({self.provider} accepts at most {cls.max_batch} inputs per request)")
+        require(
+            self.batch_size <= cls.max_batch,
+            "embedder.batch_size",
+            self.batch_size,
+            f"1..{cls.max_batch} ({self.provider} accepts at most {cls.max_batch} inputs per request)",
+        )
         at_least("embedder.max_retries", self.max_retries, 0)
         require(self.timeout > 0, "embedder.timeout", self.timeout, "a number of seconds > 0")
-        require(self.dimensions is None or self.dimensions == self.dim, "embedder.dimensions", self.dimensions,
-                f"null or the same value as embedder.dim ({self.dim})")
+        require(
+            self.dimensions is None or self.dimensions == self.dim,
+            "embedder.dimensions",
+            self.dimensions,
+            f"null or the same value as embedder.dim ({self.dim})",
+        )
 
 
 @dataclass
@@ -184,8 +192,9 @@ class WeaviateConfig:
         at_least("store.batch_size", self.batch_size, 1)
         at_least("store.candidate_depth", self.candidate_depth, 1)
         if self.connection == "cloud":
-            require(bool(self.cluster_url), "store.cluster_url", self.cluster_url,
-                    "https://<cluster>.weaviate.cloud (store.connection=cloud)")
+            require(
+                bool(self.cluster_url), "store.cluster_url", self.cluster_url, "https://<cluster>.weaviate.cloud (store.connection=cloud)"
+            )
 
 
 # --- reranker -------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ def app_context(config_dir: str | None = None, job_name: str = "t2exp") -> Itera
 
     def user_dir(search_path: ConfigSearchPath) -> None:
         if config_dir is not None:
-            search_path.prepend(provider="command-line", path=f"file://{os.path.abspath(config_dir)}",
-                                anchor=SearchPathQuery(provider="schema"))
+            search_path.prepend(
+                provider="command-line", path=f"file://{os.path.abspath(config_dir)}", anchor=SearchPathQuery(provider="schema")
+            )
 
     backup = get_gh_backup()
     version.setbase("1.3")

@@ -79,8 +79,9 @@ class TransformersGeneratorConfig(GeneratorConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require(bool(self.model) or bool(self.gguf_parts), "generator.model", self.model,
-                "a model id or local path (or generator.gguf_parts)")
+        require(
+            bool(self.model) or bool(self.gguf_parts), "generator.model", self.model, "a model id or local path (or generator.gguf_parts)"
+        )
         model_hub.check_path("generator", self.model)
         one_of("generator.dtype", self.dtype, DTYPES)
         at_least("generator.threads", self.threads, 0)
@@ -106,8 +107,12 @@ class OpenAICompatConfig(GeneratorConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require(isinstance(self.model, str) and bool(self.model.strip()), "generator.model", self.model,
-                "the model id the server serves (GET <base_url>/models), e.g. generator.model=Qwen/Qwen2.5-7B-Instruct")
+        require(
+            isinstance(self.model, str) and bool(self.model.strip()),
+            "generator.model",
+            self.model,
+            "the model id the server serves (GET <base_url>/models), e.g. generator.model=Qwen/Qwen2.5-7B-Instruct",
+        )
         at_least("generator.max_concurrency", self.max_concurrency, 1)
         at_least("generator.max_retries", self.max_retries, 0)
         require(self.timeout > 0, "generator.timeout", self.timeout, "a number of seconds > 0")

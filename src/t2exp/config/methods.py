@@ -65,8 +65,12 @@ class HybridConfig(RagMethodConfig):
         one_of("rag_method.fusion", self.fusion, FUSIONS)
         one_of("rag_method.lexical", self.lexical, LEXICAL)
         if self.fusion in WHOLE_CORPUS:  # it reads every document's BM25 score
-            require(self.lexical in WHOLE_CORPUS_LEXICAL, "rag_method.lexical", self.lexical,
-                    f"{' or '.join(WHOLE_CORPUS_LEXICAL)} with rag_method.fusion={self.fusion} (it scores every document of the corpus)")
+            require(
+                self.lexical in WHOLE_CORPUS_LEXICAL,
+                "rag_method.lexical",
+                self.lexical,
+                f"{' or '.join(WHOLE_CORPUS_LEXICAL)} with rag_method.fusion={self.fusion} (it scores every document of the corpus)",
+            )
         at_least("rag_method.candidate_depth", self.candidate_depth, 1)
         self.bm25.check("rag_method.bm25")
 

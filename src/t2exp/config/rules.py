@@ -89,8 +89,10 @@ def check_rules(cfg: DictConfig) -> None:
     for group in ("rag_method", "embedder", "store", "reranker", "generator"):
         node = cfg.get(group)
         if group != "store" and node is not None and "_target_" in node and "name" not in node:  # a plugin option without its name
-            raise ConfigError(f"{group}.name is missing; allowed: the option's name, set in its YAML (name: <option>): "
-                              f"run names, params, reports and the cell key use it")
+            raise ConfigError(
+                f"{group}.name is missing; allowed: the option's name, set in its YAML (name: <option>): "
+                f"run names, params, reports and the cell key use it"
+            )
         check_untyped(group, node, extra=("reranker",) if group == "rag_method" else ())
     method = target_class(cfg.rag_method._target_, "rag_method._target_")
     name = cfg.rag_method.name
@@ -98,17 +100,29 @@ def check_rules(cfg: DictConfig) -> None:
     gen = cfg.get("generator")
     if getattr(method, "needs_reranker", False):
         rr = cfg.get("reranker")
-        require(_built(rr), "reranker", None if rr is None else rr.get("name"),
-                f"one of {options('reranker')} (rag_method={name} rescores candidates with it)")
+        require(
+            _built(rr),
+            "reranker",
+            None if rr is None else rr.get("name"),
+            f"one of {options('reranker')} (rag_method={name} rescores candidates with it)",
+        )
         if getattr(target_class(rr._target_, "reranker._target_"), "needs_generator", False):
-            require(_built(gen), "generator", None if gen is None else gen.get("name"),
-                    f"a generator, not none (reranker={rr.get('name')} grades candidates with it): {options('generator')}")
+            require(
+                _built(gen),
+                "generator",
+                None if gen is None else gen.get("name"),
+                f"a generator, not none (reranker={rr.get('name')} grades candidates with it): {options('generator')}",
+            )
     candidates = cfg.rag_method.get("candidates")
     if candidates is not None:
         require(candidates >= k, "rag_method.candidates", candidates, f"null (max(3k, k + 2)) or an integer >= k ({k})")
     if getattr(method, "needs_generator", False):
-        require(_built(gen), "generator", None if gen is None else gen.get("name"),
-                f"a generator, not none (rag_method={name} writes text with it): {options('generator')}")
+        require(
+            _built(gen),
+            "generator",
+            None if gen is None else gen.get("name"),
+            f"a generator, not none (rag_method={name} writes text with it): {options('generator')}",
+        )
     if _built(gen):
         _check_backend(gen)
     store = cfg.get("store")

@@ -32,8 +32,12 @@ class SamplingConfig:
     def check(self, prefix: str) -> None:
         at_least(f"{prefix}.max_tokens", self.max_tokens, 1)
         at_least(f"{prefix}.samples", self.samples, 1)
-        require(self.samples == 1 or self.sample_temperature > 0, f"{prefix}.sample_temperature", self.sample_temperature,
-                "a temperature > 0 when samples > 1")
+        require(
+            self.samples == 1 or self.sample_temperature > 0,
+            f"{prefix}.sample_temperature",
+            self.sample_temperature,
+            "a temperature > 0 when samples > 1",
+        )
         at_least(f"{prefix}.temperature", self.temperature, 0.0)
         require(0 < self.top_p <= 1, f"{prefix}.top_p", self.top_p, "a number in (0, 1]")
 
@@ -74,18 +78,34 @@ class DatasetConfig:
         if self.folds is None:
             require(self.fold is None, "dataset.fold", self.fold, "null unless dataset.folds is set (e.g. dataset.folds=5 dataset.fold=0)")
         else:
-            require(self.fold is not None and 0 <= self.fold < self.folds, "dataset.fold", self.fold,
-                    f"the held-out fold, an integer in [0, {self.folds - 1}] (dataset.folds={self.folds})")
+            require(
+                self.fold is not None and 0 <= self.fold < self.folds,
+                "dataset.fold",
+                self.fold,
+                f"the held-out fold, an integer in [0, {self.folds - 1}] (dataset.folds={self.folds})",
+            )
         for key in ("question_splits", "corpus_splits"):
             splits = getattr(self, key)
-            require(splits is None or all(isinstance(s, str) and s for s in splits), f"dataset.{key}", splits,
-                    "null or a list of split names, e.g. [test]")
+            require(
+                splits is None or all(isinstance(s, str) and s for s in splits),
+                f"dataset.{key}",
+                splits,
+                "null or a list of split names, e.g. [test]",
+            )
         if self.source == "local":
-            require(self.path is not None and str(self.path).strip() != "", "dataset.path", self.path,
-                    "a directory of <Subset>_<split>.parquet|jsonl files, or one such file (dataset.source=local)")
+            require(
+                self.path is not None and str(self.path).strip() != "",
+                "dataset.path",
+                self.path,
+                "a directory of <Subset>_<split>.parquet|jsonl files, or one such file (dataset.source=local)",
+            )
         if self.source in ("auto", "local") and self.path is not None:
-            require(Path(self.path).exists(), "dataset.path", self.path,
-                    "an existing directory of <Subset>_<split>.parquet|jsonl files, or one such file")
+            require(
+                Path(self.path).exists(),
+                "dataset.path",
+                self.path,
+                "an existing directory of <Subset>_<split>.parquet|jsonl files, or one such file",
+            )
 
 
 @dataclass
@@ -107,11 +127,19 @@ class QueryConfig:
     instruction: str | None = None  # e.g. "Instruct: ...\nQuery: {query}"; null = none
 
     def __post_init__(self) -> None:
-        require("{" in self.template and "}" in self.template, "query.template", self.template,
-                "a template with {question} and/or metadata fields, e.g. '{company_name} : {question}'")
+        require(
+            "{" in self.template and "}" in self.template,
+            "query.template",
+            self.template,
+            "a template with {question} and/or metadata fields, e.g. '{company_name} : {question}'",
+        )
         if self.instruction is not None:
-            require("{query}" in self.instruction, "query.instruction", self.instruction,
-                    "null or a text containing {query}, e.g. 'Instruct: ...\\nQuery: {query}'")
+            require(
+                "{query}" in self.instruction,
+                "query.instruction",
+                self.instruction,
+                "null or a text containing {query}, e.g. 'Instruct: ...\\nQuery: {query}'",
+            )
 
 
 @dataclass
@@ -157,8 +185,6 @@ class ProtocolConfig:
     ``protocol.name`` so reports can put the two side by side."""
 
     name: str = "t2exp"
-
-
 
 
 MLFLOW_MAX_EXPERIMENT_NAME = 500  # MLflow's limit (mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH)
@@ -215,14 +241,26 @@ class Config:
     def __post_init__(self) -> None:
         at_least("k", self.k, 1)
         at_least("shards", self.shards, 1)
-        require(self.shard is None or (self.shards > 1 and 0 <= self.shard < self.shards), "shard", self.shard,
-                f"null, or with shards > 1 an integer in [0, {self.shards - 1}]" if self.shards > 1 else "null when shards=1")
+        require(
+            self.shard is None or (self.shards > 1 and 0 <= self.shard < self.shards),
+            "shard",
+            self.shard,
+            f"null, or with shards > 1 an integer in [0, {self.shards - 1}]" if self.shards > 1 else "null when shards=1",
+        )
         if self.objective is not None:
             scope, _, metric = self.objective.partition("/")
-            require(bool(scope) and bool(METRIC.match(metric)), "objective", self.objective,
-                    "null or <subset or avg>/<metric>, e.g. avg/mrr_at_3, FinQA/recall_at_3, avg/nm")
+            require(
+                bool(scope) and bool(METRIC.match(metric)),
+                "objective",
+                self.objective,
+                "null or <subset or avg>/<metric>, e.g. avg/mrr_at_3, FinQA/recall_at_3, avg/nm",
+            )
         name = self.tracking.experiment
         key = "experiment_name" if name == self.experiment_name else "tracking.experiment"
         shown = name if len(name) <= 60 else f"{name[:40]}… ({len(name)} characters)"
-        require(0 < len(name.strip()) and len(name) <= MLFLOW_MAX_EXPERIMENT_NAME, key, shown,
-                f"a non-empty MLflow experiment name of at most {MLFLOW_MAX_EXPERIMENT_NAME} characters (MLflow's limit)")
+        require(
+            0 < len(name.strip()) and len(name) <= MLFLOW_MAX_EXPERIMENT_NAME,
+            key,
+            shown,
+            f"a non-empty MLflow experiment name of at most {MLFLOW_MAX_EXPERIMENT_NAME} characters (MLflow's limit)",
+        )

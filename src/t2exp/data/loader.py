@@ -163,8 +163,9 @@ def load_subsets(
             frames = [(str(f), _read_file(f)) for f in local[name]]
         else:
             frames = _load_hub(name, hub_revision)
-        subset = rows_to_subset(name, frames, question_splits=question_splits, corpus_splits=corpus_splits,
-                                skip_empty_questions=skip_empty_questions)
+        subset = rows_to_subset(
+            name, frames, question_splits=question_splits, corpus_splits=corpus_splits, skip_empty_questions=skip_empty_questions
+        )
         subset = subsample_corpus(subset, corpus_size, seed if corpus_seed is None else corpus_seed)
         subset.stats["questions_total"] = len(subset.questions)
         subset.questions = select_fold(subset.questions, name, folds, fold, fold_role, fold_seed)
@@ -183,8 +184,9 @@ def _no_questions(subset: Subset, question_splits: Sequence[str] | None) -> Data
             f"{', '.join(subset.sources)}: column 'question' is empty in all {skipped} rows of subset {subset.name}; "
             "fill the questions, or check that the file is the right one"
         )
-    return DataError(f"subset {subset.name}: no questions left (question_splits={list(question_splits or [])}); "
-                     "check dataset.question_splits")
+    return DataError(
+        f"subset {subset.name}: no questions left (question_splits={list(question_splits or [])}); check dataset.question_splits"
+    )
 
 
 def loader_args(cfg: Any) -> dict[str, Any]:
@@ -209,4 +211,3 @@ def loader_args(cfg: Any) -> dict[str, Any]:
         fold_role=str(ds.fold_role),
         fold_seed=int(ds.fold_seed),
     )
-

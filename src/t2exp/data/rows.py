@@ -43,10 +43,7 @@ def _missing_columns_message(source: str, missing: list[str], columns: Sequence[
         if close:
             hints.append(f"{close[0]!r} for {m!r}")
     hint = f"; renamed? found {', '.join(hints)}" if hints else ""
-    return (
-        f"{source}: missing column(s) {', '.join(missing)} (row 0){hint}; T²-RAGBench files need "
-        f"{', '.join(REQUIRED_COLUMNS)}"
-    )
+    return f"{source}: missing column(s) {', '.join(missing)} (row 0){hint}; T²-RAGBench files need {', '.join(REQUIRED_COLUMNS)}"
 
 
 def _split_from_name(f: Path) -> str:
@@ -76,8 +73,9 @@ def rows_to_subset(
 class _Rows:
     """The records of one subset, built as its frames' rows are checked."""
 
-    def __init__(self, name: str, question_splits: Sequence[str] | None, corpus_splits: Sequence[str] | None,
-                 skip_empty_questions: bool) -> None:
+    def __init__(
+        self, name: str, question_splits: Sequence[str] | None, corpus_splits: Sequence[str] | None, skip_empty_questions: bool
+    ) -> None:
         self.name, self.question_splits, self.corpus_splits = name, question_splits, corpus_splits
         self.skip_empty_questions = skip_empty_questions
         self.questions: list[Question] = []
@@ -119,8 +117,19 @@ class _Rows:
         gold_raw = _clean(row.get("program_answer"))
         gold = parse_gold(gold_raw)
         self.stats["non_numeric_gold"] += gold is None
-        self.questions.append(Question(id=qid, subset=self.name, split=split, context_id=cid, question=question, gold=gold,
-                                       gold_raw=gold_raw, original_answer=_clean(row.get("original_answer")), metadata=meta))
+        self.questions.append(
+            Question(
+                id=qid,
+                subset=self.name,
+                split=split,
+                context_id=cid,
+                question=question,
+                gold=gold,
+                gold_raw=gold_raw,
+                original_answer=_clean(row.get("original_answer")),
+                metadata=meta,
+            )
+        )
 
     def _unique_id(self, source: str, i: int, row: dict[str, Any]) -> str:
         qid = _clean(row.get("id")).strip()
@@ -165,7 +174,4 @@ class _Rows:
                 f"question(s) (e.g. id {q.id!r}, split {q.split!r}); allowed: splits that hold them, or dataset.question_splits "
                 "limited to the corpus's"
             )
-        return Subset(name=self.name, questions=self.questions, corpus=list(self.corpus.values()), sources=self.sources,
-                      stats=self.stats)
-
-
+        return Subset(name=self.name, questions=self.questions, corpus=list(self.corpus.values()), sources=self.sources, stats=self.stats)

@@ -30,6 +30,7 @@ from t2exp.infra.remote import Failure, backoff_delay, resolve_api_key, with_ret
 
 log = logging.getLogger(__name__)
 
+
 def batched(items: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
@@ -152,9 +153,7 @@ class RemoteEmbedder:
             if not self.dim:
                 self.dim = int(arr.shape[1])
             elif arr.shape[1] != self.dim:
-                raise ConfigError(
-                    f"embedder.dim={self.dim}: {self.provider} model {self.model_id} returned {arr.shape[1]}-d vectors"
-                )
+                raise ConfigError(f"embedder.dim={self.dim}: {self.provider} model {self.model_id} returned {arr.shape[1]}-d vectors")
             rows.append(unit_rows(arr))
         return np.concatenate(rows, axis=0)
 
@@ -167,8 +166,13 @@ class RemoteEmbedder:
             return call()
 
         return with_retries(
-            count_and_call, self._failure, self.max_retries, self._delay, self._error_line,
-            f"{self.provider} embeddings", sleep=self._sleep,
+            count_and_call,
+            self._failure,
+            self.max_retries,
+            self._delay,
+            self._error_line,
+            f"{self.provider} embeddings",
+            sleep=self._sleep,
         )
 
     def _error_line(self, failure: Failure, attempts: int | None) -> str:

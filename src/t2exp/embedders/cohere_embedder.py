@@ -62,7 +62,10 @@ class CohereEmbedder(RemoteEmbedder):
         self._api_error = import_client("cohere.core.api_error", self.provider).ApiError
         # max_retries=0: the bounded retry loop in RemoteEmbedder is the only one.
         return cohere.ClientV2(
-            api_key=api_key, base_url=self.endpoint, timeout=self.timeout, max_retries=0,
+            api_key=api_key,
+            base_url=self.endpoint,
+            timeout=self.timeout,
+            max_retries=0,
             log_warning_experimental_features=False,
         )
 

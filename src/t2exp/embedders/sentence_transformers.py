@@ -50,9 +50,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def fingerprint(self) -> str:
-        return content_key(
-            "sentence-transformers", self.model_id, self.revision, self.max_tokens, self.normalize, self.dtype
-        )[:16]
+        return content_key("sentence-transformers", self.model_id, self.revision, self.max_tokens, self.normalize, self.dtype)[:16]
 
     @cached_property
     def model(self):  # sentence_transformers.SentenceTransformer
@@ -72,9 +70,16 @@ class SentenceTransformerEmbedder:
 
         def load():
             m = model_hub.load(
-                lambda: SentenceTransformer(path, device=self.device, revision=self.revision, trust_remote_code=self.trust_remote_code,
-                                            model_kwargs={"dtype": dtype}),
-                "embedder", self.model_id, self.revision,
+                lambda: SentenceTransformer(
+                    path,
+                    device=self.device,
+                    revision=self.revision,
+                    trust_remote_code=self.trust_remote_code,
+                    model_kwargs={"dtype": dtype},
+                ),
+                "embedder",
+                self.model_id,
+                self.revision,
             )
             m.max_seq_length = self.max_tokens
             return m

@@ -62,11 +62,22 @@ class SweepComparison:
         return [{"cell": c.run.name, "cell_run_id": c.run.run_id, **r} for c in self.cells for r in c.comparison.records()]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "metric": self.metric, "baseline": {"run_id": self.baseline.run_id, "name": self.baseline.name},
-                "holm_m": self.m, "notes": self.notes,
-                "cells": [{"run_id": c.run.run_id, "name": c.run.name, **c.comparison.to_dict(),
-                           "rows": [{**r.__dict__, "p_holm": c.p_holm.get(r.subset)} for r in c.comparison.rows]}
-                          for c in self.cells]}
+        return {
+            "title": self.title,
+            "metric": self.metric,
+            "baseline": {"run_id": self.baseline.run_id, "name": self.baseline.name},
+            "holm_m": self.m,
+            "notes": self.notes,
+            "cells": [
+                {
+                    "run_id": c.run.run_id,
+                    "name": c.run.name,
+                    **c.comparison.to_dict(),
+                    "rows": [{**r.__dict__, "p_holm": c.p_holm.get(r.subset)} for r in c.comparison.rows],
+                }
+                for c in self.cells
+            ],
+        }
 
 
 def _apply_holm(cells: list[CellComparison]) -> None:
@@ -78,8 +89,9 @@ def _apply_holm(cells: list[CellComparison]) -> None:
             c.p_holm[subset] = adjusted
 
 
-def compare_sweep(target: str, baseline: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED,
-                  tracking_uri: str | None = None) -> SweepComparison:
+def compare_sweep(
+    target: str, baseline: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
+) -> SweepComparison:
     """Every FINISHED cell of the sweep ``target`` (a parent run id, or an experiment name) against
     the cell ``baseline`` names, question by question on ``metric`` (``auto``: nm when every cell
     has it, else the baseline's MRR@k); Holm-corrected over the cells."""
@@ -107,16 +119,37 @@ def format_sweep_table(sc: SweepComparison) -> str:
     """One row per (cell, subset): both means, the difference cell - baseline with its CI, p, and p
     Holm-adjusted over the cells."""
     head = ["cell", "subset", "n", "mean cell", "mean baseline", "diff cell-baseline [95% CI]", "p", holm_header(sc.m)]
-    body = [[c.run.name, r.subset, str(r.n), tabular.value(r.mean_a), tabular.value(r.mean_b),
-             tabular.value(r.diff, r.ci_low, r.ci_high, signed=True), format_p(r.p_value), format_p(c.p_holm[r.subset])]
-            for c in sc.cells for r in c.comparison.rows]
-    title = (f"metric: {sc.metric} (percent); baseline = {sc.baseline.name} (run {sc.baseline.run_id}); diff = cell - baseline; "
-             f"paired bootstrap CI, sign-flip permutation p, Holm over the {sc.m} cell(s)")
+    body = [
+        [
+            c.run.name,
+            r.subset,
+            str(r.n),
+            tabular.value(r.mean_a),
+            tabular.value(r.mean_b),
+            tabular.value(r.diff, r.ci_low, r.ci_high, signed=True),
+            format_p(r.p_value),
+            format_p(c.p_holm[r.subset]),
+        ]
+        for c in sc.cells
+        for r in c.comparison.rows
+    ]
+    title = (
+        f"metric: {sc.metric} (percent); baseline = {sc.baseline.name} (run {sc.baseline.run_id}); diff = cell - baseline; "
+        f"paired bootstrap CI, sign-flip permutation p, Holm over the {sc.m} cell(s)"
+    )
     return title + "\n" + tabular.aligned(head, body, left=2)
 
 
-def compare(a: str, b: str | None = None, metric: str = "auto", *, baseline: str | None = None, n_boot: int = N_BOOT,
-            seed: int = CI_SEED, tracking_uri: str | None = None) -> Comparison | SweepComparison:
+def compare(
+    a: str,
+    b: str | None = None,
+    metric: str = "auto",
+    *,
+    baseline: str | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+    tracking_uri: str | None = None,
+) -> Comparison | SweepComparison:
     """``t2exp compare A B``: two runs (MLflow run ids or ``predictions.jsonl`` paths) ->
     :class:`~t2exp.evaluation.paired.Comparison`; ``t2exp compare SWEEP --baseline SPEC``: a
     sweep's parent run id (or an experiment name) and the baseline cell (a run id or ``key=value``
@@ -126,6 +159,8 @@ def compare(a: str, b: str | None = None, metric: str = "auto", *, baseline: str
     if b is None and baseline:
         return compare_sweep(a, baseline, metric, n_boot=n_boot, seed=seed, tracking_uri=tracking_uri)
     if b is None:
-        raise CompareError(f"one run given ({a}): give a second run (a run id or a predictions.jsonl path), or give a "
-                           "sweep's parent run id with --baseline RUN_ID|KEY=VALUE to compare every cell with that one")
+        raise CompareError(
+            f"one run given ({a}): give a second run (a run id or a predictions.jsonl path), or give a "
+            "sweep's parent run id with --baseline RUN_ID|KEY=VALUE to compare every cell with that one"
+        )
     raise CompareError("--baseline goes with one sweep (a parent run id), not with two runs: drop it, or the second run")

@@ -41,8 +41,19 @@ from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import recall_at
 from t2exp.text.numbers import number_match
 
-CATEGORIES = ("correct", "not_retrieved", "no_number", "runaway", "near_miss", "growth_vs_level", "inverted", "ungrounded",
-              "wrong_lookup", "wrong_operation", "wrong_value")
+CATEGORIES = (
+    "correct",
+    "not_retrieved",
+    "no_number",
+    "runaway",
+    "near_miss",
+    "growth_vs_level",
+    "inverted",
+    "ungrounded",
+    "wrong_lookup",
+    "wrong_operation",
+    "wrong_value",
+)
 NEAR = 5e-2
 
 

@@ -140,10 +140,16 @@ def _condition(raw: Any, table: str, where: str, default_tol: float, retrieval_o
     if not expected:
         raise ExpectedError(f"{where}: no `expected` metrics")
     return Condition(
-        table=table, name=name, overrides=list(overrides), expected=expected,
+        table=table,
+        name=name,
+        overrides=list(overrides),
+        expected=expected,
         tolerance=_tolerances(raw.get("tolerance", default_tol), expected, default_tol, where),
-        label=str(raw.get("label", name)), retrieval_only=bool(raw.get("retrieval_only", retrieval_only)),
-        ci=bool(raw.get("ci", False)), intervals=_intervals(raw.get("intervals"), where), note=str(raw.get("note", "")),
+        label=str(raw.get("label", name)),
+        retrieval_only=bool(raw.get("retrieval_only", retrieval_only)),
+        ci=bool(raw.get("ci", False)),
+        intervals=_intervals(raw.get("intervals"), where),
+        note=str(raw.get("note", "")),
     )
 
 
@@ -152,8 +158,10 @@ def load_table(path: Path) -> Table:
     import yaml
 
     if not is_plain_segment(path.stem):  # the table's name, and the folder of its runs under t2exp reproduce's root
-        raise ExpectedError(f"{path}: the file name {path.stem!r} is invalid as a table name (the folder of its runs): "
-                            f"rename the file; a table's name is {SEGMENT_RULE}")
+        raise ExpectedError(
+            f"{path}: the file name {path.stem!r} is invalid as a table name (the folder of its runs): "
+            f"rename the file; a table's name is {SEGMENT_RULE}"
+        )
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -164,8 +172,9 @@ def load_table(path: Path) -> Table:
         raise ExpectedError(f"{path}: a mapping with a non-empty list `conditions`")
     default_tol = _number(doc.get("tolerance", 0.1), f"{path}: tolerance")
     retrieval_only = bool(doc.get("retrieval_only", False))
-    conditions = [_condition(raw, path.stem, f"{path}: conditions[{i}]", default_tol, retrieval_only)
-                  for i, raw in enumerate(doc["conditions"])]
+    conditions = [
+        _condition(raw, path.stem, f"{path}: conditions[{i}]", default_tol, retrieval_only) for i, raw in enumerate(doc["conditions"])
+    ]
     names = [c.name for c in conditions]
     for name in {n for n in names if names.count(n) > 1}:
         raise ExpectedError(f"{path}: condition {name!r}: a second condition of that name")
@@ -175,11 +184,17 @@ def load_table(path: Path) -> Table:
             metrics.setdefault(key, key)
     minutes = doc.get("minutes")
     return Table(
-        name=path.stem, path=path, title=str(doc.get("title", path.stem)), description=str(doc.get("description", "")).strip(),
-        command=str(doc.get("command", "")).strip(), measured=str(doc.get("measured", "")).strip(),
+        name=path.stem,
+        path=path,
+        title=str(doc.get("title", path.stem)),
+        description=str(doc.get("description", "")).strip(),
+        command=str(doc.get("command", "")).strip(),
+        measured=str(doc.get("measured", "")).strip(),
         checked=str(doc.get("checked", "")).strip(),
-        retrieval_only=retrieval_only, minutes=None if minutes is None else _number(minutes, f"{path}: minutes"),
-        metrics=metrics, conditions=conditions,
+        retrieval_only=retrieval_only,
+        minutes=None if minutes is None else _number(minutes, f"{path}: minutes"),
+        metrics=metrics,
+        conditions=conditions,
     )
 
 
@@ -193,8 +208,7 @@ def load_tables(expected_dir: Path) -> list[Table]:
     return tables
 
 
-def select(tables: Sequence[Table], names: Sequence[str], *, every: bool = False, cheap: bool = False,
-           ci: bool = False) -> list[Condition]:
+def select(tables: Sequence[Table], names: Sequence[str], *, every: bool = False, cheap: bool = False, ci: bool = False) -> list[Condition]:
     """The conditions named (``table``, ``table/condition`` or a condition name found in one table
     only), plus every one (``every``), the retrieval-only ones (``cheap``) or CI's (``ci``)."""
     everything = [c for t in tables for c in t.conditions]

@@ -48,8 +48,10 @@ def shorten(text: Any, width: int) -> str:
 def counts_line(questions: Sequence[QuestionDiff], paired: int, metric: str) -> str:
     wins = sum(1 for q in questions if (q.diff or 0) > 0)
     losses = len(questions) - wins
-    return (f"questions that differ on {metric_label(metric)}: {len(questions)} of {paired} "
-            f"(A better on {wins}, B better on {losses}, the same on {paired - len(questions)})")
+    return (
+        f"questions that differ on {metric_label(metric)}: {len(questions)} of {paired} "
+        f"(A better on {wins}, B better on {losses}, the same on {paired - len(questions)})"
+    )
 
 
 def _cell(v: Any) -> str:
@@ -70,8 +72,7 @@ def render_questions(questions: Sequence[QuestionDiff], metric: str, show: int |
     answers = any(r["answer_a"] is not None or r["answer_b"] is not None for r in records)
     label = metric_label(metric)
     head = ["effect", "subset", "id", "question", "gold"]
-    head += [*(["answer A", "NM A", "answer B", "NM B"] if answers else []), "gold rank A", "gold rank B",
-             f"{label} A", f"{label} B"]
+    head += [*(["answer A", "NM A", "answer B", "NM B"] if answers else []), "gold rank A", "gold rank B", f"{label} A", f"{label} B"]
     body = []
     for r in records:
         cells = [r["effect"], r["subset"], r["id"], shorten(r["question"], QUESTION_WIDTH), shorten(_cell(r["gold"]), 16)]

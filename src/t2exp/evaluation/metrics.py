@@ -241,8 +241,11 @@ def headline_metrics(metrics: Mapping[str, float], k: int) -> dict[str, float]:
     """The headline copies of a run's flat metrics: per subset and ``avg``, NM and MRR@k
     (``0_TAT-DQA/mrr_at_3`` = ``TAT-DQA/mrr_at_3``), for those the run has."""
     wanted = ("nm", f"mrr_at_{k}")
-    return {f"{HEADLINE_PREFIX}{key}": v for key, v in metrics.items()
-            if "/" in key and key.partition("/")[2] in wanted and not key.startswith(HEADLINE_PREFIX)}
+    return {
+        f"{HEADLINE_PREFIX}{key}": v
+        for key, v in metrics.items()
+        if "/" in key and key.partition("/")[2] in wanted and not key.startswith(HEADLINE_PREFIX)
+    }
 
 
 def is_headline(name: str) -> bool:

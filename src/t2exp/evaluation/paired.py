@@ -160,8 +160,15 @@ def compare_values(subset: str, a: Sequence[float], b: Sequence[float], n_boot: 
     boot = paired_bootstrap(a, b, n_boot=n_boot, seed=seed)
     perm = permutation_test(a, b, n_perm=n_boot, seed=seed)
     return ComparisonRow(
-        subset, boot.n, 100 * boot.mean_a, 100 * boot.mean_b, 100 * boot.diff,
-        100 * boot.ci_low, 100 * boot.ci_high, perm.p_value, perm.exact,
+        subset,
+        boot.n,
+        100 * boot.mean_a,
+        100 * boot.mean_b,
+        100 * boot.diff,
+        100 * boot.ci_low,
+        100 * boot.ci_high,
+        perm.p_value,
+        perm.exact,
     )
 
 
@@ -189,8 +196,17 @@ def p_text(p: float) -> str:
 
 def format_table(rows: Sequence[ComparisonRow], metric: str, label_a: str = "A", label_b: str = "B") -> str:
     head = ["subset", "n", f"mean {label_a}", f"mean {label_b}", f"diff {label_a}-{label_b} [95% CI]", "p"]
-    body = [[r.subset, str(r.n), tabular.value(r.mean_a), tabular.value(r.mean_b),
-             tabular.value(r.diff, r.ci_low, r.ci_high, signed=True), format_p(r.p_value)] for r in rows]
+    body = [
+        [
+            r.subset,
+            str(r.n),
+            tabular.value(r.mean_a),
+            tabular.value(r.mean_b),
+            tabular.value(r.diff, r.ci_low, r.ci_high, signed=True),
+            format_p(r.p_value),
+        ]
+        for r in rows
+    ]
     title = f"metric: {metric} (percent); diff = A - B; paired bootstrap CI, sign-flip permutation p"
     return title + "\n" + tabular.aligned(head, body)
 
@@ -232,9 +248,16 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON data: its rows, what was dropped, the counts and every differing
         question (:func:`~t2exp.evaluation.questions.question_record`)."""
-        return {"metric": self.metric, "paired": self.paired.n, "dropped": self.dropped, "rows": [r.__dict__ for r in self.rows],
-                "wins": self.wins, "losses": self.losses, "ties": self.ties,
-                "questions": self.records()}
+        return {
+            "metric": self.metric,
+            "paired": self.paired.n,
+            "dropped": self.dropped,
+            "rows": [r.__dict__ for r in self.rows],
+            "wins": self.wins,
+            "losses": self.losses,
+            "ties": self.ties,
+            "questions": self.records(),
+        }
 
     @property
     def notes(self) -> list[str]:
@@ -243,12 +266,14 @@ class Comparison:
         if not ids:
             return []
         shown = ", ".join(repr(i) for i in ids[:5]) + (f", … ({len(ids) - 5} more)" if len(ids) > 5 else "")
-        return [f"{len(ids)} rows repeat a question already seen in their run; the first row of each is kept (as t2exp score "
-                f"does): {shown}"]
+        return [
+            f"{len(ids)} rows repeat a question already seen in their run; the first row of each is kept (as t2exp score does): {shown}"
+        ]
 
 
-def compare_rows(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *,
-                 n_boot: int = N_BOOT, seed: int = CI_SEED) -> Comparison:
+def compare_rows(
+    rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *, n_boot: int = N_BOOT, seed: int = CI_SEED
+) -> Comparison:
     """Two runs' prediction rows compared on ``metric`` (a name of the grammar; not ``auto``)."""
     paired = pair_predictions(rows_a, rows_b, metric)
     if paired.n == 0:
@@ -281,8 +306,9 @@ def lazy_client(tracking_uri: str | None) -> Callable[[], Any]:
     return client
 
 
-def compare_runs(run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED,
-                 tracking_uri: str | None = None) -> Comparison:
+def compare_runs(
+    run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
+) -> Comparison:
     """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
     question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises
     :class:`CompareError` with one line when they cannot be compared."""

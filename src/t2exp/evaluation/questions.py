@@ -58,8 +58,9 @@ class QuestionDiff:
         return "A better" if self.diff > 0 else "B better" if self.diff < 0 else "same"
 
 
-def question_differences(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *,
-                         changed_only: bool = True) -> list[QuestionDiff]:
+def question_differences(
+    rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *, changed_only: bool = True
+) -> list[QuestionDiff]:
     """The questions on which two runs differ in ``metric`` (the evaluator's
     :func:`t2exp.evaluation.metrics.question_value`), sorted by subset and id: both have a value
     and the values differ, or the question is in one run only (``in_a``/``in_b`` say which).
@@ -74,8 +75,7 @@ def question_differences(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[M
         if changed_only and ra is not None and rb is not None and va == vb:
             continue
         text = (ra or rb or {}).get("question")
-        out.append(QuestionDiff(key[0], key[1], None if text is None else str(text), va, vb, ra is not None, rb is not None,
-                                ra, rb))
+        out.append(QuestionDiff(key[0], key[1], None if text is None else str(text), va, vb, ra is not None, rb is not None, ra, rb))
     return out
 
 
@@ -121,8 +121,18 @@ def question_record(d: QuestionDiff) -> dict[str, Any]:
         return None if v is None else 100 * v
 
     return {
-        "effect": d.effect, "subset": d.subset, "id": d.id, "question": d.question, "gold": gold,
-        "answer_a": _answer(d.row_a), "nm_a": (d.row_a or {}).get("nm"), "gold_rank_a": gold_rank(d.row_a),
-        "answer_b": _answer(d.row_b), "nm_b": (d.row_b or {}).get("nm"), "gold_rank_b": gold_rank(d.row_b),
-        "a": pct(d.a), "b": pct(d.b), "diff": pct(d.diff),
+        "effect": d.effect,
+        "subset": d.subset,
+        "id": d.id,
+        "question": d.question,
+        "gold": gold,
+        "answer_a": _answer(d.row_a),
+        "nm_a": (d.row_a or {}).get("nm"),
+        "gold_rank_a": gold_rank(d.row_a),
+        "answer_b": _answer(d.row_b),
+        "nm_b": (d.row_b or {}).get("nm"),
+        "gold_rank_b": gold_rank(d.row_b),
+        "a": pct(d.a),
+        "b": pct(d.b),
+        "diff": pct(d.diff),
     }

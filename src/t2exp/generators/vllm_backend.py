@@ -186,8 +186,12 @@ class VLLMGenerator:
         drawn: list[list[str]] = [[] for _ in prompts]
         if sampling.samples > 1:  # the engine's prefix cache serves the prompts' prefill again
             more = SamplingParams(
-                n=sampling.samples - 1, temperature=sampling.sample_temperature, top_p=sampling.top_p,
-                max_tokens=sampling.max_tokens, seed=sampling.seed + 1, stop=list(sampling.stop) or None,
+                n=sampling.samples - 1,
+                temperature=sampling.sample_temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens,
+                seed=sampling.seed + 1,
+                stop=list(sampling.stop) or None,
                 **_structured_output(sampling.json_schema),
             )
             drawn = [[o.text for o in out.outputs] for out in llm.chat(prompts, more, use_tqdm=False)]

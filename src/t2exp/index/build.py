@@ -57,9 +57,15 @@ class Index:
             bm = {k: s[k] for k in ("k1", "b", "tokenizer") if k in s}
             if name == "fielded":
                 self._lexical[key] = FieldedBM25(
-                    ids, [self.docs[i].text for i in ids], [self.docs[i].metadata for i in ids], dict(s.get("fields") or {}),
-                    body_weight=float(s.get("body_weight", 1.0)), passage_words=s.get("passage_words"),
-                    aggregate=str(s.get("passage_agg", "max")), **bm)
+                    ids,
+                    [self.docs[i].text for i in ids],
+                    [self.docs[i].metadata for i in ids],
+                    dict(s.get("fields") or {}),
+                    body_weight=float(s.get("body_weight", 1.0)),
+                    passage_words=s.get("passage_words"),
+                    aggregate=str(s.get("passage_agg", "max")),
+                    **bm,
+                )
             else:
                 self._lexical[key] = LEXICAL_INDEXES[name](ids, [self.texts[i] for i in ids], **bm)
         return self._lexical[key]
@@ -74,9 +80,10 @@ class Index:
 
 def index_key(subset: Subset, embedder: Embedder, variant: str, store_name: str, texts_hash: str) -> str:
     tpl = getattr(embedder, "document_template", "{text}")
-    return f"{subset.name}_{variant}_{embedder.name}_" + content_key(
-        subset.content_hash, texts_hash, embedder.fingerprint, tpl, variant, store_name
-    )[:16]
+    return (
+        f"{subset.name}_{variant}_{embedder.name}_"
+        + content_key(subset.content_hash, texts_hash, embedder.fingerprint, tpl, variant, store_name)[:16]
+    )
 
 
 def build_index(
@@ -98,6 +105,7 @@ def build_index(
     texts_hash = content_key(sorted(texts.items()))[:16]
     key = index_key(subset, embedder, variant + key_suffix, store.name, texts_hash)
     t0 = time.perf_counter()
+
     def waiting() -> None:
         log.warning("index %s is being built by another process; waiting for it", key)
 
@@ -117,8 +125,15 @@ def build_index(
     if hit:
         log.info("index %s: reused (%d docs, %.2fs)", subset.name, len(texts), seconds)
     return Index(
-        subset=subset, store=store, embedder=embedder, variant=variant, key=key, cache_hit=hit,
-        build_seconds=seconds, docs=docs, texts=texts,
+        subset=subset,
+        store=store,
+        embedder=embedder,
+        variant=variant,
+        key=key,
+        cache_hit=hit,
+        build_seconds=seconds,
+        docs=docs,
+        texts=texts,
     )
 
 
@@ -128,8 +143,17 @@ def lexical_index(subset: Subset, variant: str) -> Index:
     use (``Index.lexical``)."""
     docs = {d.context_id: d for d in subset.corpus}
     texts = {cid: documents.render(d, variant) for cid, d in docs.items()}
-    return Index(subset=subset, store=None, embedder=None, variant=variant,  # type: ignore[arg-type]
-                 key=f"{subset.name}_{variant}_lexical", cache_hit=False, build_seconds=0.0, docs=docs, texts=texts)
+    return Index(
+        subset=subset,
+        store=None,
+        embedder=None,  # type: ignore[arg-type]
+        variant=variant,
+        key=f"{subset.name}_{variant}_lexical",
+        cache_hit=False,
+        build_seconds=0.0,
+        docs=docs,
+        texts=texts,
+    )
 
 
 def truncation_fraction(embedder: Embedder, texts: list[str]) -> float:

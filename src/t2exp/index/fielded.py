@@ -38,9 +38,20 @@ def passages(words: list[str], size: int | None) -> list[list[str]]:
 class FieldedBM25:
     name = "fielded"
 
-    def __init__(self, ids: Sequence[str], bodies: Sequence[str], metadata: Sequence[Mapping[str, str]],
-                 fields: Mapping[str, float] | None = None, *, k1: float = 1.2, b: float = 0.75, tokenizer: str = "numeric",
-                 passage_words: int | None = None, aggregate: str = "max", body_weight: float = 1.0) -> None:
+    def __init__(
+        self,
+        ids: Sequence[str],
+        bodies: Sequence[str],
+        metadata: Sequence[Mapping[str, str]],
+        fields: Mapping[str, float] | None = None,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        tokenizer: str = "numeric",
+        passage_words: int | None = None,
+        aggregate: str = "max",
+        body_weight: float = 1.0,
+    ) -> None:
         self.ids = list(ids)
         self.tokenize = TOKENIZERS[tokenizer]
         self.aggregate = aggregate

@@ -190,8 +190,12 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return
-    yield from read_jsonl_objects(path, torn_tail=True, error=CorruptCacheError, advice=(
-        "a damaged file: delete that line, or the file to recompute it (LLM answers and embeddings stay cached)"))
+    yield from read_jsonl_objects(
+        path,
+        torn_tail=True,
+        error=CorruptCacheError,
+        advice=("a damaged file: delete that line, or the file to recompute it (LLM answers and embeddings stay cached)"),
+    )
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -62,4 +62,3 @@ def remove_tree(path: str | Path, root: str | Path, *, ignore_errors: bool = Fal
     """``shutil.rmtree(path, ignore_errors=...)``, only inside ``root`` (the refusal is raised
     whatever ``ignore_errors`` says)."""
     shutil.rmtree(inside(path, root), ignore_errors=ignore_errors)
-

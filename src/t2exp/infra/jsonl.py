@@ -35,16 +35,18 @@ def _line_object(raw: bytes, where: str) -> dict[str, Any]:
     return rec
 
 
-def read_jsonl_objects(path: str | Path, *, torn_tail: bool = False, error: type[T2ExpError] = DataError,
-                       advice: str = "") -> list[dict[str, Any]]:
+def read_jsonl_objects(
+    path: str | Path, *, torn_tail: bool = False, error: type[T2ExpError] = DataError, advice: str = ""
+) -> list[dict[str, Any]]:
     """The objects of the JSON Lines file ``path``, blank lines skipped. A bad line raises
     ``error`` with ``<path>: line <n>: <fault>`` (and ``; <advice>`` when given); with
     ``torn_tail`` a bad *last* line (a killed writer's torn write) ends the rows instead."""
     return [rec for _, rec in read_jsonl_numbered(path, torn_tail=torn_tail, error=error, advice=advice)]
 
 
-def read_jsonl_numbered(path: str | Path, *, torn_tail: bool = False, error: type[T2ExpError] = DataError,
-                        advice: str = "") -> list[tuple[int, dict[str, Any]]]:
+def read_jsonl_numbered(
+    path: str | Path, *, torn_tail: bool = False, error: type[T2ExpError] = DataError, advice: str = ""
+) -> list[tuple[int, dict[str, Any]]]:
     """:func:`read_jsonl_objects` with each object's line number (1-based), for messages that name it."""
     path = Path(path)
     try:

@@ -17,8 +17,11 @@ from urllib.parse import unquote, urlparse
 from t2exp.errors import TrackingError, one_line
 
 # a command retries a few times and then says so in one line; a value the user set wins
-HTTP_RETRY_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                       "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
 HEALTH_TIMEOUT = 5.0
 
 

@@ -20,8 +20,14 @@ T = TypeVar("T")
 def _missing_model(exc: BaseException) -> bool:
     """An error that means "the weights are not here and cannot be fetched"."""
     names = {type(e).__name__ for e in _chain(exc)}
-    if names & {"LocalEntryNotFoundError", "RepositoryNotFoundError", "RevisionNotFoundError", "GatedRepoError",
-                "HFValidationError", "EntryNotFoundError"}:
+    if names & {
+        "LocalEntryNotFoundError",
+        "RepositoryNotFoundError",
+        "RevisionNotFoundError",
+        "GatedRepoError",
+        "HFValidationError",
+        "EntryNotFoundError",
+    }:
         return True
     text = " ".join(str(e) for e in _chain(exc))
     return isinstance(exc, OSError) and ("huggingface.co" in text or "is not a local folder" in text or "offline" in text.lower())

@@ -22,8 +22,19 @@ log = logging.getLogger("t2exp")
 PROGRESS_ENV = "T2EXP_PROGRESS"
 # loggers whose INFO lines say nothing a t2exp user acts on (model loading, database migrations,
 # HTTP requests); their warnings and errors still show
-QUIET_LOGGERS = ("sentence_transformers", "transformers", "alembic", "mlflow", "httpx", "httpcore", "urllib3", "filelock",
-                 "huggingface_hub", "lancedb", "numexpr")
+QUIET_LOGGERS = (
+    "sentence_transformers",
+    "transformers",
+    "alembic",
+    "mlflow",
+    "httpx",
+    "httpcore",
+    "urllib3",
+    "filelock",
+    "huggingface_hub",
+    "lancedb",
+    "numexpr",
+)
 # the loggers whose INFO lines a run shows; any other library's (an HTTP client's line per request,
 # whatever its package is called) only with hydra.verbose
 OWN_LOGGERS = ("t2exp", "hydra", "__main__", "root")

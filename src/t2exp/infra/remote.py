@@ -172,8 +172,9 @@ def with_retries(
         f = _failure_of(state)
         last[:] = [state.outcome.exception() if state.outcome is not None else None]
         pause = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning("%s: %s (%s); retry %d/%d in %.1fs", label, f.status, one_line(f.message, 120),
-                    state.attempt_number, max_retries, pause)
+        log.warning(
+            "%s: %s (%s); retry %d/%d in %.1fs", label, f.status, one_line(f.message, 120), state.attempt_number, max_retries, pause
+        )
 
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(max_retries + 1),
@@ -199,5 +200,3 @@ def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: flo
     if retry_after is not None:
         wait = max(wait, min(retry_after, cap))
     return wait * (1.0 + 0.25 * random.random()) if wait > 0 else 0.0
-
-

@@ -40,8 +40,9 @@ class Ranking(list):
     ranked at most (a reranker's candidates), when that is fewer than asked; a Recall@r past it is
     undefined, not 0."""
 
-    def __init__(self, hits: Iterable[tuple[str, float]] = (), dense: Iterable[tuple[str, float]] | dict[str, float] = (),
-                 depth: int | None = None) -> None:
+    def __init__(
+        self, hits: Iterable[tuple[str, float]] = (), dense: Iterable[tuple[str, float]] | dict[str, float] = (), depth: int | None = None
+    ) -> None:
         super().__init__(hits)
         self.dense: dict[str, float] = dict(dense)
         self.depth = depth
@@ -56,7 +57,6 @@ class Ranking(list):
 def dense_rankings(hits_per_question: list[Hits]) -> list[Ranking]:
     """Rankings of a dense retriever: each hit's score is its dense similarity."""
     return [Ranking(h, dense=h) for h in hits_per_question]
-
 
 
 @dataclass
@@ -83,6 +83,7 @@ class Services:
         assert self.generator is not None, "a method that generates declares needs_generator"
         assert self.aux_sampling is not None, "the experiment sets aux_sampling (generator.aux_sampling or its default)"
         with progress.stage(stage, len(prompts), unit) as bar:
+
             def arrived(i: int, g: Generation) -> None:
                 bar.advance()
                 if g.cached:

@@ -28,8 +28,15 @@ WHOLE_CORPUS_LEXICAL = ("rank_bm25", "bm25s")  # in-memory indexes that score ev
 
 
 class Hybrid(RetrievingMethod):
-    def __init__(self, name: str = "hybrid", alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s",
-                 candidate_depth: int = 50, bm25: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "hybrid",
+        alpha: float = 0.5,
+        fusion: str = "relative_score",
+        lexical: str = "bm25s",
+        candidate_depth: int = 50,
+        bm25: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(name)
         self.alpha = float(alpha)
         self.fusion = fusion

@@ -24,8 +24,31 @@ from t2exp.methods import Ranking
 from t2exp.methods.hybrid import Hybrid
 
 _SUFFIXES = {
-    "inc", "incorporated", "corp", "corporation", "co", "company", "plc", "ltd", "limited", "llc", "lp",
-    "holdings", "holding", "group", "the", "sa", "ag", "nv", "se", "n.v", "s.a", "&", "and", "of", "international",
+    "inc",
+    "incorporated",
+    "corp",
+    "corporation",
+    "co",
+    "company",
+    "plc",
+    "ltd",
+    "limited",
+    "llc",
+    "lp",
+    "holdings",
+    "holding",
+    "group",
+    "the",
+    "sa",
+    "ag",
+    "nv",
+    "se",
+    "n.v",
+    "s.a",
+    "&",
+    "and",
+    "of",
+    "international",
 }
 _WORD = re.compile(r"[a-z0-9]+")
 _YEAR = re.compile(r"\b(19[5-9]\d|20\d\d)\b")
@@ -47,8 +70,15 @@ def mentions_company(question_words: set[str], tokens: list[str], symbol: str = 
 
 
 class MetadataHybrid(Hybrid):
-    def __init__(self, name: str = "metadata_hybrid", company_boost: float = 0.3, year_boost: float = 0.1, year_window: int = 2,
-                 company_match: str = "prior", **hybrid) -> None:
+    def __init__(
+        self,
+        name: str = "metadata_hybrid",
+        company_boost: float = 0.3,
+        year_boost: float = 0.1,
+        year_window: int = 2,
+        company_match: str = "prior",
+        **hybrid,
+    ) -> None:
         super().__init__(name, **hybrid)
         self.company_boost = company_boost
         self.year_boost = year_boost

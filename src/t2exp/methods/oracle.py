@@ -9,8 +9,17 @@ from t2exp.methods import RetrievingMethod
 class Oracle(RetrievingMethod):
     def prepare(self, subset, services):
         docs = {d.context_id: d for d in subset.corpus}
-        return Index(subset=subset, store=None, embedder=None, variant=services.variant, key="oracle",
-                     cache_hit=True, build_seconds=0.0, docs=docs, texts={c: d.text for c, d in docs.items()})
+        return Index(
+            subset=subset,
+            store=None,
+            embedder=None,
+            variant=services.variant,
+            key="oracle",
+            cache_hit=True,
+            build_seconds=0.0,
+            docs=docs,
+            texts={c: d.text for c, d in docs.items()},
+        )
 
     def retrieve(self, questions, index, k):
         return [[(q.context_id, 1.0)] for q in questions]

@@ -29,9 +29,18 @@ def default_candidates(k: int) -> int:
 class Rerank(RetrievingMethod):
     needs_reranker = True
 
-    def __init__(self, reranker, name: str = "reranker", first_stage: str = "hybrid", candidates: int | None = None,
-                 alpha: float = 0.5, fusion: str = "relative_score", lexical: str = "bm25s", candidate_depth: int = 50,
-                 bm25: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        reranker,
+        name: str = "reranker",
+        first_stage: str = "hybrid",
+        candidates: int | None = None,
+        alpha: float = 0.5,
+        fusion: str = "relative_score",
+        lexical: str = "bm25s",
+        candidate_depth: int = 50,
+        bm25: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(name)
         if first_stage == "base":
             self.first: RetrievingMethod = Base("base")

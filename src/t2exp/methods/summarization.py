@@ -16,8 +16,7 @@ from t2exp.methods import RetrievingMethod, dense_rankings
 def summarize_corpus(subset, services) -> dict[str, str]:
     docs = sorted(subset.corpus, key=lambda d: d.context_id)
     prompts = [
-        [{"role": "user", "content": services.prompts.render("summarize", document=documents.render(d, services.variant))}]
-        for d in docs
+        [{"role": "user", "content": services.prompts.render("summarize", document=documents.render(d, services.variant))}] for d in docs
     ]
     gens = services.generate_aux(prompts, f"summarise {subset.name}", "summary")
     return {d.context_id: (g.text.strip() or d.text) for d, g in zip(docs, gens, strict=False)}
@@ -31,8 +30,13 @@ class _SummaryIndexed(RetrievingMethod):
         self.query = services.query
         summaries = summarize_corpus(subset, services)
         return build_index(
-            subset, services.embedder, services.store_factory(), services.variant, services.lock_dir,
-            texts=summaries, key_suffix="+summary-" + services.generator.fingerprint[:8],
+            subset,
+            services.embedder,
+            services.store_factory(),
+            services.variant,
+            services.lock_dir,
+            texts=summaries,
+            key_suffix="+summary-" + services.generator.fingerprint[:8],
         )
 
     def retrieve(self, questions, index, k):

@@ -52,8 +52,7 @@ def note_non_numeric_golds(subsets: Sequence[Subset]) -> None:
     for s in subsets:
         n = sum(q.gold is None for q in s.questions)
         if n:
-            log.warning("subset %s: %d of %d questions have a non-numeric gold answer; excluded from NM", s.name, n,
-                        len(s.questions))
+            log.warning("subset %s: %d of %d questions have a non-numeric gold answer; excluded from NM", s.name, n, len(s.questions))
 
 
 def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
@@ -105,8 +104,9 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cel
             run_dir=cache_dir / "runs" / cell.key,
             aux_sampling=aux_sampling,
             query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
-            evidence=Evidence(str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables),
-                              str(cfg.context.header), cfg.context.documents),
+            evidence=Evidence(
+                str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables), str(cfg.context.header), cfg.context.documents
+            ),
         ),
         stop=stop or StopRequest(),
     )
@@ -119,8 +119,10 @@ def _demo_pool(cfg: DictConfig, prompts: PromptLibrary) -> DemoPool | None:
         return None
     template = answer_template(str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)), cfg.generator.get("prompt"))
     if "demos" not in prompts.variables(template):
-        raise ConfigError(f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
-                          "set generator.prompt=answer_code_demos (or a template that loops over `demos`)")
+        raise ConfigError(
+            f"generator.demos={name}: the answer template {template!r} shows no demonstrations; "
+            "set generator.prompt=answer_code_demos (or a template that loops over `demos`)"
+        )
     return DemoPool.load(cfg.paths.prompts, str(name))
 
 
@@ -129,7 +131,9 @@ def build_method(cfg: Mapping[str, Any], reranker: Any | None = None) -> RagMeth
     rescore candidates: ``needs_reranker``)."""
     cls = target_class(cfg["_target_"], "rag_method._target_")
     if not all(hasattr(cls, flag) for flag in METHOD_FLAGS):
-        raise ConfigError(f"rag_method._target_={cfg['_target_']}: a method class declares {', '.join(METHOD_FLAGS)} "
-                          "(t2exp.methods.RagMethod; subclass t2exp.methods.RetrievingMethod to inherit them)")
+        raise ConfigError(
+            f"rag_method._target_={cfg['_target_']}: a method class declares {', '.join(METHOD_FLAGS)} "
+            "(t2exp.methods.RagMethod; subclass t2exp.methods.RetrievingMethod to inherit them)"
+        )
     kwargs = {"reranker": reranker} if cls.needs_reranker else {}
     return build(cfg, f"rag_method={cfg.get('name')}", **kwargs)

@@ -64,13 +64,30 @@ def finished_cell(cfg: DictConfig, key: str, components: Components, *, mirror: 
     return Result(metrics=metrics, predictions_path=components.settings.run_dir / "predictions.jsonl", skipped=True)
 
 
-def run_and_log(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components, *,
-                tags: dict[str, str] | None = None, parent: str | None = None, name: str | None = None) -> Result:
+def run_and_log(
+    cfg: DictConfig,
+    overrides: list[str] | None,
+    signals: StopOnSignals,
+    cell: Cell,
+    components: Components,
+    *,
+    tags: dict[str, str] | None = None,
+    parent: str | None = None,
+    name: str | None = None,
+) -> Result:
     """Run the cell's steps (or, with ``tags``/``parent``/``name``, one shard's) as one MLflow run, and log the result."""
     components.stop.check()
     parts = components.parts
-    with cell_run(cfg, tags or cell_tags(cell.key, overrides), cell_params(cell.resolved, parts.subsets), parts.subsets,
-                  components.settings.run_dir, name=name, parent=parent, closing=signals.closing) as cell_log:
+    with cell_run(
+        cfg,
+        tags or cell_tags(cell.key, overrides),
+        cell_params(cell.resolved, parts.subsets),
+        parts.subsets,
+        components.settings.run_dir,
+        name=name,
+        parent=parent,
+        closing=signals.closing,
+    ) as cell_log:
         result = run_steps(components)
         cell_log.log(result, parts.prompts.used)
     return result

@@ -20,11 +20,36 @@ from t2exp.infra.redaction import is_secret_key
 
 # component settings that change where a cell runs or how a server is reached, not what it
 # computes: a moved cache, another mount point or another server for the same weights resume the cell
-OPERATIONAL_KEYS = frozenset({
-    "uri", "base_url", "host", "port", "http_port", "grpc_port", "grpc_host", "http_secure", "grpc_secure", "cluster_url",
-    "connection", "api_key_env", "timeout", "max_concurrency", "max_retries", "backoff_base", "backoff_max", "models_dir",
-    "cache_dir", "startup_timeout", "poll_interval", "command", "extra_args", "env", "threads", "path",
-})
+OPERATIONAL_KEYS = frozenset(
+    {
+        "uri",
+        "base_url",
+        "host",
+        "port",
+        "http_port",
+        "grpc_port",
+        "grpc_host",
+        "http_secure",
+        "grpc_secure",
+        "cluster_url",
+        "connection",
+        "api_key_env",
+        "timeout",
+        "max_concurrency",
+        "max_retries",
+        "backoff_base",
+        "backoff_max",
+        "models_dir",
+        "cache_dir",
+        "startup_timeout",
+        "poll_interval",
+        "command",
+        "extra_args",
+        "env",
+        "threads",
+        "path",
+    }
+)
 COMPONENT_GROUPS = ("dataset", "embedder", "store", "generator", "reranker")
 # run-level keys that are bookkeeping, not results: a sharded cell (shards, shard) is the same cell
 NOT_IDENTITY = frozenset({"tracking", "paths", "resume", "experiment_name", "hydra", "shards", "shard"})

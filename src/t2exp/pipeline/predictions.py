@@ -32,8 +32,15 @@ class Tally:
     """What a writer counts as it writes: the generator's tokens and answers, and each question's
     stage times."""
 
-    tokens: dict[str, float] = field(default_factory=lambda: {
-        "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "truncated_generations": 0, "model_seconds": 0.0})
+    tokens: dict[str, float] = field(
+        default_factory=lambda: {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "reasoning_tokens": 0,
+            "truncated_generations": 0,
+            "model_seconds": 0.0,
+        }
+    )
     generated: int = 0
     # question id -> stage (retrieve, generate, score) -> (start, end) in ns since the epoch: the
     # real times of each question's stages, which its MLflow trace shows (a batch's window for
@@ -117,8 +124,9 @@ class PredictionWriter:
         return Written(rows=rows, tally=self._tally)
 
 
-def prediction_row(q: Question, hits, contexts: list[str], gen: Generation | None, answer_mode: str, grounding: str,
-                   k: int) -> dict[str, Any]:
+def prediction_row(
+    q: Question, hits, contexts: list[str], gen: Generation | None, answer_mode: str, grounding: str, k: int
+) -> dict[str, Any]:
     """The prediction row of ``q``: what was retrieved (ids, scores, dense similarities), what the
     generator read and answered, the chosen answer and its per-question metrics."""
     ranked = None if hits is None else [cid for cid, _ in hits]

@@ -47,6 +47,8 @@ def expand_shards(argv: list[str], parse: Callable[[list[str]], tuple[Any, ...] 
     if n <= 1:
         return argv
     if OmegaConf.select(base, "hydra.sweeper._target_", default=None) != BASIC_SWEEPER:
-        raise ConfigError(f"shards={n} is invalid with this sweeper: a sharded cell runs as a sweep of its shards; "
-                          "allowed: Hydra's basic sweeper (the default), or shards=1")
+        raise ConfigError(
+            f"shards={n} is invalid with this sweeper: a sharded cell runs as a sweep of its shards; "
+            "allowed: Hydra's basic sweeper (the default), or shards=1"
+        )
     return [*([] if multirun else ["-m"]), *argv, f"shard={','.join(map(str, range(n)))}"]

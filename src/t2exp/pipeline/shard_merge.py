@@ -29,10 +29,17 @@ log = logging.getLogger("t2exp")
 
 def merge_view(cfg: DictConfig, subsets: list[Subset], run_dir: Path) -> Components:
     """What scoring and logging a cell read: its data, ``k`` and run directory (no model is built)."""
-    parts = Parts(subsets=subsets, method=cast(Any, None), embedder=None, store_factory=None, generator=None,
-                  prompts=PromptLibrary(cfg.paths.prompts))
-    settings = Settings(sampling=Sampling(), answer_mode=str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)), k=int(cfg.k),
-                        variant=str(cfg.document.variant), cache_dir=Path(cfg.paths.cache), run_dir=run_dir)
+    parts = Parts(
+        subsets=subsets, method=cast(Any, None), embedder=None, store_factory=None, generator=None, prompts=PromptLibrary(cfg.paths.prompts)
+    )
+    settings = Settings(
+        sampling=Sampling(),
+        answer_mode=str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)),
+        k=int(cfg.k),
+        variant=str(cfg.document.variant),
+        cache_dir=Path(cfg.paths.cache),
+        run_dir=run_dir,
+    )
     return Components(parts=parts, settings=settings)
 
 
@@ -49,9 +56,17 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         raise
     c = merge_view(cfg, subsets, layout.run_dir)
     if cell_run is None:
-        cell_run = runs.open_cell_run(cfg.tracking, key, layout.shards, run_name(cfg), cell_tags(key, overrides),
-                                      lock_dir=c.settings.cache_dir / "locks", params=cell_params(_plain(cfg), subsets), subsets=subsets,
-                                      any_parent=True)
+        cell_run = runs.open_cell_run(
+            cfg.tracking,
+            key,
+            layout.shards,
+            run_name(cfg),
+            cell_tags(key, overrides),
+            lock_dir=c.settings.cache_dir / "locks",
+            params=cell_params(_plain(cfg), subsets),
+            subsets=subsets,
+            any_parent=True,
+        )
     tracker = Tracker.attach(uri, cell_run)
     logged = CellLog(tracker, cfg, subsets, layout.run_dir)
     status = "FAILED"

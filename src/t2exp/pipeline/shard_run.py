@@ -54,9 +54,16 @@ def run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSigna
         return skipped
     cell_overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith("shard=")]
     locks = components.settings.cache_dir / "locks"
-    cell_run = runs.open_cell_run(cfg.tracking, key, n, run_name(cfg), cell_tags(key, cell_overrides), lock_dir=locks,
-                                  params=cell_params({**cell.resolved, "shard": None}, components.parts.subsets),
-                                  subsets=components.parts.subsets)
+    cell_run = runs.open_cell_run(
+        cfg.tracking,
+        key,
+        n,
+        run_name(cfg),
+        cell_tags(key, cell_overrides),
+        lock_dir=locks,
+        params=cell_params({**cell.resolved, "shard": None}, components.parts.subsets),
+        subsets=components.parts.subsets,
+    )
 
     def waiting() -> None:
         log.warning("shard %d of cell %s is being run by another process; waiting for it to end, then resuming", i, key)
@@ -101,8 +108,16 @@ def _rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run: str) -> Result | 
     return Result(metrics=dict(record["metrics"]), predictions_path=layout.predictions(i), skipped=True, run_id=record["run_id"])
 
 
-def _answer(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components,
-            layout: Layout, i: int, cell_run: str) -> Result:
+def _answer(
+    cfg: DictConfig,
+    overrides: list[str] | None,
+    signals: StopOnSignals,
+    cell: Cell,
+    components: Components,
+    layout: Layout,
+    i: int,
+    cell_run: str,
+) -> Result:
     """Run the shard's questions as a child run of the cell run; record it done. A shard that
     fails or is stopped closes the cell run likewise (FAILED, KILLED), naming itself."""
     n = layout.shards
@@ -122,19 +137,34 @@ def _answer(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals
         except Exception as close_exc:  # the store is gone as well: the shard's own error is the one to read
             log.warning("the cell's MLflow run %s could not be closed: %s", cell_run, close_exc)
         raise
-    layout.write_done(i, {"shard": i, "shards": n, "run_id": result.run_id, "cell_run": cell_run, "metrics": result.metrics,
-                          "prompts": shard.parts.prompts.used, "spans": result.spans})
+    layout.write_done(
+        i,
+        {
+            "shard": i,
+            "shards": n,
+            "run_id": result.run_id,
+            "cell_run": cell_run,
+            "metrics": result.metrics,
+            "prompts": shard.parts.prompts.used,
+            "spans": result.spans,
+        },
+    )
     return result
 
 
-def _merge_if_last(cell_cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str,
-                   cell_run: str) -> Result | None:
+def _merge_if_last(
+    cell_cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str, cell_run: str
+) -> Result | None:
     """Merge the cell when every shard of this attempt is done and nobody merged it yet."""
     with cell_lock(components.settings.cache_dir / "locks", f"cell-{key}"):
         waiting = [i for i in range(layout.shards) if not layout.done(i).is_file() or layout.read_done(i).get("cell_run") != cell_run]
         if waiting:
-            log.info("shard done; the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
-                     ", ".join(map(str, waiting)), layout.shards, layout.run_dir)
+            log.info(
+                "shard done; the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
+                ", ".join(map(str, waiting)),
+                layout.shards,
+                layout.run_dir,
+            )
             return None
         if runs.is_finished(str(cell_cfg.tracking.uri), cell_run):
             return None  # another shard of this attempt merged it

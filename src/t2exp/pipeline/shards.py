@@ -40,8 +40,10 @@ def shard_of(cfg: DictConfig) -> tuple[int, int]:
     n = int(cfg.get("shards") or 1)
     i = cfg.get("shard")
     if i is None or not 0 <= int(i) < n:
-        raise ConfigError(f"shard={i} is invalid: a job of a sharded cell (shards={n}) needs shard=0..{n - 1}; "
-                          f"run `python -m t2exp shards={n} ...` and the app starts every shard, or give shard=<i> to re-run one")
+        raise ConfigError(
+            f"shard={i} is invalid: a job of a sharded cell (shards={n}) needs shard=0..{n - 1}; "
+            f"run `python -m t2exp shards={n} ...` and the app starts every shard, or give shard=<i> to re-run one"
+        )
     return int(i), n
 
 
@@ -91,11 +93,15 @@ class Layout:
         try:
             return dict(json.loads(self.done(i).read_text(encoding="utf-8")))
         except FileNotFoundError:
-            raise DataError(f"{self.predictions(i)}: shard {i} of {self.shards} has not finished (no {self.done(i).name}); "
-                            f"run it again: the same command with resume=true, or shard={i} shards={self.shards}") from None
+            raise DataError(
+                f"{self.predictions(i)}: shard {i} of {self.shards} has not finished (no {self.done(i).name}); "
+                f"run it again: the same command with resume=true, or shard={i} shards={self.shards}"
+            ) from None
         except (json.JSONDecodeError, ValueError):
-            raise DataError(f"{self.done(i)}: not valid JSON (a damaged file); delete it and run shard {i} again "
-                            f"(shard={i} shards={self.shards} resume=true): its answers are kept") from None
+            raise DataError(
+                f"{self.done(i)}: not valid JSON (a damaged file); delete it and run shard {i} again "
+                f"(shard={i} shards={self.shards} resume=true): its answers are kept"
+            ) from None
 
 
 def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
@@ -113,18 +119,24 @@ def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
             key = (str(row.get("subset")), str(row.get("id")))
             if expected.get(key) != i:
                 where = "a question of no subset of this cell" if key not in expected else f"a question of shard {expected[key]}"
-                raise DataError(f"{path}: holds {key[0]}/{key[1]}, {where}; delete that shard's directory and run it again "
-                                f"(shard={i} shards={layout.shards})")
+                raise DataError(
+                    f"{path}: holds {key[0]}/{key[1]}, {where}; delete that shard's directory and run it again "
+                    f"(shard={i} shards={layout.shards})"
+                )
             if key in found:
-                raise DataError(f"{path}: question {key[0]}/{key[1]} is there twice; delete one of its lines and run "
-                                f"`t2exp collect` again (or delete the file and run shard={i} shards={layout.shards})")
+                raise DataError(
+                    f"{path}: question {key[0]}/{key[1]} is there twice; delete one of its lines and run "
+                    f"`t2exp collect` again (or delete the file and run shard={i} shards={layout.shards})"
+                )
             found[key] = row
     for key, i in expected.items():
         if key not in found:
             have = sum(1 for k, j in expected.items() if j == i and k in found)
             total = sum(1 for j in expected.values() if j == i)
-            raise DataError(f"{layout.predictions(i)}: question {key[0]}/{key[1]} is missing ({have} of the shard's {total} "
-                            f"questions there); run it again: shard={i} shards={layout.shards} resume=true")
+            raise DataError(
+                f"{layout.predictions(i)}: question {key[0]}/{key[1]} is missing ({have} of the shard's {total} "
+                f"questions there); run it again: shard={i} shards={layout.shards} resume=true"
+            )
     return [found[(s.name, q.id)] for s in subsets for q in s.questions]
 
 

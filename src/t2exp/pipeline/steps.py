@@ -135,8 +135,15 @@ def _services(c: Components) -> Services:
     embedder = CachedEmbedder(parts.embedder, KVCache(run.cache_dir / "embeddings.sqlite"), chunk=embed_chunk) if parts.embedder else None
     generator = CachedGenerator(parts.generator, KVCache(run.cache_dir / "llm.sqlite")) if parts.generator else None
     return Services(
-        embedder=embedder, store_factory=parts.store_factory, generator=generator, prompts=parts.prompts,
-        variant=run.variant, lock_dir=run.cache_dir / "locks", aux_sampling=run.aux_sampling, query=run.query, k=run.k,
+        embedder=embedder,
+        store_factory=parts.store_factory,
+        generator=generator,
+        prompts=parts.prompts,
+        variant=run.variant,
+        lock_dir=run.cache_dir / "locks",
+        aux_sampling=run.aux_sampling,
+        query=run.query,
+        k=run.k,
     )
 
 
@@ -168,8 +175,16 @@ def _retrieve(c: Components, todo: list[Question], index: Index | None, clock: C
     return hits, (None if hits is None else (wall0, time.time_ns()))
 
 
-def _generate(c: Components, name: str, todo: list[Question], retrieved: tuple[list | None, Span | None], index: Index | None,
-              generator: Generator | None, writer: PredictionWriter, clock: Clock) -> None:
+def _generate(
+    c: Components,
+    name: str,
+    todo: list[Question],
+    retrieved: tuple[list | None, Span | None],
+    index: Index | None,
+    generator: Generator | None,
+    writer: PredictionWriter,
+    clock: Clock,
+) -> None:
     """Answer ``todo`` in the generator's batches and write each prediction (a retrieval-only run
     writes its rows with no answer), with its ``retrieved`` hits and their window."""
     hits, window = retrieved
@@ -202,8 +217,10 @@ class Batch:
 def _answer(c: Components, generator: Generator, b: Batch, writer: PredictionWriter, clock: Clock) -> None:
     """One batch of questions to the generator. A stopping run writes each answer the moment it
     arrives; a failure, a stop or a hard stop keeps every answer that arrived before it ends."""
-    prompts = [answers.build_messages(c.parts.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, _demos(c, q))
-               for q, ctx in zip(b.questions, b.contexts, strict=True)]
+    prompts = [
+        answers.build_messages(c.parts.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, _demos(c, q))
+        for q, ctx in zip(b.questions, b.contexts, strict=True)
+    ]
     arrived: dict[int, tuple[Generation, Span]] = {}
     t0, wall0 = time.perf_counter(), time.time_ns()
 
@@ -265,9 +282,12 @@ def _score(rows: list[dict[str, Any]], c: Components) -> tuple[dict[str, float],
     names = set(metric_names(c.settings.k))
     table = {s: {n: v.__dict__ for n, v in m.items() if n in names} for s, m in scored.table.items()}
     answered = "nm" in scored.metric_names  # a run with a generator
-    metrics = {key: v for key, v in scored.metrics.items()
-               if key.partition("/")[2].removesuffix("_ci_low").removesuffix("_ci_high") in names
-               or (answered and key.endswith("degenerate_predictions"))}
+    metrics = {
+        key: v
+        for key, v in scored.metrics.items()
+        if key.partition("/")[2].removesuffix("_ci_low").removesuffix("_ci_high") in names
+        or (answered and key.endswith("degenerate_predictions"))
+    }
     return metrics, table
 
 

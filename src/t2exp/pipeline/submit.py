@@ -36,10 +36,14 @@ def register_launcher() -> None:
         from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
     except ImportError:
         return
-    node = make_dataclass("T2ExpSlurmQueueConf", [
-        ("_target_", str, field(default=LAUNCHER_CLASS)),
-        ("wait", bool, field(default=True)),
-    ], bases=(SlurmQueueConf,))
+    node = make_dataclass(
+        "T2ExpSlurmQueueConf",
+        [
+            ("_target_", str, field(default=LAUNCHER_CLASS)),
+            ("wait", bool, field(default=True)),
+        ],
+        bases=(SlurmQueueConf,),
+    )
     ConfigStore.instance().store(group="hydra/launcher", name="t2exp_slurm", node=node, provider="t2exp")
 
 
@@ -53,5 +57,7 @@ def read_jobs(sweep_dir: Path) -> dict[str, Any] | None:
     try:
         return dict(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, ValueError):
-        raise DataError(f"{path}: not valid JSON (a damaged file); the jobs run on: follow them with squeue, "
-                        "or give `t2exp collect` a cell's run directory") from None
+        raise DataError(
+            f"{path}: not valid JSON (a damaged file); the jobs run on: follow them with squeue, "
+            "or give `t2exp collect` a cell's run directory"
+        ) from None

@@ -90,12 +90,16 @@ def register_sweeper() -> None:
         from hydra_plugins.hydra_optuna_sweeper.config import OptunaSweeperConf
     except ImportError:
         return
-    node = make_dataclass("HeldOutOptunaSweeperConf", [
-        ("_target_", str, field(default=SWEEPER_CLASS)),
-        ("held_out", bool, field(default=True)),
-        ("direction", Any, field(default="maximize")),
-        ("n_jobs", int, field(default=1)),  # trials per batch: one, so every trial's sampler has seen the ones before
-    ], bases=(OptunaSweeperConf,))
+    node = make_dataclass(
+        "HeldOutOptunaSweeperConf",
+        [
+            ("_target_", str, field(default=SWEEPER_CLASS)),
+            ("held_out", bool, field(default=True)),
+            ("direction", Any, field(default="maximize")),
+            ("n_jobs", int, field(default=1)),  # trials per batch: one, so every trial's sampler has seen the ones before
+        ],
+        bases=(OptunaSweeperConf,),
+    )
     for name in (NAME, OLD_NAME):
         ConfigStore.instance().store(group="hydra/sweeper", name=name, node=node, provider="t2exp")
 
@@ -108,8 +112,16 @@ def warn_old_name(config: Any) -> None:
         log.warning("hydra/sweeper=%s is the old name of hydra/sweeper=%s (t2exp's held-out tuner); it runs the same", OLD_NAME, NAME)
 
 
-def log_parent(config: Any, objective: str, maximize: bool, tuned: dict[str, str], tune_value: float | None,
-               eval_value: float | None, n_trials: int, held_out: bool) -> None:
+def log_parent(
+    config: Any,
+    objective: str,
+    maximize: bool,
+    tuned: dict[str, str],
+    tune_value: float | None,
+    eval_value: float | None,
+    n_trials: int,
+    held_out: bool,
+) -> None:
     """The tuning's outcome, logged and put on the sweep's MLflow parent run."""
     from t2exp.data.folds import describe
     from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker
@@ -125,8 +137,14 @@ def log_parent(config: Any, objective: str, maximize: bool, tuned: dict[str, str
     if not parent:
         return
     tracker = Tracker.attach(str(config.tracking.uri), parent)
-    params = {"tune.objective": objective, "tune.direction": "maximize" if maximize else "minimize", "tune.trials": n_trials,
-              "tune.tuned_on": tuned_on, "tune.reported_on": reported_on, **{f"tune.best.{k}": v for k, v in tuned.items()}}
+    params = {
+        "tune.objective": objective,
+        "tune.direction": "maximize" if maximize else "minimize",
+        "tune.trials": n_trials,
+        "tune.tuned_on": tuned_on,
+        "tune.reported_on": reported_on,
+        **{f"tune.best.{k}": v for k, v in tuned.items()},
+    }
     tracker.log_params(params)
     tracker.log_metrics({k: v for k, v in (("tune/tune_score", tune_value), ("tune/eval_score", eval_value)) if v is not None})
     tracker.set_tags({"t2exp.tuned_on": tuned_on, "t2exp.reported_on": reported_on, "t2exp.sweep_kind": "tune"})

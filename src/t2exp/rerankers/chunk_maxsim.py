@@ -22,8 +22,9 @@ def split_passages(text: str, words: int, stride: int) -> list[str]:
 
 
 class ChunkMaxSimReranker:
-    def __init__(self, name: str = "chunk_maxsim", chunk_words: int = 120, stride: int = 90,
-                 max_chars: int | None = None, doc_weight: float = 0.0) -> None:
+    def __init__(
+        self, name: str = "chunk_maxsim", chunk_words: int = 120, stride: int = 90, max_chars: int | None = None, doc_weight: float = 0.0
+    ) -> None:
         self.name = name
         self.chunk_words = chunk_words
         self.stride = stride

@@ -20,9 +20,21 @@ class CohereReranker:
     provider = "cohere"
     key_envs = ("CO_API_KEY",)
 
-    def __init__(self, name: str, model: str = "rerank-v3.5", *, provider: str = "cohere", base_url: str | None = None,
-                 api_key: str | None = None, max_chars: int | None = None, max_tokens_per_doc: int | None = None,
-                 max_retries: int = 5, timeout: float = 60.0, backoff_base: float = 1.0, backoff_max: float = 30.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: str = "rerank-v3.5",
+        *,
+        provider: str = "cohere",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_chars: int | None = None,
+        max_tokens_per_doc: int | None = None,
+        max_retries: int = 5,
+        timeout: float = 60.0,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+    ) -> None:
         self.name = name
         self.model_id = model
         self.base_url = (base_url or "https://api.cohere.com").rstrip("/")
@@ -36,15 +48,18 @@ class CohereReranker:
         key = resolve_api_key(name, api_key, self.key_envs, group="reranker")
         cohere = import_client("cohere", provider, group="reranker")
         self._api_error = import_client("cohere.core.api_error", provider, group="reranker").ApiError
-        self._client: Any = cohere.ClientV2(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
-                                            log_warning_experimental_features=False)
+        self._client: Any = cohere.ClientV2(
+            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0, log_warning_experimental_features=False
+        )
 
     def _failure(self, exc: BaseException) -> Failure | None:
         return cohere_failure(exc, self._api_error)
 
     def _error_line(self, failure: Failure, attempts: int | None) -> str:
-        return (f"reranker={self.name} (cohere {self.model_id}): {failure.status} from {self.base_url} after "
-                f"{attempts} attempt(s): {one_line(failure.message, 200)}; hint: check CO_API_KEY, reranker.model and reranker.base_url")
+        return (
+            f"reranker={self.name} (cohere {self.model_id}): {failure.status} from {self.base_url} after "
+            f"{attempts} attempt(s): {one_line(failure.message, 200)}; hint: check CO_API_KEY, reranker.model and reranker.base_url"
+        )
 
     def score(self, query: str, documents: list[str]) -> list[float]:
         docs = self.trunc.apply(documents)
@@ -58,9 +73,15 @@ class CohereReranker:
             self.requests_sent += 1
             return self._client.rerank(**kwargs)
 
-        resp = with_retries(call, self._failure, self.max_retries,
-                            lambda a, ra: backoff_delay(a, ra, self.backoff_base, self.backoff_max),
-                            self._error_line, "cohere rerank", sleep=self._sleep)
+        resp = with_retries(
+            call,
+            self._failure,
+            self.max_retries,
+            lambda a, ra: backoff_delay(a, ra, self.backoff_base, self.backoff_max),
+            self._error_line,
+            "cohere rerank",
+            sleep=self._sleep,
+        )
         scores = [float("-inf")] * len(docs)
         for r in resp.results:
             scores[r.index] = float(r.relevance_score)

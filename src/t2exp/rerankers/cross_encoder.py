@@ -10,8 +10,17 @@ from t2exp.rerankers import TruncationCounter
 
 
 class CrossEncoderReranker:
-    def __init__(self, name: str, model: str, revision: str | None = None, max_length: int = 512,
-                 max_chars: int | None = None, batch_size: int = 32, device: str = "auto", dtype: str = "auto") -> None:
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        revision: str | None = None,
+        max_length: int = 512,
+        max_chars: int | None = None,
+        batch_size: int = 32,
+        device: str = "auto",
+        dtype: str = "auto",
+    ) -> None:
         self.name = name
         self.model_id = model
         self.revision = revision
@@ -27,9 +36,14 @@ class CrossEncoderReranker:
         from sentence_transformers import CrossEncoder
 
         kwargs = {"dtype": getattr(torch, self.dtype)}
-        return model_hub.load(lambda: CrossEncoder(self.model_id, max_length=self.max_length, device=self.device, revision=self.revision,
-                                                   model_kwargs=kwargs),
-                        "reranker", self.model_id, self.revision)
+        return model_hub.load(
+            lambda: CrossEncoder(
+                self.model_id, max_length=self.max_length, device=self.device, revision=self.revision, model_kwargs=kwargs
+            ),
+            "reranker",
+            self.model_id,
+            self.revision,
+        )
 
     def score(self, query: str, documents: list[str]) -> list[float]:
         docs = self.trunc.apply(documents)

@@ -28,8 +28,9 @@ def parse_grade(text: str) -> float:
 class GeneratorReranker:
     needs_generator = True
 
-    def __init__(self, name: str = "generator_pointwise", max_chars: int | None = 3000, prompt: str = "rerank_pointwise",
-                 max_tokens: int = 4) -> None:
+    def __init__(
+        self, name: str = "generator_pointwise", max_chars: int | None = 3000, prompt: str = "rerank_pointwise", max_tokens: int = 4
+    ) -> None:
         self.name = name
         self.prompt = prompt
         self.sampling = Sampling(temperature=0.0, max_tokens=max_tokens)

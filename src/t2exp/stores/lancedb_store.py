@@ -46,8 +46,9 @@ def _table_name(key: str) -> str:
 class LanceDBStore:
     name = "lancedb"
 
-    def __init__(self, uri: str, candidate_depth: int = 50, fts_stem: bool = False, lexical_batch: bool = True,
-                 compact: bool = True) -> None:
+    def __init__(
+        self, uri: str, candidate_depth: int = 50, fts_stem: bool = False, lexical_batch: bool = True, compact: bool = True
+    ) -> None:
         import lancedb
 
         self.uri = str(uri)
@@ -139,8 +140,15 @@ class LanceDBStore:
 
     def _build_mirror(self) -> BM25sIndex:
         rows = self.table.search().select(["id", "text"]).limit(max(self.count(), 1)).to_arrow()
-        self._mirror = BM25sIndex(rows.column("id").to_pylist(), rows.column("text").to_pylist(), k1=FTS_K1, b=FTS_B,
-                                   tokenizer=FTS_TOKENIZER, scale=FTS_K1 + 1, pruned=True)
+        self._mirror = BM25sIndex(
+            rows.column("id").to_pylist(),
+            rows.column("text").to_pylist(),
+            k1=FTS_K1,
+            b=FTS_B,
+            tokenizer=FTS_TOKENIZER,
+            scale=FTS_K1 + 1,
+            pruned=True,
+        )
         return self._mirror
 
     def _lexical_mirror(self) -> BM25sIndex:
@@ -166,14 +174,7 @@ class LanceDBStore:
         if len(q) == 0:
             return []
         k = self._depth(k)
-        res = (
-            self.table.search(list(q))
-            .distance_type("cosine")
-            .limit(k)
-            .select(["id", "_distance"])
-            .to_arrow()
-            .to_pydict()
-        )
+        res = self.table.search(list(q)).distance_type("cosine").limit(k).select(["id", "_distance"]).to_arrow().to_pydict()
         qidx = res.get("query_index", [0] * len(res["id"]))
         out: list[list[tuple[str, float]]] = [[] for _ in range(len(q))]
         for i, cid, dist in zip(qidx, res["id"], res["_distance"], strict=True):

@@ -108,13 +108,15 @@ class WeaviateStore:
         auth = Auth.api_key(key) if key else None
         try:
             if self.connection == "local":
-                return weaviate.connect_to_local(
-                    host=self.host, port=self.http_port, grpc_port=self.grpc_port, auth_credentials=auth
-                )
+                return weaviate.connect_to_local(host=self.host, port=self.http_port, grpc_port=self.grpc_port, auth_credentials=auth)
             if self.connection == "custom":
                 return weaviate.connect_to_custom(
-                    http_host=self.host, http_port=self.http_port, http_secure=self.http_secure,
-                    grpc_host=self.grpc_host, grpc_port=self.grpc_port, grpc_secure=self.grpc_secure,
+                    http_host=self.host,
+                    http_port=self.http_port,
+                    http_secure=self.http_secure,
+                    grpc_host=self.grpc_host,
+                    grpc_port=self.grpc_port,
+                    grpc_secure=self.grpc_secure,
                     auth_credentials=auth,
                 )
             # connection=cloud: the config checks require cluster_url and a set api_key_env (t2exp.config)
@@ -214,8 +216,10 @@ class WeaviateStore:
         out = []
         for v in np.asarray(query_vectors, dtype=np.float32):
             res = self.collection.query.near_vector(
-                near_vector=v.tolist(), limit=max(k, 1),
-                return_metadata=MetadataQuery(distance=True), return_properties=["context_id"],
+                near_vector=v.tolist(),
+                limit=max(k, 1),
+                return_metadata=MetadataQuery(distance=True),
+                return_properties=["context_id"],
             )
             out.append(self._hits(res.objects, lambda m: 1.0 - m.distance))
         return out
@@ -229,15 +233,16 @@ class WeaviateStore:
                 out.append([])
                 continue
             res = self.collection.query.bm25(
-                query=q, query_properties=["text"], limit=max(k, 1),
-                return_metadata=MetadataQuery(score=True), return_properties=["context_id"],
+                query=q,
+                query_properties=["text"],
+                limit=max(k, 1),
+                return_metadata=MetadataQuery(score=True),
+                return_properties=["context_id"],
             )
             out.append(self._hits(res.objects, lambda m: m.score))
         return out
 
-    def hybrid(
-        self, queries: Sequence[str], query_vectors: np.ndarray, k: int, alpha: float, fusion: str = "relative_score"
-    ) -> list[Hits]:
+    def hybrid(self, queries: Sequence[str], query_vectors: np.ndarray, k: int, alpha: float, fusion: str = "relative_score") -> list[Hits]:
         # the extremes are exactly one search, in both modes (as in t2exp.index.fusion.fuse)
         if alpha == 1.0:
             return self.dense(query_vectors, k)
@@ -257,9 +262,14 @@ class WeaviateStore:
                 out.append(self.dense(v[None, :], k)[0])
                 continue
             res = self.collection.query.hybrid(
-                query=q, vector=v.tolist(), alpha=float(alpha), fusion_type=fusion_type,
-                query_properties=["text"], limit=max(k, 1),
-                return_metadata=MetadataQuery(score=True), return_properties=["context_id"],
+                query=q,
+                vector=v.tolist(),
+                alpha=float(alpha),
+                fusion_type=fusion_type,
+                query_properties=["text"],
+                limit=max(k, 1),
+                return_metadata=MetadataQuery(score=True),
+                return_properties=["context_id"],
             )
             out.append(self._hits(res.objects, lambda m: m.score))
         return out

@@ -128,7 +128,7 @@ def extract_number(text: str | None) -> float | None:
             return nums[0].value
     markers = list(_MARKER_RE.finditer(text))
     if markers:
-        nums = _numbers(text[markers[-1].end():])
+        nums = _numbers(text[markers[-1].end() :])
         if nums:
             return nums[0].value
     for line in reversed(text.splitlines()):
@@ -151,7 +151,7 @@ def answer_span(text: str | None) -> str | None:
         return boxed[-1]
     markers = list(_MARKER_RE.finditer(text))
     if markers:
-        for line in text[markers[-1].end():].splitlines():
+        for line in text[markers[-1].end() :].splitlines():
             if line.strip():
                 return line.strip()
     for line in reversed(text.splitlines()):

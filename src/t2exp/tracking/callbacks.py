@@ -56,8 +56,12 @@ class MLflowSweepCallback(Callback):
         except Exception as exc:
             # Hydra turns a callback's exception into a warning and runs the sweep anyway, without
             # its parent run (orphan children, no report): the sweep ends here, before any cell
-            exit_with(redact_text(f"tracking.uri={self.uri}: the sweep's parent run could not be created "
-                                  f"({type(exc).__name__}: {one_line(exc, 200)}); check the tracking store and run the sweep again"))
+            exit_with(
+                redact_text(
+                    f"tracking.uri={self.uri}: the sweep's parent run could not be created "
+                    f"({type(exc).__name__}: {one_line(exc, 200)}); check the tracking store and run the sweep again"
+                )
+            )
         self.parent_id = run.info.run_id
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)
@@ -76,8 +80,9 @@ class MLflowSweepCallback(Callback):
             self._close_if_running()
         elif submitted_only(config.hydra.launcher):  # the cells run on without this process
             self.detached = True
-            log.info("MLflow parent run %s stays RUNNING until `t2exp collect %s` finds every cell ended",
-                     self.parent_id, config.hydra.sweep.dir)
+            log.info(
+                "MLflow parent run %s stays RUNNING until `t2exp collect %s` finds every cell ended", self.parent_id, config.hydra.sweep.dir
+            )
         else:
             close_sweep(str(self.uri), self.parent_id)
         os.environ.pop(PARENT_ENV, None)

@@ -72,8 +72,12 @@ def finished_metrics(cfg: DictConfig, key: str, *, mirror: bool = True) -> dict[
     if done is None:
         return None
     mirrored = mirror_into_sweep(tr.uri, tr.experiment, tr.get("artifact_location"), done, run_name(cfg)) if mirror else None
-    log.info("resume: cell %s already FINISHED as MLflow run %s; skipped%s", key, done.info.run_id,
-             f" (listed under this sweep as run {mirrored})" if mirrored else "")
+    log.info(
+        "resume: cell %s already FINISHED as MLflow run %s; skipped%s",
+        key,
+        done.info.run_id,
+        f" (listed under this sweep as run {mirrored})" if mirrored else "",
+    )
     return dict(done.data.metrics)
 
 
@@ -138,8 +142,11 @@ class CellLog:
 
     def print_summary(self, result: CellResult) -> None:
         tracker, tr = self.tracker, self.cfg.tracking
-        text = results_table(result.table, self.k) + "\n" + run_footer(
-            tracker.run_id, str(tr.experiment), str(tracker.experiment_id), str(tr.uri), result.predictions_path)
+        text = (
+            results_table(result.table, self.k)
+            + "\n"
+            + run_footer(tracker.run_id, str(tr.experiment), str(tracker.experiment_id), str(tr.uri), result.predictions_path)
+        )
         print(text, file=sys.stderr)
         if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log
             avg = result.table.get("avg", {})
@@ -148,8 +155,17 @@ class CellLog:
 
 
 @contextmanager
-def cell_run(cfg: DictConfig, tags: dict[str, str], params: Mapping[str, Any], subsets: Sequence[Subset], run_dir: Path, *,
-             name: str | None = None, parent: str | None = None, closing: Callable[[], None] = lambda: None) -> Iterator[CellLog]:
+def cell_run(
+    cfg: DictConfig,
+    tags: dict[str, str],
+    params: Mapping[str, Any],
+    subsets: Sequence[Subset],
+    run_dir: Path,
+    *,
+    name: str | None = None,
+    parent: str | None = None,
+    closing: Callable[[], None] = lambda: None,
+) -> Iterator[CellLog]:
     """The MLflow run of a cell (or, with ``parent``/``name``, of one shard of it), opened with its
     ``tags``, ``params`` and ``subsets`` as inputs; the block runs the cell and calls
     :meth:`CellLog.log`. Closed FINISHED once logged, KILLED when a signal stopped it, else FAILED
@@ -166,13 +182,16 @@ def cell_run(cfg: DictConfig, tags: dict[str, str], params: Mapping[str, Any], s
         yield cell_log
     except Interrupted as exc:
         cell_log.status = "KILLED"
-        exc.args = (f"interrupted by {exc.signal_name}; MLflow run {tracker.run_id} marked KILLED; the predictions so far "
-                    f"are kept in {run_dir}: run the same command again to resume",)
+        exc.args = (
+            f"interrupted by {exc.signal_name}; MLflow run {tracker.run_id} marked KILLED; the predictions so far "
+            f"are kept in {run_dir}: run the same command again to resume",
+        )
         log.error("%s", exc.args[0])
         raise
     except TrackingError as exc:  # the store failed: what the run made is on disk, a re-run logs it
-        raise TrackingError(f"{exc}; the predictions so far are kept in {run_dir}: run the same command again to resume and "
-                            "log them") from None
+        raise TrackingError(
+            f"{exc}; the predictions so far are kept in {run_dir}: run the same command again to resume and log them"
+        ) from None
     except T2ExpError as exc:
         tracker.set_tags({"t2exp.error": str(exc)})
         raise

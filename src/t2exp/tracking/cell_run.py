@@ -26,15 +26,27 @@ SHARD_OF_TAG = "t2exp.shard_of"
 
 
 def _running(client: Any, exp_id: str, key: str, shards: int) -> list[Any]:
-    return list(client.search_runs(
-        [exp_id],
-        filter_string=f"tags.`t2exp.cell_key` = '{key}' and tags.`{SHARDS_TAG}` = '{shards}' and attributes.status = 'RUNNING'",
-        order_by=["attributes.start_time DESC"],
-    ))
+    return list(
+        client.search_runs(
+            [exp_id],
+            filter_string=f"tags.`t2exp.cell_key` = '{key}' and tags.`{SHARDS_TAG}` = '{shards}' and attributes.status = 'RUNNING'",
+            order_by=["attributes.start_time DESC"],
+        )
+    )
 
 
-def open_cell_run(tracking: Mapping[str, Any], key: str, shards: int, name: str, tags: dict[str, str], *, lock_dir: Path,
-                  params: Mapping[str, Any], subsets: Any, any_parent: bool = False) -> str:
+def open_cell_run(
+    tracking: Mapping[str, Any],
+    key: str,
+    shards: int,
+    name: str,
+    tags: dict[str, str],
+    *,
+    lock_dir: Path,
+    params: Mapping[str, Any],
+    subsets: Any,
+    any_parent: bool = False,
+) -> str:
     """The id of this attempt's RUNNING cell run (same key, same number of shards, same sweep
     parent; ``any_parent``: any), created with ``params`` and ``subsets`` as its inputs when there
     is none. Under a file lock: the shards of one attempt share one run."""

@@ -38,22 +38,37 @@ RATIONALES = {
 }
 
 
-def evaluation_data(dataset: str = "bundled", *, limit: int | None | str = FROM_CONFIG, dataset_path: str | None = None,
-                    question_splits: Sequence[str] | None = None, overrides: Sequence[str] = (),
-                    input_fields: Sequence[str] = ("question",)) -> list[dict[str, Any]]:
+def evaluation_data(
+    dataset: str = "bundled",
+    *,
+    limit: int | None | str = FROM_CONFIG,
+    dataset_path: str | None = None,
+    question_splits: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+    input_fields: Sequence[str] = ("question",),
+) -> list[dict[str, Any]]:
     """The questions of a ``conf/dataset`` option (``bundled``: the seeded sample a default run
     asks; ``limit=None``: every question; local files with ``dataset_path``) as rows of
     ``{"inputs": ..., "expectations": ...}``. ``inputs`` holds ``input_fields`` (the question,
     and any of its metadata, e.g. ``company_name``, ``report_year``: the arguments of your
     ``predict_fn``); ``expectations`` the gold answer (``expected_response``, and ``gold`` when it
     is a number), the gold context id, the question id and its subset."""
-    cfg = compose_config(dataset, dataset_path=dataset_path, question_splits=question_splits, limit=limit,  # type: ignore[arg-type]
-                         overrides=list(overrides))
+    cfg = compose_config(
+        dataset,
+        dataset_path=dataset_path,
+        question_splits=question_splits,
+        limit=limit,  # type: ignore[arg-type]
+        overrides=list(overrides),
+    )
     rows = []
     for q in load_gold(cfg).questions:
         fields = {"question": q.question, **q.metadata}
-        expectations: dict[str, Any] = {"expected_response": q.gold_raw, "context_id": q.context_id, "question_id": q.id,
-                                        "subset": q.subset}
+        expectations: dict[str, Any] = {
+            "expected_response": q.gold_raw,
+            "context_id": q.context_id,
+            "question_id": q.id,
+            "subset": q.subset,
+        }
         if q.gold is not None:
             expectations["gold"] = q.gold
         rows.append({"inputs": {f: fields.get(f, "") for f in input_fields}, "expectations": expectations})

@@ -51,8 +51,9 @@ def code_version() -> dict[str, str]:
         commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if commit.returncode == 0 and commit.stdout.strip():
             tags["mlflow.source.git.commit"] = commit.stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=10)
+            dirty = subprocess.run(
+                ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            )
             tags["t2exp.git_dirty"] = str(bool(dirty.stdout.strip())).lower()
     except (OSError, subprocess.SubprocessError):  # no git here: the version tag says what ran
         pass
@@ -74,8 +75,9 @@ def dataset_entities(subsets: Sequence[Any]) -> list[Any]:
             source_type="hugging_face" if hub else "local",
             source=json.dumps({"uri": ";".join(map(str, sources))}),
             schema=json.dumps({"columns": ["id", "context_id", "split", "question", "program_answer", "context"]}),
-            profile=json.dumps({"questions": len(s.questions), "corpus_documents": len(s.corpus),
-                                "splits": sorted({q.split for q in s.questions})}),
+            profile=json.dumps(
+                {"questions": len(s.questions), "corpus_documents": len(s.corpus), "splits": sorted({q.split for q in s.questions})}
+            ),
         )
         out.append(DatasetInput(ds, tags=[InputTag("mlflow.data.context", "evaluation")]))
     return out
@@ -87,6 +89,7 @@ def description(summary_markdown: str, cfg_line: str) -> str:
 
 def predictions_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """The columns a reader compares across runs, one row per question (lists as text)."""
+
     def cell(v: Any) -> Any:
         return json.dumps(v) if isinstance(v, (list, dict)) else v
 
@@ -110,9 +113,16 @@ def _question_hash(key: tuple[str, str]) -> str:
     return hashlib.sha256(f"{key[0]}/{key[1]}".encode()).hexdigest()
 
 
-def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapping[str, Any]], k: int,
-               spans: Mapping[str, Mapping[str, tuple[int, int]]] | None = None, tracking_uri: str | None = None,
-               limit: int | None = None) -> int:
+def log_traces(
+    client: Any,
+    experiment_id: str,
+    run_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    k: int,
+    spans: Mapping[str, Mapping[str, tuple[int, int]]] | None = None,
+    tracking_uri: str | None = None,
+    limit: int | None = None,
+) -> int:
     """One trace per question of :func:`traced_rows` (``limit``: at most that many), linked to
     the run. Its inputs name the question id first: the MLflow UI pairs two runs' traces by their
     inputs (``request_preview``), so a question pairs with itself and nothing else. Spans:
@@ -126,23 +136,53 @@ def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapp
     traced = []
     for r in traced_rows(rows, limit):
         times = spans.get(str(r["id"]), {})
-        root = client.start_trace(f"question {r['id']}", span_type="CHAIN", experiment_id=experiment_id, run_id=run_id,
-                                  inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
-                                  tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))},
-                                  start_time_ns=min((t[0] for t in times.values()), default=None))
+        root = client.start_trace(
+            f"question {r['id']}",
+            span_type="CHAIN",
+            experiment_id=experiment_id,
+            run_id=run_id,
+            inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
+            tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))},
+            start_time_ns=min((t[0] for t in times.values()), default=None),
+        )
         tid, pid = root.trace_id, root.span_id
         if r.get("retrieved") is not None:
-            _span(client, tid, pid, "retrieve", "RETRIEVER", times.get("retrieve"), inputs={"question": r.get("question"), "k": k},
-                  outputs={"retrieved": r.get("retrieved"), "scores": r.get("scores")})
+            _span(
+                client,
+                tid,
+                pid,
+                "retrieve",
+                "RETRIEVER",
+                times.get("retrieve"),
+                inputs={"question": r.get("question"), "k": k},
+                outputs={"retrieved": r.get("retrieved"), "scores": r.get("scores")},
+            )
         if r.get("generation") is not None:
-            _span(client, tid, pid, "generate", "LLM", times.get("generate"), inputs={"contexts": r.get("n_contexts")},
-                  outputs={"generation": r.get("generation"), "finish_reason": r.get("finish_reason")},
-                  attributes={"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")})
+            _span(
+                client,
+                tid,
+                pid,
+                "generate",
+                "LLM",
+                times.get("generate"),
+                inputs={"contexts": r.get("n_contexts")},
+                outputs={"generation": r.get("generation"), "finish_reason": r.get("finish_reason")},
+                attributes={"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")},
+            )
         scores = {m: r.get(m) for m in question_metric_names(k) if r.get(m) is not None}
-        _span(client, tid, pid, "score", "EVALUATOR", times.get("score"), inputs={"answer_text": r.get("answer_text")},
-              outputs={"prediction": r.get("prediction"), **scores})
-        client.end_trace(tid, outputs={"prediction": r.get("prediction"), **scores},
-                         end_time_ns=max((t[1] for t in times.values()), default=None))
+        _span(
+            client,
+            tid,
+            pid,
+            "score",
+            "EVALUATOR",
+            times.get("score"),
+            inputs={"answer_text": r.get("answer_text")},
+            outputs={"prediction": r.get("prediction"), **scores},
+        )
+        client.end_trace(
+            tid, outputs={"prediction": r.get("prediction"), **scores}, end_time_ns=max((t[1] for t in times.values()), default=None)
+        )
         traced.append((tid, r))
     if traced:  # traces are exported in the background: every one is in the store before the run ends, not at process exit
         import mlflow
@@ -152,8 +192,18 @@ def log_traces(client: Any, experiment_id: str, run_id: str, rows: Sequence[Mapp
     return len(traced)
 
 
-def _span(client: Any, tid: str, pid: str, name: str, kind: str, window: tuple[int, int] | None, *, inputs: Any, outputs: Any,
-          attributes: dict[str, Any] | None = None) -> None:
+def _span(
+    client: Any,
+    tid: str,
+    pid: str,
+    name: str,
+    kind: str,
+    window: tuple[int, int] | None,
+    *,
+    inputs: Any,
+    outputs: Any,
+    attributes: dict[str, Any] | None = None,
+) -> None:
     start, end = window if window is not None else (None, None)
     sp = client.start_span(name, tid, pid, span_type=kind, inputs=inputs, attributes=attributes, start_time_ns=start)
     client.end_span(tid, sp.span_id, outputs=outputs, end_time_ns=end)
@@ -174,10 +224,13 @@ def assess(tracking_uri: str | None, traced: Sequence[tuple[str, Mapping[str, An
         for name, value in expected.items():
             if value not in (None, ""):
                 client.log_assessment(tid, Expectation(name=name, value=value, source=source))
-        outputs = {"answer": r.get("answer_text") if r.get("answer_text") is not None else r.get("prediction"),
-                   "retrieved": r.get("retrieved") or []}
+        outputs = {
+            "answer": r.get("answer_text") if r.get("answer_text") is not None else r.get("prediction"),
+            "retrieved": r.get("retrieved") or [],
+        }
         for name in question_metric_names(k):
             value = r.get(name)
             if value is not None:
-                client.log_assessment(tid, Feedback(name=name, value=value, source=source,
-                                                    rationale=rationale(name, value, outputs, expected)))
+                client.log_assessment(
+                    tid, Feedback(name=name, value=value, source=source, rationale=rationale(name, value, outputs, expected))
+                )

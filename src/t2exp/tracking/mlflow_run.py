@@ -83,8 +83,9 @@ def _store_call(method: Callable[..., Any]) -> Callable[..., Any]:
             if not (isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _STORE_MODULES):
                 raise
             self.broken = True
-            raise TrackingError(f"tracking.uri={self.uri}: MLflow run {self.run_id} could not be written "
-                                f"({type(exc).__name__}: {one_line(exc, 160)})") from None
+            raise TrackingError(
+                f"tracking.uri={self.uri}: MLflow run {self.run_id} could not be written ({type(exc).__name__}: {one_line(exc, 160)})"
+            ) from None
 
     return call
 
@@ -95,8 +96,9 @@ class Tracker:
 
     broken = False  # a store call failed: nothing more is written
 
-    def __init__(self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str],
-                 parent: str | None = None) -> None:
+    def __init__(
+        self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str], parent: str | None = None
+    ) -> None:
         self.uri, self.run_id = uri, "(not created)"
         tags = {k: redact_text(str(redact_value(k, v))) for k, v in tags.items()}
         parent = parent or os.environ.get(PARENT_ENV)
@@ -184,8 +186,9 @@ class Tracker:
         ids: list[str] = []
         token = None
         while True:
-            page = self.client.search_traces(locations=[self.experiment_id], run_id=run_id, include_spans=False,
-                                             max_results=LINK_BATCH, page_token=token)
+            page = self.client.search_traces(
+                locations=[self.experiment_id], run_id=run_id, include_spans=False, max_results=LINK_BATCH, page_token=token
+            )
             ids.extend(t.info.trace_id for t in page)
             token = page.token
             if not token:
@@ -236,5 +239,10 @@ def mirror_into_sweep(uri: str, experiment: str, artifact_location: str | None, 
     return str(mirror.run_id)
 
 
-MIRRORED_MLFLOW_TAGS = ("mlflow.note.content", "mlflow.source.git.commit", "mlflow.source.name", "mlflow.source.type",
-                        "mlflow.loggedArtifacts")
+MIRRORED_MLFLOW_TAGS = (
+    "mlflow.note.content",
+    "mlflow.source.git.commit",
+    "mlflow.source.name",
+    "mlflow.source.type",
+    "mlflow.loggedArtifacts",
+)

@@ -29,8 +29,7 @@ def sweep_names(runs: Sequence[RunInfo]) -> dict[str, str]:
     (:func:`t2exp.evaluation.reporting.tables.swept_keys`, the report's rows); runs that still
     share a name get their run id's first 6 characters."""
     keys = [k for k in swept_keys(runs) if k not in _IN_BASE]
-    names = {r.run_id: cell_name(r.label("rag_method"), r.label("embedder"), r.label("k"), [(k, r.label(k)) for k in keys])
-             for r in runs}
+    names = {r.run_id: cell_name(r.label("rag_method"), r.label("embedder"), r.label("k"), [(k, r.label(k)) for k in keys]) for r in runs}
     seen = list(names.values())
     return {rid: (n if seen.count(n) == 1 else f"{n}{SEP}{rid[:6]}") for rid, n in names.items()}
 
@@ -39,8 +38,7 @@ def name_sweep_cells(client: Any, parent_id: str) -> dict[str, str]:
     """Renames the child runs of the sweep ``parent_id`` to :func:`sweep_names` (every child,
     finished or not, so the names tell all of them apart). Returns the new names."""
     parent = client.get_run(parent_id)
-    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
-                                  max_results=5000)
+    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'", max_results=5000)
     names = sweep_names([RunInfo.from_mlflow(c) for c in children])
     for c in children:
         if c.data.tags.get("mlflow.runName") != names[c.info.run_id]:

@@ -73,16 +73,24 @@ def _remove_half_made(db: Path) -> None:
 
 # what a message from SQLite or MLflow says about the file ({db}), and what a user does about it
 _FAULTS = (
-    (("file is not a database", "file is encrypted"),
-     "{db} is not an SQLite database ({what}); move it away, or point tracking.uri at another file (sqlite:///PATH/mlflow.db)"),
-    (("out-of-date database schema", "can't locate revision", "no such revision"),
-     "{db} holds the schema of another MLflow version ({what}; MLflow {version} here); back it up and run "
-     "'mlflow db upgrade {uri}' with MLflow {version} if the store is older, or point tracking.uri at a new file"),
+    (
+        ("file is not a database", "file is encrypted"),
+        "{db} is not an SQLite database ({what}); move it away, or point tracking.uri at another file (sqlite:///PATH/mlflow.db)",
+    ),
+    (
+        ("out-of-date database schema", "can't locate revision", "no such revision"),
+        "{db} holds the schema of another MLflow version ({what}; MLflow {version} here); back it up and run "
+        "'mlflow db upgrade {uri}' with MLflow {version} if the store is older, or point tracking.uri at a new file",
+    ),
     (("database or disk is full",), "{db}: the disk filled while the store was written ({what}); " + OS_FAULTS[errno.ENOSPC]),
-    (("readonly database", "read-only file system"),
-     "{db} is read-only here ({what}); point tracking.uri at a writable directory (sqlite:///PATH/mlflow.db)"),
-    (("unable to open database file",),
-     "{db} cannot be opened ({what}); point tracking.uri at a directory you can write (sqlite:///PATH/mlflow.db)"),
+    (
+        ("readonly database", "read-only file system"),
+        "{db} is read-only here ({what}); point tracking.uri at a writable directory (sqlite:///PATH/mlflow.db)",
+    ),
+    (
+        ("unable to open database file",),
+        "{db} cannot be opened ({what}); point tracking.uri at a directory you can write (sqlite:///PATH/mlflow.db)",
+    ),
 )
 _SCHEMA = re.compile(r"found version (\w+), but expected (\w+)")
 
@@ -105,5 +113,7 @@ def store_fault(uri: str, db: Path, exc: BaseException, removed: bool = False) -
         if cause.filename is None:
             cause.filename = str(db)
         return f"tracking.uri={uri}: {os_error_line(cause)}{gone}"
-    return (f"tracking.uri={uri}: the MLflow store {db} could not be opened ({type(exc).__name__}: {what}); "
-            f"fix it or point tracking.uri at another file (sqlite:///PATH/mlflow.db){gone}")
+    return (
+        f"tracking.uri={uri}: the MLflow store {db} could not be opened ({type(exc).__name__}: {what}); "
+        f"fix it or point tracking.uri at another file (sqlite:///PATH/mlflow.db){gone}"
+    )

@@ -64,8 +64,10 @@ def ui_line(uri: str, experiment_id: str) -> str:
 
 
 def run_footer(run_id: str, experiment: str, experiment_id: str, uri: str, predictions: Path) -> str:
-    return "\n".join([
-        f"MLflow run {run_id} in experiment '{experiment}' ({run_link(experiment_id, run_id)})",
-        ui_line(uri, experiment_id),
-        f"predictions: {predictions} (artifact predictions.jsonl of the run)",
-    ])
+    return "\n".join(
+        [
+            f"MLflow run {run_id} in experiment '{experiment}' ({run_link(experiment_id, run_id)})",
+            ui_line(uri, experiment_id),
+            f"predictions: {predictions} (artifact predictions.jsonl of the run)",
+        ]
+    )

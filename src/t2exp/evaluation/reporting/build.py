@@ -99,9 +99,17 @@ def _common_k(runs: Sequence[RunInfo]) -> int:
     return 3
 
 
-def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None = None, n_boot: int = N_BOOT,
-                seed: int = CI_SEED, tables: Sequence[str] = ("auto",), baseline: str | None = None,
-                pairs: bool = False) -> ReportResult:
+def make_report(
+    target: Target,
+    out_dir: Path,
+    source: CellSource,
+    k: int | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+    tables: Sequence[str] = ("auto",),
+    baseline: str | None = None,
+    pairs: bool = False,
+) -> ReportResult:
     """Every table ``tables`` asks for (``auto``: those the runs call for), written to ``out_dir``
     as Markdown, CSV and plots, and ``report.md`` holding them all. ``baseline``: the row the Δ
     columns compare with (:func:`~t2exp.evaluation.reporting.tables.select_baseline`; default the
@@ -114,9 +122,13 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
     if want - set(TABLES):
         raise ReportError(f"--tables: unknown {sorted(want - set(TABLES))}; allowed: {', '.join(TABLES)}")
     files: list[Path] = []
-    sections = [f"# T²-RAGBench report: {target.title}", "",
-                f"{len(runs)} run(s); generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}; "
-                f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.", ""]
+    sections = [
+        f"# T²-RAGBench report: {target.title}",
+        "",
+        f"{len(runs)} run(s); generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}; "
+        f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.",
+        "",
+    ]
     sections += [f"Note: {n}" for n in target.notes]
     t3, built = _paper_tables(runs, subsets, k, want, source, n_boot, seed, baseline)
     ladder = build_ladder(runs, subsets, k, source, n_boot, seed)
@@ -137,8 +149,9 @@ def make_report(target: Target, out_dir: Path, source: CellSource, k: int | None
     return ReportResult(out_dir, files, built, description=_description(target, t3, files))
 
 
-def _extra_sections(out_dir: Path, t3: Table, subsets: list[str], k: int, source: CellSource, n_boot: int, seed: int,
-                    pairs: bool, files: list[Path]) -> list[str]:
+def _extra_sections(
+    out_dir: Path, t3: Table, subsets: list[str], k: int, source: CellSource, n_boot: int, seed: int, pairs: bool, files: list[Path]
+) -> list[str]:
     """NM by the gold document's rank (runs with NM), and with ``pairs`` every two rows compared."""
     out = []
     ranks = build_ranks(t3.runs, t3.keys, subsets, k, source)
@@ -149,50 +162,80 @@ def _extra_sections(out_dir: Path, t3: Table, subsets: list[str], k: int, source
             add_deltas(t3, ["nm", f"mrr_at_{k}"], source, n_boot, seed)
         all_pairs = build_pairs(t3, source, n_boot, seed)
         if all_pairs is not None:
-            out.append(_write_section(out_dir, "pairs", render_pairs(all_pairs, HEADERS), lambda p: write_pairs_csv(all_pairs, p),
-                                      files))
+            out.append(_write_section(out_dir, "pairs", render_pairs(all_pairs, HEADERS), lambda p: write_pairs_csv(all_pairs, p), files))
     return out
 
 
 def _description(target: Target, t3: Table, files: list[Path]) -> str:
     """The parent run's (or the report run's) MLflow description: the Table 3 layout with a link
     per cell, and where the rest of the report is."""
-    intro = (f"**Sweep report** ({target.title}): {len(target.runs)} cell(s); keys that differ: "
-             f"{', '.join(swept_keys(target.runs)) or 'none'}. Each cell links to its run.")
+    intro = (
+        f"**Sweep report** ({target.title}): {len(target.runs)} cell(s); keys that differ: "
+        f"{', '.join(swept_keys(target.runs)) or 'none'}. Each cell links to its run."
+    )
     names = [f.name for f in files]
     plots = [n for n in names if n.endswith(".png")]
-    outro = ("Artifacts, folder report/: report.md (every table), " + ", ".join(n for n in names if n.endswith(".csv"))
-             + (f"; plots (shown as images): {', '.join(plots)}" if plots else "") + ".")
+    outro = (
+        "Artifacts, folder report/: report.md (every table), "
+        + ", ".join(n for n in names if n.endswith(".csv"))
+        + (f"; plots (shown as images): {', '.join(plots)}" if plots else "")
+        + "."
+    )
     return render_headline(t3, target.experiment_id, intro, outro)
 
 
-def _paper_tables(runs: Sequence[RunInfo], subsets: list[str], k: int, want: set[str], source: CellSource, n_boot: int,
-                  seed: int, baseline: str | None = None) -> tuple[Table, dict[str, Table]]:
+def _paper_tables(
+    runs: Sequence[RunInfo],
+    subsets: list[str],
+    k: int,
+    want: set[str],
+    source: CellSource,
+    n_boot: int,
+    seed: int,
+    baseline: str | None = None,
+) -> tuple[Table, dict[str, Table]]:
     """The Table 3 layout (always built: the corpus-size curve reads its rows), and the tables
     asked for: table3, table4 (an embedder sweep), readings (a protocol sweep or the authors')."""
     auto = "auto" in want
     built: dict[str, Table] = {}
     t3_metrics = ["nm", f"mrr_at_{k}"]
-    t3 = build_table("table3", f"Table 3 layout: Number Match and MRR@{k}", runs, label_keys(runs, ["generator", "rag_method"]),
-                     subsets, t3_metrics, source)
+    t3 = build_table(
+        "table3",
+        f"Table 3 layout: Number Match and MRR@{k}",
+        runs,
+        label_keys(runs, ["generator", "rag_method"]),
+        subsets,
+        t3_metrics,
+        source,
+    )
     if auto or "table3" in want:
         add_deltas(t3, t3_metrics, source, n_boot, seed, baseline)
         built["table3"] = t3
     has_embedder = any("embedder" in r.overrides for r in runs) or "embedder" in swept_keys(runs)
     if "table4" in want or (auto and has_embedder):
         t4_metrics = ["recall_at_1", "recall_at_5", "mrr_at_5"]
-        t4 = build_table("table4", "Table 4 layout: embedders, R@1, R@5 and MRR@5", runs, label_keys(runs, ["embedder"]),
-                         subsets, t4_metrics, source)
+        t4 = build_table(
+            "table4", "Table 4 layout: embedders, R@1, R@5 and MRR@5", runs, label_keys(runs, ["embedder"]), subsets, t4_metrics, source
+        )
         add_deltas(t4, ["mrr_at_5", "recall_at_1"], source, n_boot, seed, baseline)
         built["table4"] = t4
     protocols = {r.label("protocol") for r in runs}
     if "readings" in want or (auto and (len(protocols) > 1 or "paper" in protocols)):
-        rd = build_table("readings", f"Metric readings: t2exp's and the authors' (NM variants; MRR@{k} and R@1 in both orders)",
-                         runs, label_keys(runs, ["rag_method", "protocol"]), subsets, [], source,
-                         columns=readings_columns(subsets, k))
-        rd.notes.append("paper order = the retrieved documents re-sorted by their stored dense similarity (the authors' "
-                        "evaluation); '–' where the method kept no dense scores. NM-bare = bare float() with the "
-                        "authors' small-gold rule; NM-strict = relative error < 1 % with no power-of-ten shift.")
+        rd = build_table(
+            "readings",
+            f"Metric readings: t2exp's and the authors' (NM variants; MRR@{k} and R@1 in both orders)",
+            runs,
+            label_keys(runs, ["rag_method", "protocol"]),
+            subsets,
+            [],
+            source,
+            columns=readings_columns(subsets, k),
+        )
+        rd.notes.append(
+            "paper order = the retrieved documents re-sorted by their stored dense similarity (the authors' "
+            "evaluation); '–' where the method kept no dense scores. NM-bare = bare float() with the "
+            "authors' small-gold rule; NM-strict = relative error < 1 % with no power-of-ten shift."
+        )
         built["readings"] = rd
     return t3, built
 
@@ -213,8 +256,9 @@ def _write_table(out_dir: Path, name: str, t: Table, files: list[Path]) -> list[
     return [md, f"(no bar plot: {len(t.runs)} rows; at most {MAX_BAR_ROWS} are drawn)\n"]
 
 
-def _corpus_size_section(out_dir: Path, runs: Sequence[RunInfo], keys: list[str], subsets: list[str], metric: str,
-                         source: CellSource, files: list[Path]) -> list[str]:
+def _corpus_size_section(
+    out_dir: Path, runs: Sequence[RunInfo], keys: list[str], subsets: list[str], metric: str, source: CellSource, files: list[Path]
+) -> list[str]:
     """``metric`` against the number of indexed documents (runs that differ in dataset.corpus_size)."""
     gkeys, points = corpus_curve(runs, keys, subsets, metric, source)
     if not points:
@@ -235,8 +279,7 @@ def log_report(client: Any, target: Target, result: ReportResult) -> str:
     if target.parent_id is not None:
         run_id = target.parent_id
     else:
-        run = client.create_run(target.experiment_id, run_name="report",
-                                tags={"t2exp.report": "1", "mlflow.runName": "report"})
+        run = client.create_run(target.experiment_id, run_name="report", tags={"t2exp.report": "1", "mlflow.runName": "report"})
         run_id = run.info.run_id
     for f in result.files:
         client.log_artifact(run_id, str(f), "report")
@@ -275,9 +318,19 @@ def default_out_dir(target: str) -> Path:
     return inside(reports / safe_segment(target), reports, action="write")
 
 
-def report(target: str, out: str | Path | None = None, *, tracking_uri: str | None = None, k: int | None = None,
-           tables: str | Sequence[str] = "auto", n_boot: int = N_BOOT, seed: int = CI_SEED, log: bool = True,
-           baseline: str | None = None, pairs: bool = False) -> ReportResult:
+def report(
+    target: str,
+    out: str | Path | None = None,
+    *,
+    tracking_uri: str | None = None,
+    k: int | None = None,
+    tables: str | Sequence[str] = "auto",
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+    log: bool = True,
+    baseline: str | None = None,
+    pairs: bool = False,
+) -> ReportResult:
     """The report of ``target`` (a sweep's parent run id or an experiment name) written to ``out``
     (default ``outputs/reports/<target>`` under the current directory) and, with ``log``, logged to
     MLflow. ``baseline``: the row the Δ columns compare with (a run id or ``key=value``
@@ -292,8 +345,17 @@ def report(target: str, out: str | Path | None = None, *, tracking_uri: str | No
     resolved = resolve_target(client, target)
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))
     names = [t.strip() for t in tables.split(",")] if isinstance(tables, str) else list(tables)
-    result = make_report(resolved, Path(out) if out is not None else default_out_dir(target), source, k=k, n_boot=n_boot,
-                         seed=seed, tables=names, baseline=baseline, pairs=pairs)
+    result = make_report(
+        resolved,
+        Path(out) if out is not None else default_out_dir(target),
+        source,
+        k=k,
+        n_boot=n_boot,
+        seed=seed,
+        tables=names,
+        baseline=baseline,
+        pairs=pairs,
+    )
     if log:
         result.logged_to = log_report(client, resolved, result)
     return result

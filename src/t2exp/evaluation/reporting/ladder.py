@@ -81,17 +81,23 @@ def render_ladder(lad: Ladder) -> str:
         ref = label.get(lad.against.get(r.run_id, ""), "–")
         rows.append([label[r.run_id], questions_of(r)] + [lad.cells[(r.run_id, s, m)].text for s, m in lad.columns] + [delta, ref])
     lines = ["## Ablation ladder", "", tabular.markdown(heads, rows, left={0, 1, len(heads) - 1})]  # rung, questions, vs
-    lines += ["", "Rows: the rungs in order (l0 → the full method), then the alternatives (alt_*), each against the full method. "
-              "Δ: paired difference to the row named in 'vs' on the same questions (paired bootstrap 95 % CI, two-sided sign-flip "
-              "permutation p). Values in %, 95 % bootstrap CIs."]
+    lines += [
+        "",
+        "Rows: the rungs in order (l0 → the full method), then the alternatives (alt_*), each against the full method. "
+        "Δ: paired difference to the row named in 'vs' on the same questions (paired bootstrap 95 % CI, two-sided sign-flip "
+        "permutation p). Values in %, 95 % bootstrap CIs.",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def write_ladder_csv(lad: Ladder, path: Path) -> None:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["rung", "run_id", "questions"] + [f"{s}/{m}" for s, m in lad.columns]
-                   + ["vs", "delta", "delta_ci_low", "delta_ci_high", "delta_p", "delta_n"])
+        w.writerow(
+            ["rung", "run_id", "questions"]
+            + [f"{s}/{m}" for s, m in lad.columns]
+            + ["vs", "delta", "delta_ci_low", "delta_ci_high", "delta_p", "delta_n"]
+        )
         label = {r.run_id: r.label(KEY) for r in lad.runs}
         for r in lad.runs:
             d = lad.deltas.get(r.run_id)

@@ -52,11 +52,25 @@ def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
 
     keys = " · ".join(headers.get(k, k) for k in p.keys)
     head = [f"A ({keys})", f"B ({keys})", "n", f"Δ A−B Avg {metric_label(p.metric)}", "p", holm_header(p.m)]
-    rows = [[label(a), label(b), str(d.n), tabular.value(d.diff, d.low, d.high, signed=True), format_p(d.p),
-             format_p(d.p_holm if d.p_holm is not None else d.p)] for a, b, d in p.rows]
-    lines = [f"## All pairs: Avg {metric_label(p.metric)}", "", tabular.markdown(head, rows, left=2), "",
-             "Δ in %, paired question by question, 95 % paired bootstrap CI in brackets; p: two-sided paired sign-flip "
-             f"permutation; {holm_header(p.m)}: Holm–Bonferroni over all {p.m} pairs."]
+    rows = [
+        [
+            label(a),
+            label(b),
+            str(d.n),
+            tabular.value(d.diff, d.low, d.high, signed=True),
+            format_p(d.p),
+            format_p(d.p_holm if d.p_holm is not None else d.p),
+        ]
+        for a, b, d in p.rows
+    ]
+    lines = [
+        f"## All pairs: Avg {metric_label(p.metric)}",
+        "",
+        tabular.markdown(head, rows, left=2),
+        "",
+        "Δ in %, paired question by question, 95 % paired bootstrap CI in brackets; p: two-sided paired sign-flip "
+        f"permutation; {holm_header(p.m)}: Holm–Bonferroni over all {p.m} pairs.",
+    ]
     if p.other_questions:
         lines.append(f"Note: {p.other_questions} pair(s) asked other questions: not compared.")
     return "\n".join(lines) + "\n"
@@ -65,8 +79,10 @@ def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
 def write_pairs_csv(p: Pairs, path: Path) -> None:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["run_id_a", "run_id_b", "label_a", "label_b", "metric", "n", "delta", "delta_ci_low", "delta_ci_high",
-                    "p", "p_holm", "holm_m"])
+        w.writerow(
+            ["run_id_a", "run_id_b", "label_a", "label_b", "metric", "n", "delta", "delta_ci_low", "delta_ci_high", "p", "p_holm", "holm_m"]
+        )
         for a, b, d in p.rows:
-            w.writerow([a.run_id, b.run_id, a.name, b.name, p.metric, d.n, repr(d.diff), repr(d.low), repr(d.high),
-                        repr(d.p), repr(d.p_holm), p.m])
+            w.writerow(
+                [a.run_id, b.run_id, a.name, b.name, p.metric, d.n, repr(d.diff), repr(d.low), repr(d.high), repr(d.p), repr(d.p_holm), p.m]
+            )

@@ -53,8 +53,9 @@ def bars_figure(t: Table) -> Any:
     labels = [" / ".join(r.label(k) for k in t.keys) for r in t.runs]
     title = " / ".join(HEADERS.get(k, k) for k in t.keys)
     panel = max(4.0, 0.45 * len(t.runs) + 2.5)
-    fig, axes = plt.subplots(1, len(metrics), squeeze=False, layout="constrained",
-                             figsize=(panel * len(metrics) + _legend_width(labels, title), 4.2))
+    fig, axes = plt.subplots(
+        1, len(metrics), squeeze=False, layout="constrained", figsize=(panel * len(metrics) + _legend_width(labels, title), 4.2)
+    )
     width = 0.8 / len(t.runs)
     colours = series_colours(len(t.runs))
     for ax, metric in zip(axes[0], metrics, strict=True):
@@ -99,15 +100,23 @@ def curve_figure(group_keys: Sequence[str], points: Sequence[CurvePoint], metric
     groups = list(dict.fromkeys(p.group for p in points))
     labels = [" / ".join(g) if g else metric_label(metric) for g in groups]
     title = " / ".join(HEADERS.get(k, k) for k in group_keys)
-    fig, axes = plt.subplots(1, len(shown), squeeze=False, layout="constrained",
-                             figsize=(4.5 * len(shown) + _legend_width(labels, title), 4.0))
+    fig, axes = plt.subplots(
+        1, len(shown), squeeze=False, layout="constrained", figsize=(4.5 * len(shown) + _legend_width(labels, title), 4.0)
+    )
     colours = series_colours(len(groups))
     for ax, s in zip(axes[0], shown, strict=True):
         for colour, g, label in zip(colours, groups, labels, strict=True):
             pts = [p for p in points if p.group == g and p.subset == s]
             if pts:
-                ax.errorbar([p.docs for p in pts], [p.mean for p in pts], yerr=[p.std for p in pts], marker="o", capsize=3,
-                            label=label, color=colour)
+                ax.errorbar(
+                    [p.docs for p in pts],
+                    [p.mean for p in pts],
+                    yerr=[p.std for p in pts],
+                    marker="o",
+                    capsize=3,
+                    label=label,
+                    color=colour,
+                )
         xs = sorted({round(p.docs) for p in points if p.subset == s})
         ax.set_xscale("log")
         ax.set_xticks(xs)

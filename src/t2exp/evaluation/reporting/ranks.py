@@ -33,8 +33,9 @@ def gold_bucket(row: Mapping[str, Any], k: int) -> str | None:
     return "rank_1" if rr >= 1.0 else ("ranks_2_k" if rr > 0 else "not_retrieved")
 
 
-def rank_breakdown(rows: Sequence[Mapping[str, Any]], k: int, metric: str = "nm", n_boot: int = N_BOOT,
-                   seed: int = CI_SEED) -> dict[str, dict[str, MetricValue]]:
+def rank_breakdown(
+    rows: Sequence[Mapping[str, Any]], k: int, metric: str = "nm", n_boot: int = N_BOOT, seed: int = CI_SEED
+) -> dict[str, dict[str, MetricValue]]:
     """``{subset | "avg": {bucket | "all": MetricValue}}``: ``metric`` (percent, CI) over the
     questions of each gold-rank bucket, per subset and over every subset (``avg``)."""
     latest = index_by_question(rows)[0].values()  # a resumed run's repeated question counts once
@@ -60,8 +61,9 @@ class RankTable:
     cells: dict[str, dict[str, dict[str, MetricValue]]]  # run_id -> rank_breakdown
 
 
-def build_ranks(runs: Sequence[RunInfo], keys: list[str], subsets: Sequence[str], k: int, source: CellSource,
-                metric: str = "nm") -> RankTable | None:
+def build_ranks(
+    runs: Sequence[RunInfo], keys: list[str], subsets: Sequence[str], k: int, source: CellSource, metric: str = "nm"
+) -> RankTable | None:
     """The breakdown of every run (in ``runs``' order) with a value of ``metric``; None when no
     run has one (retrieval-only runs have no NM)."""
     cells = {}
@@ -75,8 +77,7 @@ def build_ranks(runs: Sequence[RunInfo], keys: list[str], subsets: Sequence[str]
 
 
 def _bucket_header(bucket: str, k: int) -> str:
-    return {"rank_1": "gold at rank 1", "ranks_2_k": f"gold at ranks 2–{k}", "not_retrieved": f"gold not in top {k}",
-            ALL: "all"}[bucket]
+    return {"rank_1": "gold at rank 1", "ranks_2_k": f"gold at ranks 2–{k}", "not_retrieved": f"gold not in top {k}", ALL: "all"}[bucket]
 
 
 def _cell(v: MetricValue | None) -> str:
@@ -92,10 +93,14 @@ def render_ranks(t: RankTable, headers: Mapping[str, str]) -> str:
             got = t.cells[r.run_id].get(s)
             if got is not None:
                 rows.append([*(r.label(k) for k in t.keys), "Avg" if s == AVG else s, *(_cell(got.get(b)) for b in (*BUCKETS, ALL))])
-    lines = [f"## {label} by where the gold document ranked (top {t.k})", "",
-             tabular.markdown(head, rows, left=len(t.keys) + 1), "",
-             f"Values in %, 95 % bootstrap CI in brackets, n = questions; recomputed from each run's predictions.jsonl "
-             f"by the app's evaluator. 'all' = every question with a ranking and a {label} value."]
+    lines = [
+        f"## {label} by where the gold document ranked (top {t.k})",
+        "",
+        tabular.markdown(head, rows, left=len(t.keys) + 1),
+        "",
+        f"Values in %, 95 % bootstrap CI in brackets, n = questions; recomputed from each run's predictions.jsonl "
+        f"by the app's evaluator. 'all' = every question with a ranking and a {label} value.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -19,7 +19,6 @@ def _fmt_cell(c: Cell) -> str:
     return c.text + ("†" if c.derived and c.mean is not None else "")
 
 
-
 def _col_header(subset: str, metric: str) -> str:
     return f"{'Avg' if subset == AVG else subset} {metric_label(metric)}"
 
@@ -52,8 +51,10 @@ def render_markdown(t: Table) -> str:
             cells += _delta_cells(t, r.run_id)
         rows.append(cells)
     lines = [f"## {t.title}", "", tabular.markdown(heads, rows, left=len(t.keys)), ""]
-    lines.append(f"Values in %, 95 % bootstrap CI in brackets ({N_BOOT:,} resamples of questions, as logged by each run); "
-                 "Avg = question-weighted over subsets.")
+    lines.append(
+        f"Values in %, 95 % bootstrap CI in brackets ({N_BOOT:,} resamples of questions, as logged by each run); "
+        "Avg = question-weighted over subsets."
+    )
     if any(c.derived for c in t.cells.values()):
         lines.append("† not logged by the run (its k differs): recomputed from its predictions.jsonl as the app computes it.")
     if with_delta:
@@ -65,12 +66,17 @@ def render_markdown(t: Table) -> str:
 def delta_note(t: Table) -> str:
     """What the Δ columns mean, naming the baseline and the correction."""
     base = next(r for r in t.runs if r.run_id == t.best)
-    which = (f"the row --baseline named ({base.name}, run {base.run_id[:8]})" if t.named_baseline
-             else "the row with the best Avg (--baseline picks another)")
-    return (f"Δ vs {baseline_word(t)}: difference in Avg {metric_label(t.primary or '')} to {which}, paired question by "
-            "question, with its 95 % paired bootstrap CI and a two-sided paired sign-flip permutation p (only for rows asked "
-            f"the same questions); {holm_header(t.m)}: that p Holm–Bonferroni-corrected over the {t.m} comparison(s) with the "
-            f"{baseline_word(t)} row.")
+    which = (
+        f"the row --baseline named ({base.name}, run {base.run_id[:8]})"
+        if t.named_baseline
+        else "the row with the best Avg (--baseline picks another)"
+    )
+    return (
+        f"Δ vs {baseline_word(t)}: difference in Avg {metric_label(t.primary or '')} to {which}, paired question by "
+        "question, with its 95 % paired bootstrap CI and a two-sided paired sign-flip permutation p (only for rows asked "
+        f"the same questions); {holm_header(t.m)}: that p Holm–Bonferroni-corrected over the {t.m} comparison(s) with the "
+        f"{baseline_word(t)} row."
+    )
 
 
 def write_csv(t: Table, path: Path) -> None:
@@ -78,8 +84,17 @@ def write_csv(t: Table, path: Path) -> None:
     for s, m in t.columns:
         head += [f"{s}/{m}", f"{s}/{m}_ci_low", f"{s}/{m}_ci_high"]
     if t.best is not None:
-        head += ["delta_metric", "baseline_run_id", "delta_vs_baseline", "delta_ci_low", "delta_ci_high", "delta_p",
-                 "delta_p_holm", "holm_m", "delta_n"]
+        head += [
+            "delta_metric",
+            "baseline_run_id",
+            "delta_vs_baseline",
+            "delta_ci_low",
+            "delta_ci_high",
+            "delta_p",
+            "delta_p_holm",
+            "holm_m",
+            "delta_n",
+        ]
 
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -108,8 +123,10 @@ def _num(v: float | None) -> str:
 def render_curve(group_keys: Sequence[str], points: Sequence[CurvePoint], metric: str) -> str:
     gh = [HEADERS.get(k, k) for k in group_keys]
     head = gh + ["Subset", "corpus_size", "Documents", "Questions (mean)", "Seeds", f"{metric_label(metric)} mean", "std"]
-    rows = [[*p.group, p.subset, p.size, f"{p.docs:.0f}", f"{p.questions:.1f}", str(p.n), tabular.value(p.mean), tabular.value(p.std)]
-            for p in points]
+    rows = [
+        [*p.group, p.subset, p.size, f"{p.docs:.0f}", f"{p.questions:.1f}", str(p.n), tabular.value(p.mean), tabular.value(p.std)]
+        for p in points
+    ]
     lines = [f"## {metric_label(metric)} vs corpus size", "", tabular.markdown(head, rows, left=len(gh) + 2)]
     lines += ["", "Mean ± sample std over the runs of a cell (the corpus seeds); corpus_size=null is the full corpus."]
     return "\n".join(lines) + "\n"
@@ -122,8 +139,19 @@ def write_curve_csv(group_keys: Sequence[str], points: Sequence[CurvePoint], met
             [*group_keys, "subset", "corpus_size", "documents", "questions_mean", "n_runs", f"{metric}_mean", f"{metric}_std", "values"]
         )
         for p in points:
-            w.writerow([*p.group, p.subset, p.size, repr(p.docs), repr(p.questions), p.n, repr(p.mean), repr(p.std),
-                        ";".join(repr(v) for v in p.values)])
+            w.writerow(
+                [
+                    *p.group,
+                    p.subset,
+                    p.size,
+                    repr(p.docs),
+                    repr(p.questions),
+                    p.n,
+                    repr(p.mean),
+                    repr(p.std),
+                    ";".join(repr(v) for v in p.values),
+                ]
+            )
 
 
 def experiment_link(experiment_id: str) -> str:
@@ -145,8 +173,10 @@ def questions_link(experiment_id: str, run_id: str, other_id: str) -> str:
     return f"#/experiments/{experiment_id}/evaluation-runs/{run_id}/traces?compareToRunUuid={other_id}"
 
 
-QUESTIONS_NOTE = ("Questions: the cell's traces next to the baseline's, question by question (MLflow's trace comparison); "
-                  "`t2exp compare CELL_RUN BASELINE_RUN` lists the questions that differ, largest effect first.")
+QUESTIONS_NOTE = (
+    "Questions: the cell's traces next to the baseline's, question by question (MLflow's trace comparison); "
+    "`t2exp compare CELL_RUN BASELINE_RUN` lists the questions that differ, largest effect first."
+)
 
 
 def _questions_cell(t: Table, experiment_id: str, run_id: str) -> str:
@@ -162,6 +192,7 @@ SUMMARY_ROWS = 5  # rows the description's first lines sum up (a collapsed descr
 def _subset_pairs(t: Table, run_id: str) -> str:
     """``FinQA 46.7 vs 100.0, TAT-DQA 51.7 vs 97.5``: per subset, the row's primary metric next to
     the baseline's (the values of the table's cells)."""
+
     def mean(rid: str, subset: str) -> str:
         c = t.cells.get((rid, subset, str(t.primary)))
         return tabular.value(None if c is None else c.mean)
@@ -182,10 +213,12 @@ def _summary(t: Table, experiment_id: str) -> list[str]:
         d = t.deltas[r.run_id]
         holm_p = "" if d.p_holm is None else f", Holm {p_text(d.p_holm)}"
         per_subset = _subset_pairs(t, r.run_id)
-        lines.append(f"**{r.name}** vs {baseline_word(t)} **{base.name}**: {metric_label(t.primary or '')} "
-                     f"{per_subset + '; ' if per_subset else ''}Δ Avg {tabular.value(d.diff, d.low, d.high, signed=True)}, "
-                     f"{p_text(d.p)}{holm_p} · "
-                     f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})")
+        lines.append(
+            f"**{r.name}** vs {baseline_word(t)} **{base.name}**: {metric_label(t.primary or '')} "
+            f"{per_subset + '; ' if per_subset else ''}Δ Avg {tabular.value(d.diff, d.low, d.high, signed=True)}, "
+            f"{p_text(d.p)}{holm_p} · "
+            f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})"
+        )
     more = len(t.deltas) - len(lines)
     return ["  \n".join(lines) + (f"  \n… {more} more in the table" if more > 0 else "")]
 

@@ -77,8 +77,9 @@ def _search_all(client: Any, experiment_id: str, filter_string: str = "") -> lis
     out: list[Any] = []
     token = None
     while True:
-        page = client.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token,
-                                  order_by=["attributes.start_time ASC"])
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
+        )
         out.extend(page)
         token = page.token
         if not token:
@@ -101,9 +102,11 @@ def _nothing_finished(client: Any, title: str, parent_id: str, exp_id: str, chil
         statuses[c.info.status] = statuses.get(c.info.status, 0) + 1
     experiment = client.get_experiment(exp_id).name
     counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
-    return (f"sweep {title!r} (parent run {parent_id}, experiment {experiment!r}): no cell finished ({counts}); nothing "
-            f"to report: run the sweep again (with resume=true it goes on from the predictions made so far), then "
-            f"report its new parent run or the experiment")
+    return (
+        f"sweep {title!r} (parent run {parent_id}, experiment {experiment!r}): no cell finished ({counts}); nothing "
+        f"to report: run the sweep again (with resume=true it goes on from the predictions made so far), then "
+        f"report its new parent run or the experiment"
+    )
 
 
 def resolve_target(client: Any, target: str) -> Target:
@@ -124,19 +127,28 @@ def resolve_target(client: Any, target: str) -> Target:
             if len(bad) == len(children):
                 raise ReportError(_nothing_finished(client, title, target, exp_id, bad))
             if bad:
-                notes.append(f"{len(bad)} child run(s) not FINISHED and left out: "
-                             + ", ".join(f"{c.info.run_id[:8]} ({c.info.status})" for c in bad))
+                notes.append(
+                    f"{len(bad)} child run(s) not FINISHED and left out: "
+                    + ", ".join(f"{c.info.run_id[:8]} ({c.info.status})" for c in bad)
+                )
             done = _newest_per_cell([c for c in children if c.info.status == "FINISHED"])
             return Target(f"{title} (parent run {target})", exp_id, target, [RunInfo.from_mlflow(r) for r in done], notes)
     exp = client.get_experiment_by_name(target)
     if exp is None:
         raise ReportError(f"{target!r} is neither a run id nor an MLflow experiment name at this tracking URI")
-    runs = [r for r in _search_all(client, exp.experiment_id)
-            if r.info.status == "FINISHED" and r.data.tags.get("t2exp.sweep") != "parent" and "t2exp.report" not in r.data.tags
-            and "t2exp.shard" not in r.data.tags]  # a sharded cell's shard runs: the cell's run reports it
+    runs = [
+        r
+        for r in _search_all(client, exp.experiment_id)
+        if r.info.status == "FINISHED"
+        and r.data.tags.get("t2exp.sweep") != "parent"
+        and "t2exp.report" not in r.data.tags
+        and "t2exp.shard" not in r.data.tags
+    ]  # a sharded cell's shard runs: the cell's run reports it
     if not runs:
-        raise ReportError(f"experiment {target!r} has no FINISHED runs; nothing to report: run python -m t2exp there "
-                          "(tracking.experiment=...) until a run finishes, or name another experiment")
+        raise ReportError(
+            f"experiment {target!r} has no FINISHED runs; nothing to report: run python -m t2exp there "
+            "(tracking.experiment=...) until a run finishes, or name another experiment"
+        )
     done = _newest_per_cell(runs)
     if len(done) < len(runs):
         notes.append(f"{len(runs) - len(done)} older run(s) of an already reported config cell left out (newest kept)")

@@ -37,6 +37,7 @@ def method_order() -> tuple[str, ...]:
     order, then t2exp's; ``t2exp.infra.option_meta``): one place, read from the shipped options."""
     return tuple(display_order(option_metas(CONF_DIR, "rag_method")))
 
+
 SEED_KEYS = ("dataset.corpus_seed", "seed")
 
 
@@ -81,7 +82,6 @@ def find_subsets(runs: Sequence[RunInfo]) -> list[str]:
             if subset != AVG and METRIC.match(metric) and not is_headline(name):
                 found.add(subset)
     return sorted(found, key=lambda s: (SUBSETS.index(s) if s in SUBSETS else len(SUBSETS), s))
-
 
 
 @dataclass(frozen=True)
@@ -165,8 +165,16 @@ def readings_columns(subsets: Sequence[str], k: int) -> list[tuple[str, str]]:
     return cols + [(AVG, m) for m in (*NM_METRICS, mrr, mrr_paper, "recall_at_1", r1_paper, "recall_at_5")]
 
 
-def build_table(name: str, title: str, runs: Sequence[RunInfo], keys: list[str], subsets: Sequence[str],
-                metrics: Sequence[str], source: CellSource, columns: Sequence[tuple[str, str]] | None = None) -> Table:
+def build_table(
+    name: str,
+    title: str,
+    runs: Sequence[RunInfo],
+    keys: list[str],
+    subsets: Sequence[str],
+    metrics: Sequence[str],
+    source: CellSource,
+    columns: Sequence[tuple[str, str]] | None = None,
+) -> Table:
     ordered = sort_runs(runs, keys)
     if columns is None:
         columns = [(s, m) for s in [*subsets, AVG] for m in metrics]
@@ -177,8 +185,10 @@ def build_table(name: str, title: str, runs: Sequence[RunInfo], keys: list[str],
     t = Table(name, title, keys, ordered, used, cells)
     empty = [m for m in metrics if all((s, m) not in used for s in [*subsets, AVG])]
     if empty:
-        t.notes.append(f"Not computed by any run (left out): {', '.join(metric_label(m) for m in empty)}"
-                       + (" — retrieval-only runs (generator=none) have no NM" if "nm" in empty else ""))
+        t.notes.append(
+            f"Not computed by any run (left out): {', '.join(metric_label(m) for m in empty)}"
+            + (" — retrieval-only runs (generator=none) have no NM" if "nm" in empty else "")
+        )
     return t
 
 
@@ -196,8 +206,10 @@ def select_baseline(runs: Sequence[RunInfo], spec: str) -> RunInfo:
         return hits[0]
     rows = "; ".join(f"{r.run_id[:8]} ({r.name})" for r in runs)
     what = "no run" if not hits else f"{len(hits)} runs"
-    raise ReportError(f"--baseline {spec!r}: {what} of the report match(es); give one run id (6+ characters) or "
-                      f"key=value overrides that one run has: {rows}")
+    raise ReportError(
+        f"--baseline {spec!r}: {what} of the report match(es); give one run id (6+ characters) or "
+        f"key=value overrides that one run has: {rows}"
+    )
 
 
 def _label_matches(run: RunInfo, key: str, value: str) -> bool:
@@ -240,8 +252,7 @@ def _best_row(table: Table, metrics: Sequence[str], primary: str) -> RunInfo | N
     return max(scored, key=rank)[1] if scored else None
 
 
-def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot: int, seed: int,
-               baseline: str | None = None) -> None:
+def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot: int, seed: int, baseline: str | None = None) -> None:
     """Δ vs the baseline: each row against the row with the best question-weighted average, or the
     row ``baseline`` names (:func:`select_baseline`); the p-values Holm-corrected over the rows
     compared."""
@@ -282,10 +293,10 @@ class CurvePoint:
     values: list[float]
 
 
-def corpus_curve(runs: Sequence[RunInfo], keys: Sequence[str], subsets: Sequence[str], metric: str,
-                 source: CellSource) -> tuple[list[str], list[CurvePoint]]:
-    group_keys = [k for k in keys if k not in ("dataset.corpus_size", "run", *SEED_KEYS)
-                  and len({r.label(k) for r in runs}) > 1]
+def corpus_curve(
+    runs: Sequence[RunInfo], keys: Sequence[str], subsets: Sequence[str], metric: str, source: CellSource
+) -> tuple[list[str], list[CurvePoint]]:
+    group_keys = [k for k in keys if k not in ("dataset.corpus_size", "run", *SEED_KEYS) and len({r.label(k) for r in runs}) > 1]
     buckets: dict[tuple[tuple[str, ...], str, str], list[RunInfo]] = {}
     for r in runs:
         g = tuple(r.label(k) for k in group_keys)

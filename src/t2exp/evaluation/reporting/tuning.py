@@ -86,8 +86,11 @@ def render_tuning(t: TuningTable) -> str:
         rows.append(row)
     keys = len(t.keys)  # labels: the keys, "tuned on" and "reported on" (the questions of each run)
     lines = ["## Tuned on vs reported on", "", tabular.markdown(heads, rows, left={*range(keys + 1), keys + 1 + len(scopes)})]
-    lines += ["", "Each row: one config run on the questions its values were chosen on (tuned on) and on held-out questions of "
-              "the same subsets (reported on; the corpus is the same). Quote the reported-on columns. 95 % bootstrap CIs."]
+    lines += [
+        "",
+        "Each row: one config run on the questions its values were chosen on (tuned on) and on held-out questions of "
+        "the same subsets (reported on; the corpus is the same). Quote the reported-on columns. 95 % bootstrap CIs.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -109,8 +109,6 @@ def _retrieval_mode(subs: list[Submitted], columns: set[str]) -> str:
     return "none"
 
 
-
-
 def score_rows(
     subs: list[Submitted], columns: set[str], gold: Gold, *, k: int = Config.k, n_boot: int = N_BOOT, seed: int = CI_SEED, source: str = ""
 ) -> ScoreResult:
@@ -140,8 +138,17 @@ def score_rows(
     degenerate = degenerate_counts(per_q.rows) if with_nm else {}
     counts.degenerate_predictions = sum(degenerate.values())
     metrics = _flat_metrics(table, subset_counts, degenerate if with_nm else None, counts)
-    notes = submission_notes(counts, retrieval, with_nm, k, matched.unknown, matched.duplicates, matched.ambiguous,
-                             per_q.no_ranking, gold.params.get("dataset.limit"))
+    notes = submission_notes(
+        counts,
+        retrieval,
+        with_nm,
+        k,
+        matched.unknown,
+        matched.duplicates,
+        matched.ambiguous,
+        per_q.no_ranking,
+        gold.params.get("dataset.limit"),
+    )
     return ScoreResult(
         metrics=metrics,
         table=table,
@@ -215,8 +222,9 @@ class _PerQuestion:
     no_ranking: int = 0
 
 
-def _per_question(gold: Gold, first: dict[tuple[str, str], Submitted], retrieval: str, with_nm: bool, names: list[str], k: int,
-                  counts: Counts) -> _PerQuestion:
+def _per_question(
+    gold: Gold, first: dict[tuple[str, str], Submitted], retrieval: str, with_nm: bool, names: list[str], k: int, counts: Counts
+) -> _PerQuestion:
     out = _PerQuestion()
     for q in gold.questions:
         s = first.get((q.subset, q.id))
@@ -238,9 +246,16 @@ def _per_question(gold: Gold, first: dict[tuple[str, str], Submitted], retrieval
             out.no_ranking += s is not None and not s.retrieved
         elif retrieval == "rank1":
             ranked = [s.context_id] if s is not None and s.context_id is not None else []
-        m = question_metrics(ranked, q.context_id, k, None if s is None else s.value, q.gold, pred_text=None if s is None else s.text,
-                             dense=[] if s is None else s.dense,  # a missing question is a miss in every order
-                             ranked_depth=None if s is None else s.depth)
+        m = question_metrics(
+            ranked,
+            q.context_id,
+            k,
+            None if s is None else s.value,
+            q.gold,
+            pred_text=None if s is None else s.text,
+            dense=[] if s is None else s.dense,  # a missing question is a miss in every order
+            ranked_depth=None if s is None else s.depth,
+        )
         row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
         if s is not None and with_nm:
             row[DEGENERATE] = m[DEGENERATE]
@@ -249,8 +264,9 @@ def _per_question(gold: Gold, first: dict[tuple[str, str], Submitted], retrieval
     return out
 
 
-def _flat_metrics(table: dict[str, dict[str, MetricValue]], subset_counts: dict[str, dict[str, int]],
-                  degenerate: dict[str, int] | None, counts: Counts) -> dict[str, float]:
+def _flat_metrics(
+    table: dict[str, dict[str, MetricValue]], subset_counts: dict[str, dict[str, int]], degenerate: dict[str, int] | None, counts: Counts
+) -> dict[str, float]:
     """The table as ``<subset>/<metric>`` numbers, each subset's counts and the overall counts."""
     metrics = flatten_table(table)
     for subset, sc in subset_counts.items():
@@ -291,8 +307,10 @@ def score(
     if gold is not None:
         g = gold_from(gold)
     else:
-        cfg = config if config is not None else compose_config(
-            dataset, dataset_path=dataset_path, question_splits=question_splits, limit=limit, overrides=overrides
+        cfg = (
+            config
+            if config is not None
+            else compose_config(dataset, dataset_path=dataset_path, question_splits=question_splits, limit=limit, overrides=overrides)
         )
         g = load_gold(cfg)
     return score_rows(subs, columns, g, k=k, n_boot=n_boot, seed=seed, source=source)

@@ -11,8 +11,17 @@ def _examples(ids: list[str]) -> str:
     return shown + (f", … ({len(ids) - 5} more)" if len(ids) > 5 else "")
 
 
-def submission_notes(c: Counts, retrieval: str, with_nm: bool, k: int, unknown: list[str], duplicates: list[str], ambiguous: int,
-                     no_ranking: int, limit: object) -> list[str]:
+def submission_notes(
+    c: Counts,
+    retrieval: str,
+    with_nm: bool,
+    k: int,
+    unknown: list[str],
+    duplicates: list[str],
+    ambiguous: int,
+    no_ranking: int,
+    limit: object,
+) -> list[str]:
     """What a reader of the scores must know about the submission, one line each (``limit``: the
     dataset's question sample, named when rows fall outside it)."""
     notes = _coverage_notes(retrieval, with_nm, k)

@@ -99,9 +99,8 @@ class ScoreResult:
 
     def __str__(self) -> str:
         header, body = self._grid()
-        title = (
-            f"T²-RAGBench scores: {self.source} vs dataset {self.dataset} (k={self.k}; "
-            + (f"95% bootstrap CI in brackets, {self.n_boot} resamples, seed {self.seed})" if self.n_boot else "no CIs)")
+        title = f"T²-RAGBench scores: {self.source} vs dataset {self.dataset} (k={self.k}; " + (
+            f"95% bootstrap CI in brackets, {self.n_boot} resamples, seed {self.seed})" if self.n_boot else "no CIs)"
         )
         return "\n".join([title, tabular.aligned(header, body), *self._footer()])
 
