@@ -175,21 +175,36 @@ class WeaviateStore:
         return False
 
     def add(self, ids: Sequence[str], texts: Sequence[str], vectors: np.ndarray, metadata: Sequence[dict]) -> None:
+        """Import in requests of ``batch_size`` objects, each one synchronous gRPC batch call
+        (``insert_many``; the client's own batcher polls from a thread and cost about a second a
+        call whatever its size); objects the server refuses are counted and the first one's
+        message raised as one line."""
+        from weaviate.classes.data import DataObject
+        from weaviate.exceptions import WeaviateInsertManyAllFailedError
         from weaviate.util import generate_uuid5
 
         vectors = np.asarray(vectors, dtype=np.float32)
-        with self.collection.batch.fixed_size(batch_size=self.batch_size) as batch:
-            for cid, text, vec, meta in zip(ids, texts, vectors, metadata, strict=False):
-                batch.add_object(
-                    properties={"context_id": cid, "text": text, "metadata": json.dumps(meta, sort_keys=True)},
-                    uuid=generate_uuid5(cid),
-                    vector=vec.tolist(),
-                )
-        failed = self.collection.batch.failed_objects
+        objects = [
+            DataObject(
+                properties={"context_id": cid, "text": text, "metadata": json.dumps(meta, sort_keys=True)},
+                uuid=generate_uuid5(cid),
+                vector=vec.tolist(),
+            )
+            for cid, text, vec, meta in zip(ids, texts, vectors, metadata, strict=False)
+        ]
+        failed: list[str] = []  # one message per refused object
+        for start in range(0, len(objects), self.batch_size):
+            chunk = objects[start : start + self.batch_size]
+            try:
+                errors = self.collection.data.insert_many(chunk).errors
+            except WeaviateInsertManyAllFailedError as exc:
+                failed += [str(exc)] * len(chunk)
+                continue
+            failed += [errors[i].message for i in sorted(errors)]
         if failed:
             raise RemoteError(
                 f"store=weaviate: {len(failed)} of {len(ids)} objects failed to import into {self.collection_name}; "
-                f"first: {one_line(failed[0].message, 300)}"
+                f"first: {one_line(failed[0], 300)}"
             )
         self.inserted += len(ids)
 
