@@ -19,8 +19,10 @@ def compose_cfg(*overrides: str):
 
     from t2exp import config
     from t2exp.infra.paths import CONF_DIR
+    from t2exp.pipeline.tuning import register_sweeper
 
     config.register()
+    register_sweeper()  # as the app does: hydra/sweeper=held_out_optuna (conf/experiment/beyond_tune) is found
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("config", overrides=list(overrides))
