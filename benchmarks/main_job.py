@@ -7,7 +7,7 @@ it), in one run.
 
     python benchmarks/main_job.py                 # the default 12 questions (dataset.limit=6)
     python benchmarks/main_job.py --limit 20 --seed 1 --keep-models   # other questions; reuse the converted model
-    python benchmarks/main_job.py --quick         # the 0.5B generator, 1 FinQA question (seed 12), 32 new tokens: the test suite
+    python benchmarks/main_job.py --quick         # the 0.5B generator, 1 FinQA question (seed 12), 32 new tokens, no before: the test suite
 
 Every run is a real ``python -m t2exp`` subprocess in its own empty directory (outputs, caches and
 MLflow store under it); ``--keep-models`` points ``paths.models`` at the checkout's converted model
@@ -70,7 +70,8 @@ def main() -> None:
     extra = []
     if args.quick:  # that the script works, not its figures: the least generation that runs every config
         # (the 0.5B generator: the 1.5B's prefill of one whole document is two minutes on one core)
-        args.limit, args.keep_models = 1, True
+        # and no "before" run: it is the context.mode=full run again in float32
+        args.limit, args.keep_models, args.before = 1, True, False
         # seed 12 samples a question whose document is short (2,099 characters; seed 0's is 7,181) but
         # longer than its focused evidence: the same checks, measured 163 s -> 116 s on 2 cores
         args.seed = 12 if args.seed is None else args.seed
