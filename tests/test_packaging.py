@@ -199,3 +199,24 @@ def test_an_installed_wheel_reads_its_own_resources_and_writes_under_cwd(wheel, 
     )
     assert (cfg.paths.prompts, cfg.dataset.path) == (str(res / "prompts"), str(res / "data" / "t2ragbench"))
     assert list(empty.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_wheel_checks_venv_links_its_dependencies_and_no_test_tool(wheel, tmp_path):
+    """scripts/wheel_check.sh links the wheel's dependencies (scripts/dep_farm.py) instead of unpacking
+    them again: what ``Requires-Dist`` reaches and nothing that only the test extras install, so a
+    module missing from pyproject.toml's dependencies still fails the check's runs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dep_farm", ROOT / "scripts" / "dep_farm.py")
+    assert spec and spec.loader
+    farm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(farm)
+    whl, _ = wheel
+    assert farm.main([str(whl), str(tmp_path / "core")]) == 0
+    core = {p.name for p in (tmp_path / "core").iterdir()}
+    assert all((tmp_path / "core" / n).is_symlink() for n in core)
+    assert {"torch", "mlflow", "hydra", "lancedb", "filelock"} <= core  # t2exp's own dependencies
+    assert not {"pytest", "openai", "weaviate", "ruff", "t2exp"} & core  # test tools, an extra, the project
+    assert farm.main([str(whl), str(tmp_path / "api"), "api"]) == 0
+    assert "openai" in {p.name for p in (tmp_path / "api").iterdir()}  # an extra asked for is linked
