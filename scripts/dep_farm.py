@@ -42,21 +42,23 @@ def _applies(req: Requirement, extras: set[str]) -> bool:
 
 
 def closure(roots: list[Requirement], extras: set[str]) -> dict[str, metadata.Distribution]:
-    """Every installed distribution the requirements reach (markers evaluated here, with the extras asked for)."""
+    """Every installed distribution the requirements reach (markers evaluated here, with the extras
+    asked for), each at a version its requirement allows, as a fresh install would resolve it."""
     found: dict[str, metadata.Distribution] = {}
-    todo = [(r, extras) for r in roots if _applies(r, extras)]
+    todo = [r for r in roots if _applies(r, extras)]
     while todo:
-        req, _ = todo.pop()
+        req = todo.pop()
         key = _norm(req.name)
-        if key in found:
-            continue
         try:
-            dist = metadata.distribution(req.name)
+            dist = found.get(key) or metadata.distribution(req.name)
         except metadata.PackageNotFoundError:
             sys.exit(f"dep_farm: {req} is required but not installed in {sys.prefix}")
+        if not req.specifier.contains(dist.version, prereleases=True):  # every requirement on it, not only the first
+            sys.exit(f"dep_farm: {req} is required but {dist.version} is installed in {sys.prefix}")
+        if key in found:
+            continue
         found[key] = dist
-        own = set(req.extras)
-        todo += [(r, own) for r in map(Requirement, dist.requires or []) if _applies(r, own)]
+        todo += [r for r in map(Requirement, dist.requires or []) if _applies(r, set(req.extras))]
     return found
 
 

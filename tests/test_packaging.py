@@ -220,3 +220,5 @@ def test_the_wheel_checks_venv_links_its_dependencies_and_no_test_tool(wheel, tm
     assert not {"pytest", "openai", "weaviate", "ruff", "t2exp"} & core  # test tools, an extra, the project
     assert farm.main([str(whl), str(tmp_path / "api"), "api"]) == 0
     assert "openai" in {p.name for p in (tmp_path / "api").iterdir()}  # an extra asked for is linked
+    with pytest.raises(SystemExit, match="filelock<0.1 is required but"):  # a version pip would not accept
+        farm.closure([farm.Requirement("filelock<0.1")], set())
