@@ -29,12 +29,13 @@ vllm_version=0.32.0
 stamp="$venv/.t2exp-vllm-ok"
 
 # pip_in ARGS...: install into the venv, with uv where there is one on PATH (CI puts it in t2exp's
-# venv: the same requirements resolved and unpacked in parallel; bytecode compiled as pip does, or
-# every process compiles vllm again where PYTHONDONTWRITEBYTECODE is set), else with the venv's
-# pip. torch always goes through pip: the machine's pip configuration is what finds its CPU build.
+# venv: the same requirements resolved and unpacked in parallel), else with the venv's pip. uv
+# leaves bytecode to the first import; where PYTHONDONTWRITEBYTECODE is set that never comes, and
+# every process would compile vllm again, so it compiles at install then, as pip does. torch always
+# goes through pip: the machine's pip configuration is what finds its CPU build.
 pip_in() {
     if command -v uv >/dev/null 2>&1; then
-        uv pip install -q --compile-bytecode --python "$venv/bin/python" "$@"
+        uv pip install -q ${PYTHONDONTWRITEBYTECODE:+--compile-bytecode} --python "$venv/bin/python" "$@"
     else
         "$venv/bin/python" -m pip install -q "$@"
     fi
