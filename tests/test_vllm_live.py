@@ -72,14 +72,13 @@ def model_dir(vllm_python) -> Path:
 
 
 def cpu_dtype() -> str:
-    """The checkpoint's own bfloat16 where the CPU computes in it (AVX512-BF16 or AMX), else float32:
-    decoding reads every weight each step, and the in-process test's three JSON answers took 73 s
-    in bfloat16 against 118 s in float32 here (2 cores with AVX512-BF16)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        return "float32"
-    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+    """t2exp's own ``dtype=auto`` rule on this CPU (t2exp/infra/devices.py): the checkpoint's bfloat16
+    where the CPU computes in it (AVX512-BF16 or AMX), else float32. Decoding reads every weight each
+    step: the in-process test's three JSON answers took 73 s in bfloat16 against 118 s in float32
+    here (2 cores with AVX512-BF16)."""
+    from t2exp.infra.devices import resolve_dtype
+
+    return resolve_dtype("auto", "cpu")
 
 
 def engine_args(model: Path, max_tokens: int = 16) -> list[str]:
