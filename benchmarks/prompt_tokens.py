@@ -45,6 +45,7 @@ def requests_of(limit: int, work: Path) -> list[dict]:
             "generator.name=counter",
             f"generator.base_url={srv.base_url}",
             "tracking.traces=false",
+            f"paths.work={work}",
             f"paths.cache={work / 'cache'}",
             f"paths.models={C.SHARED_CACHE / 'models'}",
             f"tracking.uri=sqlite:///{work / 'mlflow.db'}",

@@ -132,6 +132,7 @@ def run_cell(shards: int, work: Path, cell: list[str], timeout: float) -> float:
         "hydra.launcher.mem_gb=1",
         f"hydra.launcher.timeout_min={max(5, int(timeout // 60))}",
         f"hydra.launcher.name={name}",
+        f"paths.work={work}",
         f"paths.cache={work / 'cache'}",
         f"paths.models={C.SHARED_CACHE / 'models'}",
         f"tracking.uri=sqlite:///{work / 'mlflow.db'}",

@@ -69,6 +69,7 @@ def t2exp(args: list[str], cache: Path, work: Path, common: list[str], timeout: 
         "t2exp",
         *args,
         *common,
+        f"paths.work={work}",
         f"paths.cache={cache}",
         f"paths.models={C.SHARED_CACHE / 'models'}",
         f"tracking.uri=sqlite:///{work / 'mlflow.db'}",

@@ -4,12 +4,14 @@ no fixture lives in tests/helpers/ (imported as ``helpers.*``, never from here).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from helpers.app import run_app
 from helpers.caches import warm
+from helpers.paths import ROOT
 from helpers.tracking import MLFLOW_TEMPLATE
 
 # pytest -n N: each worker (and every process it starts) computes with cores // N threads. N
@@ -26,6 +28,53 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # a fresh venv's test time for a few dozen synthetic queries. Interpreted, it is the same code; t2exp
 # itself uses no numba. Read when numba is imported, so it is set here, before any test module.
 os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
+
+
+# Where the app writes under its working directory by default. A test that runs it from the checkout
+# leaves its outputs there (a sweep's report in outputs/reports/<parent id> did, and failed CI's wheel
+# check, which runs beside the tests and looks for exactly that); the session fails when one does.
+# .t2exp_cache/models is the offline generators' conversion, shared with the checkout on purpose.
+_CHECKOUT_OUTPUTS = ("outputs", "multirun", "mlruns", ".t2exp_cache")
+_STARTED = pytest.StashKey[float]()
+
+
+def _written_into_checkout(since: float) -> list[str]:
+    found = []
+    for top in _CHECKOUT_OUTPUTS:
+        for folder, dirs, files in os.walk(ROOT / top):
+            if Path(folder) == ROOT / ".t2exp_cache":
+                dirs[:] = [d for d in dirs if d != "models"]
+            for name in files:
+                path = Path(folder) / name
+                try:
+                    if path.stat().st_mtime >= since:
+                        found.append(str(path.relative_to(ROOT)))
+                except FileNotFoundError:
+                    continue
+    return sorted(found)
+
+
+def pytest_sessionstart(session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        session.config.stash[_STARTED] = time.time()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    since = session.config.stash.get(_STARTED, None)
+    if since is None:
+        return
+    written = _written_into_checkout(since)
+    if written:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        title = f"tests wrote {len(written)} file(s) into the checkout: run the app from the test's own folder"
+        if reporter:
+            reporter.write("\n")
+            reporter.write_sep("=", title, red=True)
+            for line in written[:20]:
+                reporter.write_line(line)
+        else:
+            print(title, *written[:20], sep="\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -253,6 +253,7 @@ def _run_app(tmp_path, *extra: str, cache=None):
             "rag_method=bm25",
             "generator=none",
             "dataset.limit=2",
+            f"paths.work={tmp_path}",
             f"paths.cache={cache or tmp_path / 'cache'}",
             f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}",
             f"hydra.run.dir={tmp_path / 'hydra'}",

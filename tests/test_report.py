@@ -394,3 +394,20 @@ def test_sweep_parent_description_links_short_named_cells_and_headline_metrics_s
         headline = [k for k in keys if k.startswith("0_")]
         assert keys[: len(headline)] == headline == ["0_FinQA/mrr_at_3", "0_TAT-DQA/mrr_at_3", "0_avg/mrr_at_3"]
         assert all(c.data.metrics[k] == c.data.metrics[k[2:]] for k in headline)
+
+
+def test_a_sweeps_own_report_goes_under_paths_work_not_the_directory_it_was_started_from(shared_cache, tmp_path):
+    """The report a sweep ends with was written under the current directory whatever `paths.work`
+    said (the tests' sweeps, started from the checkout, left `outputs/reports/<parent>` there)."""
+    from helpers.app import app_overrides
+    from t2exp.__main__ import main
+
+    work, elsewhere = tmp_path / "work", tmp_path / "started_here"
+    elsewhere.mkdir()
+    seed_tracking(work)
+    proc = cli(main, ["-m", "rag_method=bm25", "generator=none", "dataset.limit=2", *app_overrides(shared_cache, work)], cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, runs = mlflow_runs(work)
+    (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    assert (work / "outputs" / "reports" / parent.info.run_id / "report.md").is_file()
+    assert list(elsewhere.iterdir()) == []

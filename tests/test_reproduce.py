@@ -333,3 +333,24 @@ def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpu
     client = MlflowClient(tracking_uri=f"sqlite:///{keep / 'x' / 'c' / 'mlruns' / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.info.status == "KILLED"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_run_past_its_timeout_is_asked_to_stop_before_it_is_killed(tmp_path: Path) -> None:
+    """--timeout sent SIGKILL at once: the run could not close its MLflow run (left RUNNING). Now
+    SIGTERM comes first (a t2exp run stops on it as on a Ctrl-C); exit 124 either way."""
+    with (tmp_path / "log").open("wb") as log:
+        rc = reproduce._child([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path, dict(os.environ), log, 0.5, None)
+    assert rc == 124
+    last = (tmp_path / "log").read_text().strip().splitlines()[-1]
+    assert last == f"{reproduce.PROG}: stopped after --timeout 0.5 s (SIGTERM; the run ended with exit status -{signal.SIGTERM.value})"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
+    how = reproduce.stop_child(proc, 0.5)
+    assert proc.returncode == -signal.SIGKILL.value
+    assert how == "SIGTERM, then SIGKILL 0.5 s later; its MLflow run may be left RUNNING"

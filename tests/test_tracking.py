@@ -372,6 +372,7 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
         "rag_method=bm25",
         "generator=none",
         "dataset.limit=2",
+        f"paths.work={tmp_path}",
         f"paths.cache={tmp_path / 'cache'}",
         f"tracking.uri={server.uri}",
         f"hydra.run.dir={tmp_path / 'hydra'}",

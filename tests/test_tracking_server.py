@@ -116,12 +116,14 @@ def test_three_shards_log_to_one_server_at_once_and_nothing_is_lost(tracking_ser
             "shards=3",
             "hydra/launcher=local_parallel",
             "hydra.launcher.n_jobs=3",
+            f"paths.work={tmp_path}",
             f"paths.cache={tmp_path / 'cache'}",
             f"paths.models={ROOT / '.t2exp_cache' / 'models'}",
             f"tracking.uri={tracking_server}",
             f"hydra.sweep.dir={tmp_path / 'multirun'}",
             f"hydra.run.dir={tmp_path / 'hydra'}",
         ],
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     client = MlflowClient(tracking_uri=tracking_server)

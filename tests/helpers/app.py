@@ -34,6 +34,7 @@ def app_overrides(cache: Path, tracking_dir: Path, *, traces: bool = False) -> l
     retrieval run's time (135 questions: 18.1 s with, 12.7 s without)."""
     return [
         *([] if traces else ["tracking.traces=false"]),
+        f"paths.work={tracking_dir}",  # what else goes under the working directory (a sweep's report)
         f"paths.cache={cache}",
         f"paths.models={ROOT / '.t2exp_cache' / 'models'}",
         f"tracking.uri=sqlite:///{tracking_dir / 'mlflow.db'}",
@@ -57,19 +58,23 @@ def run_app(
     """``python -m t2exp <args>`` with the test's cache and MLflow store: in this process (the
     entry point ``t2exp.__main__.main`` with this argv, see :func:`cli`), or as a real process
     when the process itself is the subject (``process=True``: signals, a kill, what a fresh
-    interpreter reads from its environment). ``timeout`` bounds the real process only."""
+    interpreter reads from its environment). ``timeout`` bounds the real process only. Either way
+    it starts in ``tracking_dir``, as a user starts it in their own folder: what the app writes
+    under the working directory by default (a sweep's report in ``outputs/reports``) stays there,
+    never in the checkout."""
     argv = [*args, *app_overrides(cache, tracking_dir, traces=traces)]
+    tracking_dir.mkdir(parents=True, exist_ok=True)
     if check:
         seed_tracking(tracking_dir)
     if process:
         cmd = [sys.executable, "-m", "t2exp", *argv]
         full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", **(env or {})}
         full_env.pop("T2EXP_PARENT_RUN_ID", None)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=full_env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tracking_dir, env=full_env)
     else:
         from t2exp.__main__ import main
 
-        proc = cli(main, argv, env=env, prog="t2exp")
+        proc = cli(main, argv, env=env, cwd=tracking_dir, prog="t2exp")
     if check and proc.returncode != 0:
         raise AssertionError(f"t2exp failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc

@@ -78,6 +78,7 @@ class SubmitLauncher(SlurmLauncher):
             "parent_run": os.environ.get(PARENT_ENV),
             "tracking_uri": str(self.config.tracking.uri),
             "experiment": str(self.config.tracking.experiment),
+            "work": str(self.config.paths.work),  # where `t2exp collect` writes the sweep's report
             "jobs": [],
         }
         record["jobs"] += [

@@ -103,7 +103,7 @@ def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:
     if parent:
         now = MlflowClient(tracking_uri=sweep.tracking_uri).get_run(parent).info.status
         if now == "RUNNING":
-            now = close_sweep(sweep.tracking_uri, parent)
+            now = close_sweep(sweep.tracking_uri, parent, sweep.work)
             print(
                 f"{prog}: sweep {sweep_dir}: {sweep.counts()['done']} of {len(sweep.jobs)} jobs done; its report logged on "
                 f"parent run {parent}, closed {now}",

@@ -44,6 +44,7 @@ from t2exp.errors import T2ExpError, os_error_line
 from t2exp.evaluation.expected import Condition, ExpectedError, Table, default_expected_dir, load_tables, select
 from t2exp.infra.contained import inside, remove_file, remove_tree
 from t2exp.infra.signals import handle_stop_signals
+from t2exp.pipeline.stop import stop_grace
 
 PROG = "t2exp reproduce"
 # the caches a condition inherits from the one before it (keyed by model + text, not by code)
@@ -143,6 +144,25 @@ class Signals:
         return handle_stop_signals(self.handler)
 
 
+# After --timeout the run is asked to stop as on a Ctrl-C; it gets its own stop grace
+# ($T2EXP_STOP_GRACE_SECONDS) plus this long to close its MLflow run before it is killed.
+TIMEOUT_CLOSE_SECONDS = 60.0
+
+
+def stop_child(proc: subprocess.Popen[bytes], grace: float) -> str:
+    """SIGTERM first: a t2exp run stops as it does on a Ctrl-C (the requests in flight finish, its
+    MLflow run is closed KILLED); SIGKILL only if it is still there ``grace`` seconds later (its
+    MLflow run may then stay RUNNING). What happened, in words."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+        return f"SIGTERM; the run ended with exit status {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return f"SIGTERM, then SIGKILL {grace:g} s later; its MLflow run may be left RUNNING"
+
+
 def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: float | None, signals: Signals | None) -> int:
     """Run ``cmd`` in ``work`` with its output into ``log``; its exit status (124: ``timeout``)."""
     proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, process_group=0)
@@ -151,9 +171,8 @@ def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: f
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        log.write(f"\n{PROG}: stopped after --timeout {timeout:g} s\n".encode())
+        how = stop_child(proc, stop_grace() + TIMEOUT_CLOSE_SECONDS)
+        log.write(f"\n{PROG}: stopped after --timeout {timeout:g} s ({how})\n".encode())
         return 124
     finally:
         if signals is not None:

@@ -64,6 +64,7 @@ class Sweep:
     tracking_uri: str
     parent_run: str | None
     jobs: list[Job]
+    work: Path | None = None  # the sweep's paths.work (a submitted sweep's record), where its report goes
 
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for j in self.jobs if j.state == s) for s in STATES}
@@ -103,7 +104,8 @@ def load_sweep(sweep_dir: Path, tracking_uri: str | None = None) -> Sweep:
         _mlflow(jobs, uri, str(parent))
     for job in jobs:
         _cache(job, sweep_dir)
-    return Sweep(sweep_dir, uri, parent, sorted(jobs, key=lambda j: j.num))
+    work = Path(str(record["work"])) if record.get("work") else None
+    return Sweep(sweep_dir, uri, parent, sorted(jobs, key=lambda j: j.num), work)
 
 
 def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str, Any]:

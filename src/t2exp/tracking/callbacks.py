@@ -84,7 +84,7 @@ class MLflowSweepCallback(Callback):
                 "MLflow parent run %s stays RUNNING until `t2exp collect %s` finds every cell ended", self.parent_id, config.hydra.sweep.dir
             )
         else:
-            close_sweep(str(self.uri), self.parent_id)
+            close_sweep(str(self.uri), self.parent_id, Path(str(config.paths.work)))
         os.environ.pop(PARENT_ENV, None)
 
     def _close_if_running(self) -> None:
@@ -111,18 +111,19 @@ class MLflowSweepCallback(Callback):
             pass
 
 
-def close_sweep(uri: str, parent_id: str) -> str:
+def close_sweep(uri: str, parent_id: str, work: Path | None = None) -> str:
     """End a sweep whose cells have all ended: each cell named by what tells it apart, the sweep's
     report logged on the parent run, the parent closed FINISHED (FAILED when a cell failed). Run
     by the launching process, or by ``t2exp status``/``t2exp collect`` after a submit-and-return
-    sweep. The parent's status, returned."""
+    sweep; the report's files go under ``work`` (the sweep's ``paths.work``; default the current
+    directory). The parent's status, returned."""
     from mlflow.tracking import MlflowClient
 
     from t2exp.tracking.summary import ui_line
 
     client = MlflowClient(tracking_uri=uri)
     _name_cells(client, parent_id)
-    _report(uri, parent_id)
+    _report(uri, parent_id, work)
     parent = client.get_run(parent_id)
     children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
     status = "FAILED" if any(c.info.status in ("FAILED", "KILLED") for c in children) else "FINISHED"
@@ -143,14 +144,15 @@ def _name_cells(client: Any, parent_id: str) -> None:
         log.warning("sweep cells not renamed: %s", one_line(exc, 200))
 
 
-def _report(uri: str, parent_id: str) -> None:
-    """The Table-3/Table-4 report of the finished cells, logged on the parent run; a sweep
-    whose report cannot be made (no finished cell) still ends normally."""
+def _report(uri: str, parent_id: str, work: Path | None) -> None:
+    """The Table-3/Table-4 report of the finished cells, logged on the parent run and written
+    under ``work`` (the sweep's ``paths.work``); a sweep whose report cannot be made (no finished
+    cell) still ends normally."""
     from t2exp.errors import T2ExpError
     from t2exp.evaluation.reporting.build import report_parent
 
     try:
-        result = report_parent(uri, parent_id)
+        result = report_parent(uri, parent_id, work)
         log.info("sweep report: %s (%s)", ", ".join(sorted(result.tables)) or "no table", result.out_dir)
     except T2ExpError as exc:
         log.warning("sweep report not made: %s", exc)

@@ -290,15 +290,17 @@ def log_report(client: Any, target: Target, result: ReportResult) -> str:
     return run_id
 
 
-def report_parent(tracking_uri: str, parent_id: str) -> ReportResult:
+def report_parent(tracking_uri: str, parent_id: str, work: Path | None = None) -> ReportResult:
     """The report of a sweep's parent run, logged under ``report/`` of that run (what a sweep's
-    end does on its own; ``t2exp report PARENT_ID`` does the same by hand)."""
+    end does on its own; ``t2exp report PARENT_ID`` does the same by hand); its files go to
+    ``outputs/reports/<parent id>`` under ``work`` (the sweep's ``paths.work``; default the
+    current directory)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     target = resolve_target(client, parent_id)
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))
-    result = make_report(target, default_out_dir(parent_id), source)
+    result = make_report(target, default_out_dir(parent_id, work), source)
     result.logged_to = log_report(client, target, result)
     return result
 
@@ -311,10 +313,11 @@ def _write_section(out_dir: Path, name: str, md: str, write_csv: Callable[[Path]
     return md
 
 
-def default_out_dir(target: str) -> Path:
-    """``outputs/reports/<target>`` under the current directory, ``target`` made one plain folder
-    name (an experiment named ``..`` or ``a/b`` is written under ``outputs/reports`` too)."""
-    reports = work_dir() / "outputs" / "reports"
+def default_out_dir(target: str, work: Path | None = None) -> Path:
+    """``outputs/reports/<target>`` under ``work`` (default the current directory), ``target`` made
+    one plain folder name (an experiment named ``..`` or ``a/b`` is written under
+    ``outputs/reports`` too)."""
+    reports = (work if work is not None else work_dir()) / "outputs" / "reports"
     return inside(reports / safe_segment(target), reports, action="write")
 
 
