@@ -8,6 +8,7 @@ import re
 import shlex
 
 import pandas as pd
+import pytest
 
 from helpers.app import run_app
 from helpers.command import cli
@@ -15,6 +16,7 @@ from helpers.paths import ROOT
 from t2exp.__main__ import _app_overrides, _compose_jobs, main, preflight
 from t2exp.cli import COMMANDS
 from t2exp.cli.argv import app_argv, hydra_argv
+from t2exp.errors import ConfigError
 
 
 def _jobs(argv: list[str]) -> list[list[str]]:
@@ -35,16 +37,33 @@ def test_overrides_on_either_side_of_dash_m_make_the_same_sweep():
 
 
 def test_options_with_values_move_with_their_value():
-    assert hydra_argv(["k=3", "--cfg", "job", "-m", "rag_method=base", "--info", "k=1"]) == [
+    assert hydra_argv(["k=3", "--cfg", "job", "--resolve", "rag_method=base", "-p", "tracking", "k=1"]) == [
         "--cfg",
         "job",
-        "-m",
-        "--info",
+        "--resolve",
+        "-p",
+        "tracking",
         "k=3",
         "rag_method=base",
         "k=1",
     ]
-    assert hydra_argv(["k=3", "--info", "config", "--cfg=job"]) == ["--info", "config", "--cfg=job", "k=3"]
+    assert hydra_argv(["k=3", "--info", "config", "--config-name=config"]) == ["--info", "config", "--config-name=config", "k=3"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "given"),
+    [
+        (["-m", "k=3,5", "--cfg", "job"], "-m and --cfg"),
+        (["--cfg=job", "k=3", "--multirun"], "--cfg and --multirun"),
+        (["--info", "-m"], "--info and -m"),
+    ],
+)
+def test_two_of_hydras_modes_are_one_line_not_its_traceback(argv, given):
+    """`python -m t2exp -m k=3,5 --cfg job` ended in Hydra's ValueError traceback."""
+    with pytest.raises(ConfigError) as err:
+        hydra_argv(argv)
+    line = str(err.value)
+    assert line.startswith(f"{given} cannot be given together: Hydra runs one mode at a time") and "drop -m" in line, line
 
 
 def test_the_documented_gpu_reproduction_sweep_composes_as_written():

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from t2exp.errors import ConfigError
 
 HELP_FLAGS = ("-h", "--help")
+MODES = {"run": "--run", "multirun": "-m", "cfg": "--cfg", "info": "--info", "shell_completion": "--shell-completion"}
 
 
 def hydra_argv(argv: Sequence[str]) -> list[str]:
@@ -25,6 +26,7 @@ def hydra_argv(argv: Sequence[str]) -> list[str]:
     actions = args_parser()._option_string_actions
     options: list[str] = []
     overrides: list[str] = []
+    modes: dict[str, str] = {}  # Hydra's modes given, as written (it takes one: a second is its traceback)
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -34,12 +36,21 @@ def hydra_argv(argv: Sequence[str]) -> list[str]:
             continue
         take = 1
         action = actions.get(arg)  # None for "--cfg=job" (its value is attached) or an unknown option
+        mode = actions.get(arg.split("=", 1)[0])
+        if mode is not None and mode.dest in MODES:
+            modes.setdefault(mode.dest, arg.split("=", 1)[0])
         if action is not None and action.nargs is None:
             take = 2
         elif action is not None and action.nargs == "?" and i + 1 < len(argv) and argv[i + 1] in (action.choices or ()):
             take = 2
         options.extend(argv[i : i + take])
         i += take
+    if len(modes) > 1:
+        raise ConfigError(
+            f"{' and '.join(modes.values())} cannot be given together: Hydra runs one mode at a time "
+            f"({', '.join(MODES.values())}); to see the config of one cell of a sweep, drop -m: "
+            "python -m t2exp --cfg job <that cell's overrides>"
+        )
     return options + overrides
 
 
