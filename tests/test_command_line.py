@@ -66,6 +66,12 @@ def test_two_of_hydras_modes_are_one_line_not_its_traceback(argv, given):
     assert line.startswith(f"{given} cannot be given together: Hydra runs one mode at a time") and "drop -m" in line, line
 
 
+def test_two_modes_without_dash_m_are_not_told_to_drop_it():
+    with pytest.raises(ConfigError) as err:
+        hydra_argv(["--cfg", "job", "--info", "config"])
+    assert str(err.value).startswith("--cfg and --info cannot be given together") and str(err.value).endswith("; keep one of them")
+
+
 def test_the_documented_gpu_reproduction_sweep_composes_as_written():
     """docs/reproduction.md's GPU command, as a user pastes it: 2 protocols x 8 methods."""
     text = (ROOT / "docs" / "reproduction.md").read_text(encoding="utf-8")

@@ -36,9 +36,10 @@ def hydra_argv(argv: Sequence[str]) -> list[str]:
             continue
         take = 1
         action = actions.get(arg)  # None for "--cfg=job" (its value is attached) or an unknown option
-        mode = actions.get(arg.split("=", 1)[0])
+        flag = arg.split("=", 1)[0]
+        mode = actions.get(flag)
         if mode is not None and mode.dest in MODES:
-            modes.setdefault(mode.dest, arg.split("=", 1)[0])
+            modes.setdefault(mode.dest, flag)
         if action is not None and action.nargs is None:
             take = 2
         elif action is not None and action.nargs == "?" and i + 1 < len(argv) and argv[i + 1] in (action.choices or ()):
@@ -46,10 +47,13 @@ def hydra_argv(argv: Sequence[str]) -> list[str]:
         options.extend(argv[i : i + take])
         i += take
     if len(modes) > 1:
+        fix = (
+            "to see the config of one cell of a sweep, drop -m: python -m t2exp --cfg job <that cell's overrides>"
+            if "multirun" in modes
+            else "keep one of them"
+        )
         raise ConfigError(
-            f"{' and '.join(modes.values())} cannot be given together: Hydra runs one mode at a time "
-            f"({', '.join(MODES.values())}); to see the config of one cell of a sweep, drop -m: "
-            "python -m t2exp --cfg job <that cell's overrides>"
+            f"{' and '.join(modes.values())} cannot be given together: Hydra runs one mode at a time ({', '.join(MODES.values())}); {fix}"
         )
     return options + overrides
 
