@@ -199,3 +199,31 @@ def test_a_long_program_is_refused_before_the_name_repair():
     finally:
         module._repair_names = real
     assert calls == []
+
+
+def test_one_budget_of_steps_bounds_every_loop_and_comprehension_of_a_program():
+    """A comprehension inside a loop ran its items once per pass (100 x 100 x 6 here); the items of
+    every loop and comprehension now count against one budget, MAX_STEPS, whatever their place."""
+    from t2exp.answering.safe_eval import MAX_STEPS
+
+    per_pass = " + ".join(["sum(x for x in range(100))"] * 6)
+    with pytest.raises(UnsafeProgram, match=f"^the loops and comprehensions of the program run over more than {MAX_STEPS} items$"):
+        safe_exec(f"t = 0\nfor i in range(100):\n    t += {per_pass}\nanswer = t")
+    within = f"n = 0\nfor i in range(100):\n    n += sum(1 for x in [1, 1])\nanswer = n + len([v for v in range({MAX_STEPS - 300})])"
+    assert safe_exec(within) == 200.0  # 100 + 100 x 2 + (MAX_STEPS - 300): the whole budget
+    with pytest.raises(UnsafeProgram, match="more than"):
+        safe_exec(within.replace(f"range({MAX_STEPS - 300})", f"range({MAX_STEPS - 299})"))  # one item more
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if False:\n    import os\nanswer = 1",
+        "a = 1\nif a > 2:\n    import os\nanswer = a",
+        "a = 1\nif a < 2:\n    answer = 2\nelse:\n    while a:\n        a = 0",
+        "for i in [1]:\n    if i > 5:\n        for j in [1]:\n            x = j\nanswer = 1",
+    ],
+)
+def test_every_statement_is_checked_before_any_runs_also_in_a_branch_not_taken(source):
+    with pytest.raises(UnsafeProgram, match="(Import|While) statement is not allowed|nested loops are not allowed"):
+        safe_exec(source)

@@ -8,7 +8,8 @@ only numeric literals, + - * / // **, unary minus/plus, parentheses and the func
 abs/round/min/max/sum/len are allowed: no attributes, calls to anything else, imports, while loops or
 builtins. ``%`` signs are stripped before parsing (models write "12.5%"), so ``%`` is never the
 modulo operator, and a comma before three digits is a thousands separator. Sizes are bounded
-(source length, AST nodes, exponent), so evaluation time is bounded too.
+(source length, AST nodes, exponent, the items a program's loops and comprehensions run over
+together), so evaluation time is bounded too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 MAX_SOURCE = 2000
 MAX_NODES = 400
 MAX_EXPONENT = 100
-MAX_ITEMS = 100  # items a for loop of safe_exec may run over (loops do not nest: steps stay within MAX_ITEMS x MAX_NODES)
+MAX_ITEMS = 100  # items one for loop or comprehension of safe_exec may run over
+MAX_STEPS = 300  # items all the loops and comprehensions of one program run over together: run time stays within MAX_STEPS x MAX_NODES
 
 _BIN = {
     ast.Add: operator.add,
@@ -47,6 +49,20 @@ _FUNCS: dict[str, Callable[..., Any]] = {
 
 class UnsafeProgram(ValueError):
     pass
+
+
+class Names(dict[str, float]):
+    """A program's names, and the one budget of steps (:data:`MAX_STEPS`) its loops and
+    comprehensions share, wherever they stand (a comprehension in a loop's body counts per pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def charge(self, items: int) -> None:
+        self.steps += items
+        if self.steps > MAX_STEPS:
+            raise UnsafeProgram(f"the loops and comprehensions of the program run over more than {MAX_STEPS} items")
 
 
 def _normalise(src: str) -> str:
@@ -139,13 +155,13 @@ def _eval_call(node: ast.Call, env: dict[str, float] | None) -> float:
 
 def _comprehension(node: ast.GeneratorExp | ast.ListComp, env: dict[str, float]) -> list[float]:
     """The values of ``sum(1 for x in [a, b, c] if x > 3000)`` or ``[x / 2 for x in range(3)]`` as
-    a function's argument: one ``for`` over what a loop may run over (:func:`_items`), its ``if``
-    conditions, no comprehension inside (the steps stay within ``MAX_ITEMS`` evaluations)."""
+    a function's argument: one ``for`` over what a loop may run over (:func:`_items`, its items
+    charged to the program's budget), its ``if`` conditions, no comprehension inside."""
     (gen,) = node.generators if len(node.generators) == 1 else (None,)
     if gen is None or not isinstance(gen.target, ast.Name) or gen.is_async:
         raise UnsafeProgram("a comprehension takes one for over one name")
-    # none anywhere inside (its element, its conditions, what it runs over): the steps stay within
-    # MAX_ITEMS evaluations, where a comprehension in a condition would multiply them per level
+    # none anywhere inside (its element, its conditions, what it runs over): each one's items are
+    # charged once to the program's budget, where a comprehension in a condition would run per item
     if any(n is not node and isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)) for n in ast.walk(node)):
         raise UnsafeProgram("nested comprehensions are not allowed")
     out = []
@@ -213,8 +229,8 @@ def safe_eval(source: str) -> float:
 
 def _items(node: ast.expr, env: dict[str, float]) -> list[float]:
     """What a ``for`` loop of :func:`safe_exec` runs over: a list or tuple written out, or
-    ``range()`` of whole numbers; at most ``MAX_ITEMS`` items (counted before any is made), so run
-    time stays bounded."""
+    ``range()`` of whole numbers; at most ``MAX_ITEMS`` items, charged to the program's
+    :class:`Names` budget before any is made, so run time stays bounded."""
     if isinstance(node, (ast.List, ast.Tuple)):
         count, make = len(node.elts), lambda: [_eval(e, env) for e in node.elts]
     elif (
@@ -233,4 +249,7 @@ def _items(node: ast.expr, env: dict[str, float]) -> list[float]:
         raise UnsafeProgram("a loop must run over a written-out list or range()")
     if count > MAX_ITEMS:
         raise UnsafeProgram(f"a loop over more than {MAX_ITEMS} items")
+    if not isinstance(env, Names):  # a loop only runs in a program (safe_exec), never nested in a comprehension
+        raise UnsafeProgram("a loop outside a program")
+    env.charge(count)
     return make()

@@ -10,7 +10,7 @@ import ast
 import math
 import re
 
-from t2exp.answering.safe_eval import _BIN, MAX_SOURCE, UnsafeProgram, _clean, _eval, _items, _normalise, _parse, _truth
+from t2exp.answering.safe_eval import _BIN, MAX_SOURCE, Names, UnsafeProgram, _clean, _eval, _items, _normalise, _parse, _truth
 
 ANSWER_NAMES = ("answer", "ans", "result")
 
@@ -25,30 +25,46 @@ def _result_of(node: ast.stmt) -> ast.expr | None:
     return value
 
 
-def _run(body: list[ast.stmt], env: dict[str, float], last: float | None, final: ast.stmt, looping: bool = False) -> float | None:
-    """Execute statements in order; the value of the latest assignment (or of ``final``'s print)."""
+def _check(body: list[ast.stmt], looping: bool = False) -> None:
+    """Every statement's kind, before any runs, in every branch (taken or not) and loop body:
+    single-name assignments, ``+=`` and the like, ``if``, one level of ``for``, expressions, ``pass``."""
     for stmt in body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        if isinstance(stmt, ast.If):
+            _check(stmt.body, looping)
+            _check(stmt.orelse, looping)
+        elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
+            if looping:
+                raise UnsafeProgram("nested loops are not allowed")
+            _check(stmt.body, looping=True)
+        elif not (_assigns(stmt) or isinstance(stmt, (ast.Expr, ast.Pass))):
+            raise UnsafeProgram(f"{type(stmt).__name__} statement is not allowed")
+
+
+def _assigns(stmt: ast.stmt) -> bool:
+    """``x = ...`` or ``x += ...`` (any arithmetic operator) to one name."""
+    if isinstance(stmt, ast.Assign):
+        return len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    return isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and type(stmt.op) in _BIN
+
+
+def _run(body: list[ast.stmt], env: Names, last: float | None, final: ast.stmt) -> float | None:
+    """Execute statements (:func:`_check`-ed) in order; the value of the latest assignment (or of
+    ``final``'s print)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
             env[stmt.targets[0].id] = last = _eval(stmt.value, env)
-        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and type(stmt.op) in _BIN:
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
             current = _eval(stmt.target, env)  # the Name rule: assigned before it is used
             env[stmt.target.id] = last = float(_BIN[type(stmt.op)](current, _eval(stmt.value, env)))
         elif isinstance(stmt, ast.If):
-            last = _run(stmt.body if _truth(stmt.test, env) else stmt.orelse, env, last, final, looping)
-        elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and not stmt.orelse:
-            if looping:
-                raise UnsafeProgram("nested loops are not allowed")  # keeps the steps run within MAX_ITEMS x MAX_NODES
+            last = _run(stmt.body if _truth(stmt.test, env) else stmt.orelse, env, last, final)
+        elif isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name):
             for value in _items(stmt.iter, env):
                 env[stmt.target.id] = value
-                last = _run(stmt.body, env, last, final, looping=True)
+                last = _run(stmt.body, env, last, final)
         elif (shown := _result_of(stmt)) is not None and stmt is final:
             last = _eval(shown, env)
-        elif shown is not None:
-            continue  # an expression before the end (a print of a step) is not the answer: never evaluated
-        elif isinstance(stmt, ast.Pass):
-            continue
-        else:
-            raise UnsafeProgram(f"{type(stmt).__name__} statement is not allowed")
+        # else: an expression before the end (a print of a step) is not the answer: never evaluated; pass
     return last
 
 
@@ -59,8 +75,8 @@ def safe_exec(source: str) -> float:
     yes/no answer), ``x += <expression>`` (any arithmetic operator), ``if``/``elif``/``else`` on
     comparisons (``answer = 2019 if sales_2019 > sales_2018 else 2018``), one level of ``for``
     loop over a written-out list or ``range()`` of at most ``MAX_ITEMS`` items (also as a
-    comprehension inside ``sum``/``min``/``max``/``len``: ``sum(1 for x in [a, b] if x > 5)``),
-    and prints (an
+    comprehension inside ``sum``/``min``/``max``/``len``: ``sum(1 for x in [a, b] if x > 5)``;
+    all of them together at most ``MAX_STEPS`` items), and prints (an
     expression statement before the end, such as the print of a step, is skipped unevaluated).
     The answer is the variable ``answer`` (or ``ans``/``result``), else a final ``print(x)`` (or
     ``print(f"{x:.2f}")`` with one value shown) or bare expression, else the last assignment
@@ -68,7 +84,8 @@ def safe_exec(source: str) -> float:
     program does not parse as written (:func:`_repair_names`). Anything else (imports, while
     loops, nested loops, attributes, other calls, function definitions) is refused."""
     tree = _program(source)
-    env: dict[str, float] = {}
+    _check(tree.body)
+    env = Names()
     try:
         last = _run(tree.body, env, None, tree.body[-1]) if tree.body else None
     except UnsafeProgram:
