@@ -551,3 +551,33 @@ def test_compare_of_a_sweep_id_holm_corrects_over_its_cells(shared_cache, tmp_pa
     assert sorted((r["cell_run_id"], r["id"]) for r in written) == sorted(
         (rid, q.id) for rid, pair in pairs.items() for q in pair.questions
     )
+
+
+def test_compare_out_csv_writes_no_formula_and_keeps_numbers(tmp_path):
+    """Model answers and questions are untrusted: a CSV cell starting with = + - @ (or a tab or
+    carriage return) is a formula to a spreadsheet; such a text cell gets a leading ' (OWASP's
+    advice), a number (also a negative one, written as text) stays a number."""
+    import csv
+
+    answers = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-3.5", "@SUM(A1)", "\tcmd", "-2+3"]
+    a = [_ranked_row(f"q{i}", "FinQA", ["c1"], 1.0, answer) for i, answer in enumerate(answers)]
+    b = [_ranked_row(f"q{i}", "FinQA", ["x"], 0.0, "-7") for i in range(len(answers))]
+    a[0]["question"] = "=1+2 what is the revenue"
+    out = tmp_path / "differ.csv"
+    proc = _compare_cli(_write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b), "--metric", "nm", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    with out.open(encoding="utf-8", newline="") as fh:
+        rows = {r["id"]: r for r in csv.DictReader(fh)}
+    assert [rows[f"q{i}"]["answer_a"] for i in range(len(answers))] == [
+        '\'=HYPERLINK("http://evil.example","x")',
+        "'+1+1",
+        "-3.5",
+        "'@SUM(A1)",
+        "'\tcmd",
+        "'-2+3",
+    ]
+    assert rows["q0"]["question"] == "'=1+2 what is the revenue" and rows["q0"]["answer_b"] == "-7"
+    assert rows["q0"]["diff"] == "100.0" and rows["q0"]["b"] == "0.0"
+    jsonl = tmp_path / "differ.jsonl"  # JSON lines are data, not a sheet: written as they are
+    assert _compare_cli(str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--metric", "nm", "--out", str(jsonl)).returncode == 0
+    assert json.loads(jsonl.read_text(encoding="utf-8").splitlines()[0])["answer_a"] == answers[0]
