@@ -581,3 +581,43 @@ def test_compare_out_csv_writes_no_formula_and_keeps_numbers(tmp_path):
     jsonl = tmp_path / "differ.jsonl"  # JSON lines are data, not a sheet: written as they are
     assert _compare_cli(str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), "--metric", "nm", "--out", str(jsonl)).returncode == 0
     assert json.loads(jsonl.read_text(encoding="utf-8").splitlines()[0])["answer_a"] == answers[0]
+
+
+def test_an_empty_predictions_file_is_named_and_called_empty(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    b = _write(tmp_path / "b.jsonl", [_row("1", nm=1.0)])
+    for args in ([str(empty), b], [b, str(empty)]):
+        proc = _compare_cli(*args, "--n-boot", "10")
+        assert proc.returncode == 2
+        (line,) = proc.stderr.strip().splitlines()
+        assert line == f"t2exp compare: error: {empty}: the file is empty (no prediction rows); give the predictions.jsonl of a run", line
+
+
+def test_a_sweep_whose_cells_share_no_question_with_the_baseline_is_one_line(tmp_path):
+    """It ended with exit 0 and a table of no rows."""
+    from helpers.tracking import logged_sweep
+
+    cells = [
+        {"name": m, "params": {"rag_method.name": m}, "overrides": f"rag_method={m}", "rows": [_row(f"{m}-q", nm=1.0)]}
+        for m in ("base", "bm25", "hybrid")
+    ]
+    uri, parent = logged_sweep(tmp_path, cells)
+    proc = _compare_cli(parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--n-boot", "10")
+    assert proc.returncode == 2, proc.stdout
+    (line,) = proc.stderr.strip().splitlines()
+    assert (
+        line.startswith(
+            f"t2exp compare: error: sweep (parent run {parent}): no cell could be compared with the baseline 'base' (2 cell(s)): bm25 ("
+        )
+        and "no question has a 'nm' value in both runs" in line
+    ), line
+    assert proc.stdout == ""
+
+
+def test_an_out_file_that_cannot_be_written_names_the_path_given(tmp_path):
+    a, b = _two_files(tmp_path)
+    proc = _compare_cli(a, b, "--metric", "mrr_at_3", "--out", "/proc/x.csv", "--n-boot", "10")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("t2exp compare: error: /proc/x.csv: No such file or directory;") and ".tmp" not in line, line

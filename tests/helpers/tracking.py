@@ -35,3 +35,31 @@ def mlflow_runs(tracking_dir: Path, experiment: str = "t2exp"):
     if exp is None:
         return client, []
     return client, client.search_runs([exp.experiment_id], order_by=["attributes.start_time ASC"])
+
+
+def logged_sweep(tracking_dir: Path, cells: list[dict]) -> tuple[str, str]:
+    """A sweep logged by hand in ``tracking_dir/mlflow.db`` (artifacts under ``tracking_dir``): a
+    parent run and one FINISHED child per cell, each a dict of ``name``, ``params``, ``overrides``
+    (the tag's text), ``metrics`` and ``rows`` (its predictions.jsonl). The store's URI and the
+    parent's run id."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    seed_tracking(tracking_dir)
+    uri = f"sqlite:///{tracking_dir / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment("t2exp", artifact_location=(tracking_dir / "artifacts").as_uri())
+    parent = client.create_run(exp_id, run_name="sweep", tags={"t2exp.sweep": "parent"}).info.run_id
+    for cell in cells:
+        tags = {"mlflow.parentRunId": parent, "t2exp.overrides": cell.get("overrides", "")}
+        rid = client.create_run(exp_id, run_name=cell["name"], tags=tags).info.run_id
+        for key, value in cell.get("params", {}).items():
+            client.log_param(rid, key, value)
+        for key, value in cell.get("metrics", {}).items():
+            client.log_metric(rid, key, value)
+        rows = tracking_dir / "predictions.jsonl"
+        rows.write_text("".join(json.dumps(r) + "\n" for r in cell["rows"]), encoding="utf-8")
+        client.log_artifact(rid, str(rows))
+        client.set_terminated(rid, "FINISHED")
+    return uri, parent

@@ -105,12 +105,17 @@ def compare_sweep(
     rows = {r.run_id: load_run_predictions(client, r.run_id) for r in swept.runs}
     if metric == "auto":
         metric = default_metric(rows[base.run_id], *(rows[r.run_id] for r in others))
-    cells, notes = [], list(swept.notes)
+    cells: list[CellComparison] = []
+    refused: list[tuple[str, str]] = []
     for r in others:
         try:
             cells.append(CellComparison(r, compare_rows(rows[r.run_id], rows[base.run_id], metric, n_boot=n_boot, seed=seed)))
         except CompareError as exc:
-            notes.append(f"{r.name} ({r.run_id[:8]}): not compared: {exc}")
+            refused.append((f"{r.name} ({r.run_id[:8]})", str(exc)))
+    if not cells:
+        why = "; ".join(f"{who}: {why}" for who, why in refused)
+        raise CompareError(f"{swept.title}: no cell could be compared with the baseline {base.name!r} ({len(others)} cell(s)): {why}")
+    notes = [*swept.notes, *(f"{who}: not compared: {why}" for who, why in refused)]
     _apply_holm(cells)
     return SweepComparison(swept.title, metric, base, cells, notes)
 

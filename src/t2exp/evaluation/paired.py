@@ -71,12 +71,17 @@ def read_logged(path: Path, label: str | None = None) -> list[dict[str, Any]]:
 
 
 def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
-    """A path to a predictions file, or a run id (``client()`` gives the MLflow client)."""
+    """A path to a predictions file, or a run id (``client()`` gives the MLflow client); a file
+    without rows is an error naming it."""
     if Path(source).is_file():
-        return read_logged(Path(source))
-    if os.sep in source or source.endswith((".jsonl", ".json")):  # a path, not a run id: no MLflow store is opened
+        rows, label = read_logged(Path(source)), source
+    elif os.sep in source or source.endswith((".jsonl", ".json")):  # a path, not a run id: no MLflow store is opened
         raise CompareError(f"{source}: no such file (give a predictions.jsonl path or an MLflow run id)")
-    return load_run_predictions(client(), source)
+    else:
+        rows, label = load_run_predictions(client(), source), f"run {source}: predictions.jsonl"
+    if not rows:
+        raise CompareError(f"{label}: the file is empty (no prediction rows); give the predictions.jsonl of a run")
+    return rows
 
 
 # --- per-question values (the evaluator's question_value) ----------------------------------------
@@ -277,9 +282,10 @@ def compare_rows(
     """Two runs' prediction rows compared on ``metric`` (a name of the grammar; not ``auto``)."""
     paired = pair_predictions(rows_a, rows_b, metric)
     if paired.n == 0:
+        hint = "; retrieval-only runs have no nm: try --metric mrr_at_3" if metric.startswith("nm") and paired.missing_value else ""
         raise CompareError(
             f"no question has a {metric!r} value in both runs ({paired.only_a} only in A, {paired.only_b} only in B, "
-            f"{paired.missing_value} without a value; retrieval-only runs have no nm: try --metric mrr_at_3)"
+            f"{paired.missing_value} without a value{hint})"
         )
     questions = by_effect(question_differences(rows_a, rows_b, metric))
     return Comparison(metric, paired, compare(paired, n_boot=n_boot, seed=seed), questions)

@@ -201,16 +201,20 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = ""
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with naming(path), os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except BaseException:
-        remove_file(tmp, path.parent, missing_ok=True)
+    except BaseException as exc:
+        if isinstance(exc, OSError) and os.path.basename(str(exc.filename)).startswith(f".{path.name}."):
+            exc.filename, exc.filename2 = str(path), None  # the file asked for, not the temporary one beside it
+        if tmp:
+            remove_file(tmp, path.parent, missing_ok=True)
         raise
 
 
