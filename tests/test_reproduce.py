@@ -354,3 +354,36 @@ def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) ->
     how = reproduce.stop_child(proc, 0.5)
     assert proc.returncode == -signal.SIGKILL.value
     assert how == "SIGTERM, then SIGKILL 0.5 s later; its MLflow run may be left RUNNING"
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "-inf", "soon"])
+def test_a_timeout_that_is_not_a_positive_finite_number_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    (tmp_path / "x.yaml").write_text("conditions:\n  - {name: c, overrides: [k=3], expected: {avg/nm: 1}}\n", encoding="utf-8")
+    keep = tmp_path / "kept"
+    argv = ["x/c", "--expected", str(tmp_path), "--python", str(_fake_python(tmp_path)), "--keep", str(keep), f"--timeout={value}"]
+    assert reproduce.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"t2exp reproduce: error: --timeout {value!r} is invalid; allowed: a positive finite number of seconds (e.g. 600)", line
+    assert not keep.exists()
+
+
+@pytest.mark.parametrize("where", ["x", "x/c"])
+def test_a_keep_folder_holding_a_symbolic_link_is_one_line_and_the_link_is_not_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """A condition's folder (or its table's) under --keep that is a symbolic link: rmtree's "Cannot
+    call rmtree on a symbolic link" named no path. Now one line before anything runs; the link and
+    what it points to are left as they were."""
+    (tmp_path / "x.yaml").write_text("conditions:\n  - {name: c, overrides: [k=3], expected: {avg/nm: 1}}\n", encoding="utf-8")
+    victim = _victim(tmp_path)
+    keep = tmp_path / "kept"
+    (keep / where).parent.mkdir(parents=True, exist_ok=True)
+    (keep / where).symlink_to(victim, target_is_directory=True)
+    argv = ["x/c", "--expected", str(tmp_path), "--python", str(_fake_python(tmp_path)), "--keep", str(keep)]
+    assert reproduce.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"t2exp reproduce: error: --keep {keep}: {keep / where} is a symbolic link (to {victim}); t2exp does not follow "
+        "or delete links under --keep: remove the link, or give another --keep folder"
+    ), line
+    assert (keep / where).is_symlink() and sorted(p.name for p in victim.iterdir()) == ["precious.txt"]

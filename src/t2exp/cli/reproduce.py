@@ -270,7 +270,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument(
         "--models", type=Path, metavar="DIR", help="paths.models of every run: converted offline generators are reused from and kept in DIR"
     )
-    p.add_argument("--timeout", type=float, metavar="S", help="seconds one run may take (default: no limit)")
+    p.add_argument("--timeout", metavar="S", help="seconds one run may take, a positive number (default: no limit)")
     p.add_argument("--python", default=sys.executable, help="the interpreter that runs python -m t2exp (default: this one)")
     return p
 
@@ -312,16 +312,28 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.print_commands:
         _print_commands(conds)
         return 0
-    problem = _check_paths(args)
+    problem = _check_paths(args, conds)
     if problem:
         print(f"{prog}: error: {problem}", file=sys.stderr)
         return 2
-    args.prog = prog
+    args.prog, args.timeout = prog, None if args.timeout is None else _seconds(args.timeout)
     return _run(conds, args)
 
 
-def _check_paths(args: argparse.Namespace) -> str | None:
-    """The interpreter and ``--keep``, checked before anything runs: the one-line error, or None."""
+def _seconds(text: str) -> float | None:
+    """``--timeout``'s value: a positive finite number of seconds, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _check_paths(args: argparse.Namespace, conds: Sequence[Condition]) -> str | None:
+    """The interpreter, ``--keep`` and ``--timeout``, checked before anything runs: the one-line
+    error, or None."""
+    if args.timeout is not None and _seconds(args.timeout) is None:
+        return f"--timeout {args.timeout!r} is invalid; allowed: a positive finite number of seconds (e.g. 600)"
     if shutil.which(str(args.python)) is None:
         return (
             f"--python {args.python}: no such interpreter (not found, or not executable); "
@@ -329,6 +341,12 @@ def _check_paths(args: argparse.Namespace) -> str | None:
         )
     if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
         return f"--keep {args.keep}: a file, not a folder; give a folder to keep the outputs in (it is made when missing)"
+    links = [p for c in conds for p in (args.keep / c.table, args.keep / c.table / c.name) if args.keep and p.is_symlink()]
+    if links:  # never followed, never deleted: a folder of the run is replaced before it runs
+        return (
+            f"--keep {args.keep}: {links[0]} is a symbolic link (to {os.readlink(links[0])}); t2exp does not follow "
+            "or delete links under --keep: remove the link, or give another --keep folder"
+        )
     return None
 
 
