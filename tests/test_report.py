@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import csv
+import html
 import json
+import re
 import statistics
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.app import run_app
 from helpers.command import cli
-from helpers.tracking import mlflow_runs, seed_tracking
+from helpers.tracking import logged_sweep, mlflow_runs, seed_tracking
 from t2exp.evaluation.metrics import reciprocal_rank
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -411,3 +415,64 @@ def test_a_sweeps_own_report_goes_under_paths_work_not_the_directory_it_was_star
     (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
     assert (work / "outputs" / "reports" / parent.info.run_id / "report.md").is_file()
     assert list(elsewhere.iterdir()) == []
+
+
+# --- names and values from runs are text, never Markdown --------------------------------------
+HOSTILE_NAME = "[x](https://evil.example) <img src=x> *a*"
+
+
+def _markdown_html(text: str) -> str:
+    """``text`` as a CommonMark reader with GitHub's tables renders it (an independent reader)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").render(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab1 \\|`*_~[]()<>&#;!:/=.-\n", max_size=14))
+def test_any_text_reads_back_as_itself_in_a_table_cell_and_in_a_links_text(text):
+    """:func:`t2exp.evaluation.tabular.md_escape`, read by an independent CommonMark reader: a
+    table cell holds the text itself (one cell, no tag), and so does a link's text around it."""
+    from t2exp.evaluation import tabular
+
+    want = " ".join(text.split())
+    cells = re.findall(r"<td>(.*?)</td>", _markdown_html(tabular.markdown(["h"], [[text]])), re.S)
+    assert len(cells) == 1 and html.unescape(cells[0]) == want and "<" not in cells[0], cells
+    link = re.fullmatch(r'<p>x <a href="#/r">(.*?)</a> y</p>\n', _markdown_html(f"x [{tabular.md_escape(text)}](#/r) y"), re.S)
+    assert link is not None and html.unescape(link.group(1)) == want
+
+
+def _hostile_sweep(tmp_path: Path) -> tuple[str, str]:
+    """Two cells, one named like a Markdown link and an image, one swept value holding a ``|``;
+    both with the same questions (so the Δ columns and the summary exist)."""
+    cells = []
+    for name, foo, rr in ((HOSTILE_NAME, "a|b", [1.0, 1.0, 0.5]), ("plain", "c", [0.5, 0.0, 0.0])):
+        mean = 100 * statistics.fmean(rr)
+        rows = [{"id": f"q{i}", "subset": "FinQA", "context_id": "c1", "mrr_at_3": v} for i, v in enumerate(rr)]
+        metrics = {"FinQA/mrr_at_3": mean, "avg/mrr_at_3": mean}
+        cells.append({"name": name, "params": {"rag_method.name": "base"}, "overrides": f"+foo={foo}", "metrics": metrics, "rows": rows})
+    return logged_sweep(tmp_path, cells)
+
+
+def test_a_pipe_or_a_link_in_a_name_or_value_stays_text_in_every_markdown_file(tmp_path):
+    """A ``|`` in a swept value, a run name written as a link, an image or emphasis: text in the
+    report's tables (the row's numbers under their own columns) and in the sweep's description."""
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.evaluation.reporting.build import report
+
+    uri, parent = _hostile_sweep(tmp_path)
+    out = tmp_path / "out"
+    report(parent, out, tracking_uri=uri, n_boot=50)
+    description = MlflowClient(tracking_uri=uri).get_run(parent).data.tags["mlflow.note.content"]
+    for text in [(out / "table3.md").read_text(encoding="utf-8"), (out / "report.md").read_text(encoding="utf-8"), description]:
+        html = _markdown_html(text)
+        assert "<img src=x>" not in html and 'evil.example"' not in html and "<em>" not in html, html
+        assert all(href.startswith("#/experiments/") for href in re.findall(r'href="([^"]*)"', html)), html
+    table = _markdown_html((out / "table3.md").read_text(encoding="utf-8"))
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]]
+    assert [len(r) for r in rows] == [len(head)] * 2, (head, rows)
+    by_foo = {r[head.index("foo")]: r for r in rows}
+    assert by_foo["a|b"][head.index("FinQA MRR@3")] == "83.3" and by_foo["c"][head.index("FinQA MRR@3")] == "16.7"
+    assert HOSTILE_NAME.replace("<", "&lt;").replace(">", "&gt;") in _markdown_html(description)

@@ -1,13 +1,17 @@
 """The one results-table renderer: how a metric value is written (percent, one decimal, its 95 %
 CI in brackets) and how rows become a Markdown or an aligned terminal table. A run's closing
 summary, ``t2exp score``, the report's tables, the ladder, the tuning table and the error
-breakdown all write through it, so one number reads the same wherever it is shown.
+breakdown all write through it, so one number reads the same wherever it is shown. Text from runs
+and configs (names, swept values, keys) goes into Markdown through :func:`md_escape` alone.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Sequence
+
+from t2exp.errors import one_line
 
 DECIMALS = 1  # percent with one decimal: the paper's tables and every t2exp table
 MISSING = "–"
@@ -24,6 +28,38 @@ def value(mean: float | None, low: float | None = None, high: float | None = Non
     return text
 
 
+class Markdown(str):
+    """Text a renderer already wrote as Markdown (a link to a run, its name escaped):
+    :func:`markdown` puts it in a cell as it is."""
+
+
+# what Markdown reads as syntax in a line of text: a backslash, a table's |, code, emphasis and
+# strikethrough marks, an HTML tag, comment or autolink (<, then a letter, /, ! or ?), an entity
+# (&name; &#123;), a _ at a word's edge (snake_case stays as it is), and every [ and ] of a text
+# where they could make a link: a ]( or ][, or brackets that do not pair up (a CI [1.0, 2.0] stays)
+_SYNTAX = r"[\\|`*~]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
+
+
+def _brackets_pair(text: str) -> bool:
+    """Every ``[`` closed by a later ``]``, and no ``](`` or ``][``: brackets that make no link."""
+    depth = 0
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0 and "](" not in text and "][" not in text
+
+
+def md_escape(text: object) -> str:
+    """``text`` as Markdown that reads as that text: on one line, a backslash before each character
+    Markdown would take as syntax (a ``|`` splitting a table's row, a link, an image, HTML,
+    emphasis); numbers as t2exp writes them are left as they are. The one escaping helper of every
+    Markdown writer (table cells through :func:`markdown`, names in headings and descriptions)."""
+    line = one_line(text)
+    syntax = _SYNTAX if _brackets_pair(line) else _SYNTAX + r"|[\[\]]"
+    return re.sub(syntax, lambda m: "\\" + m.group(0), line)
+
+
 def _labels(left: int | Collection[int], width: int) -> list[bool]:
     """Which columns are labels (left-aligned): the first ``left``, or the indices ``left`` names."""
     return [i < left if isinstance(left, int) else i in left for i in range(width)]
@@ -31,11 +67,14 @@ def _labels(left: int | Collection[int], width: int) -> list[bool]:
 
 def markdown(head: Sequence[str], rows: Sequence[Sequence[str]], left: int | Collection[int] = 1) -> str:
     """A Markdown table: label columns (the first ``left``, or the indices it names) left-aligned,
-    the others, numbers, right-aligned."""
+    the others, numbers, right-aligned; every cell and heading :func:`md_escape`-d but a
+    :class:`Markdown` one."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c if isinstance(c, Markdown) else md_escape(c) for c in cells) + " |"
+
     rule = ["---" if label else "---:" for label in _labels(left, len(head))]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(rule) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    return "\n".join([line(head), "|" + "|".join(rule) + "|", *(line(r) for r in rows)])
 
 
 def aligned(head: Sequence[str], rows: Sequence[Sequence[str]], left: int | Collection[int] = 1) -> str:

@@ -132,7 +132,8 @@ class CellLog:
         none with ``false``, else for at most ``tracking.trace_limit`` questions, chosen by question id
         alone (``inspection.traced_rows``: two cells over the same questions trace the same ones)."""
         rows = list(read_jsonl(result.predictions_path))
-        what = f"**{run_name(self.cfg)}** on {', '.join(f'{s.name} ({len(s.questions)} questions)' for s in self.subsets)}"
+        on = ", ".join(f"{tabular.md_escape(s.name)} ({len(s.questions)} questions)" for s in self.subsets)
+        what = f"**{tabular.md_escape(run_name(self.cfg))}** on {on}"
         self.tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, self.k), what)})
         self.tracker.log_table(predictions_table(rows), TABLE_FILE)
         wanted = self.cfg.tracking.get("traces")

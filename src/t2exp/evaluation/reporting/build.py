@@ -74,6 +74,7 @@ from t2exp.evaluation.reporting.tables import (
 )
 from t2exp.evaluation.reporting.tuning import build_tuning, render_tuning, write_tuning_csv
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.evaluation.tabular import md_escape
 from t2exp.infra.contained import inside, safe_segment
 from t2exp.infra.mlflow_store import open_for_reading
 from t2exp.infra.paths import default_tracking_uri, work_dir
@@ -123,10 +124,10 @@ def make_report(
         raise ReportError(f"--tables: unknown {sorted(want - set(TABLES))}; allowed: {', '.join(TABLES)}")
     files: list[Path] = []
     sections = [
-        f"# T²-RAGBench report: {target.title}",
+        f"# T²-RAGBench report: {md_escape(target.title)}",
         "",
         f"{len(runs)} run(s); generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}; "
-        f"keys that differ between runs: {', '.join(swept_keys(runs)) or 'none'}.",
+        f"keys that differ between runs: {md_escape(', '.join(swept_keys(runs)) or 'none')}.",
         "",
     ]
     sections += [f"Note: {n}" for n in target.notes]
@@ -170,8 +171,8 @@ def _description(target: Target, t3: Table, files: list[Path]) -> str:
     """The parent run's (or the report run's) MLflow description: the Table 3 layout with a link
     per cell, and where the rest of the report is."""
     intro = (
-        f"**Sweep report** ({target.title}): {len(target.runs)} cell(s); keys that differ: "
-        f"{', '.join(swept_keys(target.runs)) or 'none'}. Each cell links to its run."
+        f"**Sweep report** ({md_escape(target.title)}): {len(target.runs)} cell(s); keys that differ: "
+        f"{md_escape(', '.join(swept_keys(target.runs)) or 'none')}. Each cell links to its run."
     )
     names = [f.name for f in files]
     plots = [n for n in names if n.endswith(".png")]

@@ -67,7 +67,7 @@ def delta_note(t: Table) -> str:
     """What the Δ columns mean, naming the baseline and the correction."""
     base = next(r for r in t.runs if r.run_id == t.best)
     which = (
-        f"the row --baseline named ({base.name}, run {base.run_id[:8]})"
+        f"the row --baseline named ({tabular.md_escape(base.name)}, run {base.run_id[:8]})"
         if t.named_baseline
         else "the row with the best Avg (--baseline picks another)"
     )
@@ -183,7 +183,7 @@ def _questions_cell(t: Table, experiment_id: str, run_id: str) -> str:
     """A row's link to its questions next to the baseline's (none for the baseline itself)."""
     if t.best is None or run_id == t.best:
         return ""
-    return f"[vs {baseline_word(t)}]({questions_link(experiment_id, run_id, t.best)})"
+    return tabular.Markdown(f"[vs {baseline_word(t)}]({questions_link(experiment_id, run_id, t.best)})")
 
 
 SUMMARY_ROWS = 5  # rows the description's first lines sum up (a collapsed description shows about that much)
@@ -198,7 +198,7 @@ def _subset_pairs(t: Table, run_id: str) -> str:
         return tabular.value(None if c is None else c.mean)
 
     subsets = [s for s, m in t.columns if m == t.primary and s != AVG]
-    return ", ".join(f"{s} {mean(run_id, s)} vs {mean(str(t.best), s)}" for s in subsets)
+    return ", ".join(f"{tabular.md_escape(s)} {mean(run_id, s)} vs {mean(str(t.best), s)}" for s in subsets)
 
 
 def _summary(t: Table, experiment_id: str) -> list[str]:
@@ -214,7 +214,7 @@ def _summary(t: Table, experiment_id: str) -> list[str]:
         holm_p = "" if d.p_holm is None else f", Holm {p_text(d.p_holm)}"
         per_subset = _subset_pairs(t, r.run_id)
         lines.append(
-            f"**{r.name}** vs {baseline_word(t)} **{base.name}**: {metric_label(t.primary or '')} "
+            f"**{tabular.md_escape(r.name)}** vs {baseline_word(t)} **{tabular.md_escape(base.name)}**: {metric_label(t.primary or '')} "
             f"{per_subset + '; ' if per_subset else ''}Δ Avg {tabular.value(d.diff, d.low, d.high, signed=True)}, "
             f"{p_text(d.p)}{holm_p} · "
             f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})"
@@ -235,8 +235,7 @@ def render_headline(t: Table, experiment_id: str, intro: str, outro: str) -> str
         heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m), "Questions"]
     rows = []
     for r in t.runs:
-        name = r.name.replace("|", "/").replace("[", "(").replace("]", ")")
-        cells = [f"[{name}]({run_link(experiment_id, r.run_id)})"]
+        cells: list[str] = [tabular.Markdown(f"[{tabular.md_escape(r.name)}]({run_link(experiment_id, r.run_id)})")]
         cells += [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
         rows.append(cells + ([*_delta_cells(t, r.run_id), _questions_cell(t, experiment_id, r.run_id)] if t.best is not None else []))
     notes = [delta_note(t), QUESTIONS_NOTE] if t.best is not None else []
