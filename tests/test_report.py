@@ -476,3 +476,26 @@ def test_a_pipe_or_a_link_in_a_name_or_value_stays_text_in_every_markdown_file(t
     by_foo = {r[head.index("foo")]: r for r in rows}
     assert by_foo["a|b"][head.index("FinQA MRR@3")] == "83.3" and by_foo["c"][head.index("FinQA MRR@3")] == "16.7"
     assert HOSTILE_NAME.replace("<", "&lt;").replace(">", "&gt;") in _markdown_html(description)
+
+
+def test_a_swept_value_that_reads_as_a_formula_is_text_in_every_report_csv(tmp_path):
+    """A swept value starting with ``=`` (or ``+ - @``): every CSV the report writes holds it with
+    a leading ``'``, so a spreadsheet shows it instead of running it; the numbers stay numbers."""
+    from t2exp.evaluation.reporting.build import report
+
+    cells = []
+    for foo, rr in (("=HYPERLINK(1)", [1.0, 1.0, 0.5]), ("@c", [0.5, 0.0, 0.0])):
+        mean = 100 * statistics.fmean(rr)
+        rows = [{"id": f"q{i}", "subset": "FinQA", "context_id": "c1", "mrr_at_3": v} for i, v in enumerate(rr)]
+        metrics = {"FinQA/mrr_at_3": mean, "avg/mrr_at_3": mean}
+        cells.append({"name": foo, "params": {"rag_method.name": "base"}, "overrides": f"+foo={foo}", "metrics": metrics, "rows": rows})
+    uri, parent = logged_sweep(tmp_path, cells)
+    out = tmp_path / "out"
+    report(parent, out, tracking_uri=uri, n_boot=50)
+    written = sorted(out.glob("*.csv"))
+    assert written
+    cells_seen = [c for path in written for row in csv.reader(path.open(encoding="utf-8")) for c in row]
+    assert "'=HYPERLINK(1)" in cells_seen and "'@c" in cells_seen
+    assert not [c for c in cells_seen if c[:1] in ("=", "+", "@") or (c[:1] == "-" and not re.fullmatch(r"-[\d.e+-]+", c))]
+    table = list(csv.DictReader((out / "table3.csv").open(encoding="utf-8")))
+    assert sorted(float(r["FinQA/mrr_at_3"]) for r in table) == pytest.approx([100 / 6, 250 / 3])

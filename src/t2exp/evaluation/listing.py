@@ -5,10 +5,7 @@ first ``--show N`` (:mod:`t2exp.evaluation.tabular`, the one table renderer) and
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -101,27 +98,10 @@ def write_records(path: Path, records: Sequence[Mapping[str, Any]], first: Seque
     check_out(path)
     if path.suffix.lower() == ".jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    else:
-        buf = io.StringIO()
-        columns = [*first, *question_record_columns()]
-        w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-        w.writeheader()
-        w.writerows({k: sheet_cell(v) for k, v in r.items()} for r in records)
-        text = buf.getvalue()
-    atomic_write_text(path, text)
-
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def sheet_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet does not run: text starting with = + - @, a tab or a carriage
-    return (a model's answer, a question) gets a leading ``'``, as OWASP advises against CSV
-    injection; numbers, also written as text (``-3.5``), stay as they are."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
-        return "'" + value
-    return value
+        atomic_write_text(path, text)
+        return
+    columns = [*first, *question_record_columns()]
+    tabular.write_csv(path, columns, ([r.get(c) for c in columns] for r in records))
 
 
 def question_record_columns() -> list[str]:

@@ -2,16 +2,22 @@
 CI in brackets) and how rows become a Markdown or an aligned terminal table. A run's closing
 summary, ``t2exp score``, the report's tables, the ladder, the tuning table and the error
 breakdown all write through it, so one number reads the same wherever it is shown. Text from runs
-and configs (names, swept values, keys) goes into Markdown through :func:`md_escape` alone.
+and configs (names, swept values, keys) goes into Markdown through :func:`md_escape` alone, and
+every CSV file t2exp writes goes through :func:`write_csv` (no cell a spreadsheet would run).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 from t2exp.errors import one_line
+from t2exp.infra.cache import atomic_write_text
 
 DECIMALS = 1  # percent with one decimal: the paper's tables and every t2exp table
 MISSING = "–"
@@ -86,3 +92,26 @@ def aligned(head: Sequence[str], rows: Sequence[Sequence[str]], left: int | Coll
         return "  ".join(c.ljust(w) if label else c.rjust(w) for c, w, label in zip(cells, widths, labels, strict=True))
 
     return "\n".join([line(head), *(line(r) for r in rows)])
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def sheet_cell(cell: Any) -> Any:
+    """A CSV cell a spreadsheet does not run: text starting with = + - @, a tab or a carriage
+    return (a model's answer, a question, a swept value) gets a leading ``'``, as OWASP advises
+    against CSV injection; numbers, also written as text (``-3.5``), stay as they are."""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START) and not _NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
+
+
+def write_csv(path: Path, head: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """The one CSV writer: a header row, then ``rows`` (``None`` an empty field), every cell through
+    :func:`sheet_cell`; written whole or not at all (an existing file is replaced)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([sheet_cell(c) for c in head])
+    w.writerows([sheet_cell(c) for c in row] for row in rows)
+    atomic_write_text(path, buf.getvalue())

@@ -7,7 +7,6 @@ rung, the full method. When the runs hold both fold roles, only the held-out run
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,18 +90,15 @@ def render_ladder(lad: Ladder) -> str:
 
 
 def write_ladder_csv(lad: Ladder, path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(
-            ["rung", "run_id", "questions"]
-            + [f"{s}/{m}" for s, m in lad.columns]
-            + ["vs", "delta", "delta_ci_low", "delta_ci_high", "delta_p", "delta_n"]
-        )
-        label = {r.run_id: r.label(KEY) for r in lad.runs}
-        for r in lad.runs:
-            d = lad.deltas.get(r.run_id)
-            row = [label[r.run_id], r.run_id, questions_of(r)]
-            row += ["" if (v := lad.cells[(r.run_id, s, m)].mean) is None else repr(v) for s, m in lad.columns]
-            row += [label.get(lad.against.get(r.run_id, ""), "")]
-            row += ["", "", "", "", ""] if d is None else [repr(d.diff), repr(d.low), repr(d.high), repr(d.p), str(d.n)]
-            w.writerow(row)
+    head = ["rung", "run_id", "questions", *(f"{s}/{m}" for s, m in lad.columns)]
+    head += ["vs", "delta", "delta_ci_low", "delta_ci_high", "delta_p", "delta_n"]
+    label = {r.run_id: r.label(KEY) for r in lad.runs}
+    rows = []
+    for r in lad.runs:
+        d = lad.deltas.get(r.run_id)
+        row = [label[r.run_id], r.run_id, questions_of(r)]
+        row += ["" if (v := lad.cells[(r.run_id, s, m)].mean) is None else repr(v) for s, m in lad.columns]
+        row += [label.get(lad.against.get(r.run_id, ""), "")]
+        row += ["", "", "", "", ""] if d is None else [repr(d.diff), repr(d.low), repr(d.high), repr(d.p), str(d.n)]
+        rows.append(row)
+    tabular.write_csv(path, head, rows)

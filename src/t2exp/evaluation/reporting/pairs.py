@@ -4,7 +4,6 @@ p-values Holm–Bonferroni-corrected over all the pairs (:func:`t2exp.evaluation
 
 from __future__ import annotations
 
-import csv
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -77,12 +76,9 @@ def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
 
 
 def write_pairs_csv(p: Pairs, path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(
-            ["run_id_a", "run_id_b", "label_a", "label_b", "metric", "n", "delta", "delta_ci_low", "delta_ci_high", "p", "p_holm", "holm_m"]
-        )
-        for a, b, d in p.rows:
-            w.writerow(
-                [a.run_id, b.run_id, a.name, b.name, p.metric, d.n, repr(d.diff), repr(d.low), repr(d.high), repr(d.p), repr(d.p_holm), p.m]
-            )
+    head = ["run_id_a", "run_id_b", "label_a", "label_b", "metric", "n", "delta", "delta_ci_low", "delta_ci_high", "p", "p_holm", "holm_m"]
+    rows = [
+        [a.run_id, b.run_id, a.name, b.name, p.metric, d.n, repr(d.diff), repr(d.low), repr(d.high), repr(d.p), repr(d.p_holm), p.m]
+        for a, b, d in p.rows
+    ]
+    tabular.write_csv(path, head, rows)

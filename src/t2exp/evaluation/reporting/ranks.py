@@ -7,7 +7,6 @@ as a run aggregates (:func:`t2exp.evaluation.metrics.aggregate`, 95 % bootstrap 
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,16 +107,15 @@ def write_ranks_csv(t: RankTable, path: Path) -> None:
     head = [*t.keys, "run_id", "subset"]
     for b in (*BUCKETS, ALL):
         head += [f"{t.metric}_{b}", f"{t.metric}_{b}_ci_low", f"{t.metric}_{b}_ci_high", f"n_{b}"]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(head)
-        for r in t.runs:
-            for s in t.subsets:
-                got = t.cells[r.run_id].get(s)
-                if got is None:
-                    continue
-                row: list[Any] = [*(r.label(k) for k in t.keys), r.run_id, s]
-                for b in (*BUCKETS, ALL):
-                    v = got.get(b)
-                    row += ["", "", "", 0] if v is None else [repr(v.mean), repr(v.ci_low), repr(v.ci_high), v.n]
-                w.writerow(row)
+    rows = []
+    for r in t.runs:
+        for s in t.subsets:
+            got = t.cells[r.run_id].get(s)
+            if got is None:
+                continue
+            row: list[Any] = [*(r.label(k) for k in t.keys), r.run_id, s]
+            for b in (*BUCKETS, ALL):
+                v = got.get(b)
+                row += ["", "", "", 0] if v is None else [repr(v.mean), repr(v.ci_low), repr(v.ci_high), v.n]
+            rows.append(row)
+    tabular.write_csv(path, head, rows)

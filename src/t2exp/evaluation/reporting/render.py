@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -96,24 +95,23 @@ def write_csv(t: Table, path: Path) -> None:
             "delta_n",
         ]
 
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(head)
-        for r in t.runs:
-            row: list[str | None] = [*(r.label(k) for k in t.keys), r.run_id]  # csv writes None as an empty field
-            for s, m in t.columns:
-                c = t.cells[(r.run_id, s, m)]
-                row += [_num(c.mean), _num(c.low), _num(c.high)]
-            if t.best is not None:
-                d = t.deltas.get(r.run_id)
-                row += [t.primary, t.best]
-                if r.run_id == t.best:
-                    row += ["0.0", "", "", "", "", "", ""]
-                elif d is None:
-                    row += ["", "", "", "", "", "", ""]
-                else:
-                    row += [_num(d.diff), _num(d.low), _num(d.high), _num(d.p), _num(d.p_holm), str(t.m), str(d.n)]
-            w.writerow(row)
+    rows = []
+    for r in t.runs:
+        row: list[str | None] = [*(r.label(k) for k in t.keys), r.run_id]  # csv writes None as an empty field
+        for s, m in t.columns:
+            c = t.cells[(r.run_id, s, m)]
+            row += [_num(c.mean), _num(c.low), _num(c.high)]
+        if t.best is not None:
+            d = t.deltas.get(r.run_id)
+            row += [t.primary, t.best]
+            if r.run_id == t.best:
+                row += ["0.0", "", "", "", "", "", ""]
+            elif d is None:
+                row += ["", "", "", "", "", "", ""]
+            else:
+                row += [_num(d.diff), _num(d.low), _num(d.high), _num(d.p), _num(d.p_holm), str(t.m), str(d.n)]
+        rows.append(row)
+    tabular.write_csv(path, head, rows)
 
 
 def _num(v: float | None) -> str:
@@ -133,25 +131,12 @@ def render_curve(group_keys: Sequence[str], points: Sequence[CurvePoint], metric
 
 
 def write_curve_csv(group_keys: Sequence[str], points: Sequence[CurvePoint], metric: str, path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(
-            [*group_keys, "subset", "corpus_size", "documents", "questions_mean", "n_runs", f"{metric}_mean", f"{metric}_std", "values"]
-        )
-        for p in points:
-            w.writerow(
-                [
-                    *p.group,
-                    p.subset,
-                    p.size,
-                    repr(p.docs),
-                    repr(p.questions),
-                    p.n,
-                    repr(p.mean),
-                    repr(p.std),
-                    ";".join(repr(v) for v in p.values),
-                ]
-            )
+    head = [*group_keys, "subset", "corpus_size", "documents", "questions_mean", "n_runs", f"{metric}_mean", f"{metric}_std", "values"]
+    rows = [
+        [*p.group, p.subset, p.size, repr(p.docs), repr(p.questions), p.n, repr(p.mean), repr(p.std), ";".join(repr(v) for v in p.values)]
+        for p in points
+    ]
+    tabular.write_csv(path, head, rows)
 
 
 def experiment_link(experiment_id: str) -> str:

@@ -5,7 +5,6 @@ run on both roles. Cells are the runs' logged metrics, as in every other table."
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,12 +97,11 @@ def write_tuning_csv(t: TuningTable, path: Path) -> None:
     scopes = [*t.subsets, AVG]
     head = [*t.keys, "tune_run_id", "tuned_on"] + [f"tune:{s}/{t.metric}" for s in scopes]
     head += ["eval_run_id", "reported_on"] + [f"eval:{s}/{t.metric}" for s in scopes]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(head)
-        for p in t.pairs:
-            row = [p.eval.label(k) for k in t.keys] + [p.tune.run_id, questions_of(p.tune)]
-            row += ["" if (v := t.cells[(p.tune.run_id, s)].mean) is None else repr(v) for s in scopes]
-            row += [p.eval.run_id, questions_of(p.eval)]
-            row += ["" if (v := t.cells[(p.eval.run_id, s)].mean) is None else repr(v) for s in scopes]
-            w.writerow(row)
+    rows = []
+    for p in t.pairs:
+        row = [p.eval.label(k) for k in t.keys] + [p.tune.run_id, questions_of(p.tune)]
+        row += ["" if (v := t.cells[(p.tune.run_id, s)].mean) is None else repr(v) for s in scopes]
+        row += [p.eval.run_id, questions_of(p.eval)]
+        row += ["" if (v := t.cells[(p.eval.run_id, s)].mean) is None else repr(v) for s in scopes]
+        rows.append(row)
+    tabular.write_csv(path, head, rows)
