@@ -11,7 +11,6 @@ merges sharded cells and closes the sweep's parent run once every job has ended.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -193,18 +192,18 @@ def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
 
 def _cache(job: Job, sweep_dir: Path) -> None:
     """A shard's ``done.json`` and the predictions written so far (the job's Hydra dir names its shard)."""
-    from t2exp.pipeline.shards import POINTER_FILE, Layout
+    from t2exp.pipeline.shards import POINTER_FILE, Layout, read_pointer
 
     pointer = sweep_dir / str(job.num) / POINTER_FILE
     if not pointer.is_file():
         return
     try:
-        p = json.loads(pointer.read_text(encoding="utf-8"))
-        layout = Layout(Path(p["run_dir"]), int(p["shards"]))
-        job.shard_done = layout.done(int(p["shard"])).is_file()
-        preds = layout.predictions(int(p["shard"]))
+        p = read_pointer(pointer)
+        layout = Layout(p["run_dir"], p["shards"])
+        job.shard_done = layout.done(p["shard"]).is_file()
+        preds = layout.predictions(p["shard"])
         job.answered = sum(1 for _ in preds.open(encoding="utf-8")) if preds.is_file() else 0
-    except (OSError, ValueError, KeyError):  # a pointer being written, a file gone: the other sources still tell
+    except (OSError, DataError):  # a damaged pointer (collect names it), a file gone: the other sources still tell
         return
 
 
