@@ -16,14 +16,19 @@ says how many jobs are still pending or running and changes nothing.
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING
 
 from t2exp.cli.sweep_target import sweep_path
 from t2exp.errors import DataError, T2ExpError, one_line, os_error_line
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+log = logging.getLogger("t2exp")
 
 
 def build_parser(prog: str = "t2exp collect") -> argparse.ArgumentParser:
@@ -35,13 +40,13 @@ def build_parser(prog: str = "t2exp collect") -> argparse.ArgumentParser:
 
 def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
     """The run directories of the sharded cells ``target`` names (see the module's doc)."""
-    from t2exp.pipeline.shards import CONFIG_FILE, POINTER_FILE, SHARDS_DIR
+    from t2exp.pipeline.shards import CONFIG_FILE, POINTER_FILE, SHARDS_DIR, read_pointer
 
     path = sweep_path(target, tracking_uri)
     if (path / SHARDS_DIR / CONFIG_FILE).is_file():
         return [path]
     pointers = [path / POINTER_FILE] if (path / POINTER_FILE).is_file() else sorted(path.glob(f"*/{POINTER_FILE}"))
-    found = dict.fromkeys(Path(json.loads(p.read_text(encoding="utf-8"))["run_dir"]) for p in pointers)
+    found = dict.fromkeys(read_pointer(p)["run_dir"] for p in pointers)
     if not found:
         raise DataError(
             f"{target}: no sharded cell there (no {SHARDS_DIR}/{CONFIG_FILE}, no */{POINTER_FILE}); give a cell's run "
@@ -52,15 +57,13 @@ def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
 
 def collect(run_dir: Path) -> str:
     """Merge the cell in ``run_dir``; what was done, in one line."""
-    from omegaconf import DictConfig, OmegaConf
-
     from t2exp.infra.cache import cell_lock
     from t2exp.pipeline.identity import load_cell
     from t2exp.pipeline.shard_merge import merge_cell
     from t2exp.pipeline.shards import Layout
     from t2exp.tracking.mlflow_run import finished_run_for
 
-    cfg = cast(DictConfig, OmegaConf.load(run_dir / "shards" / "config.yaml"))  # the cell's config as its shards saved it
+    cfg = _cell_config(run_dir)  # the cell's config as its shards saved it
     cell = load_cell(cfg)
     subsets, key = cell.subsets, cell.key
     if key != run_dir.name:
@@ -69,12 +72,37 @@ def collect(run_dir: Path) -> str:
             "run the cell again (its shards resume) or restore them"
         )
     tr = cfg.tracking
-    done = finished_run_for(str(tr.uri), str(tr.experiment), tr.get("artifact_location"), key)
-    if done is not None:
-        return f"cell {key}: already FINISHED as MLflow run {done.info.run_id}; nothing to merge"
-    with cell_lock(Path(str(cfg.paths.cache)) / "locks", f"cell-{key}"):
+
+    def waiting() -> None:
+        log.warning("cell %s is being merged by another process (a shard or `t2exp collect`); waiting for it", key)
+
+    with cell_lock(Path(str(cfg.paths.cache)) / "locks", f"cell-{key}", on_wait=waiting):  # the check and the merge as one
+        done = finished_run_for(str(tr.uri), str(tr.experiment), tr.get("artifact_location"), key)
+        if done is not None:
+            return f"cell {key}: already FINISHED as MLflow run {done.info.run_id}; nothing to merge"
         result = merge_cell(cfg, [], Layout(run_dir, int(cfg.shards)), subsets, key, None)
     return f"cell {key}: merged {int(cfg.shards)} shards into MLflow run {result.run_id} ({result.predictions_path})"
+
+
+def _cell_config(run_dir: Path) -> DictConfig:
+    """The cell's config its shards saved (``shards/config.yaml``)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    from t2exp.pipeline.shards import CONFIG_FILE, SHARDS_DIR
+
+    path = run_dir / SHARDS_DIR / CONFIG_FILE
+    try:
+        cfg = OmegaConf.load(path)
+        if not isinstance(cfg, DictConfig) or "shards" not in cfg:
+            raise ValueError("not a mapping with shards")
+    except OSError:
+        raise
+    except Exception as exc:
+        raise DataError(
+            f"{path}: not a cell's config in YAML, a damaged file ({one_line(exc, 80)}); run any shard of the cell again "
+            "with resume=true (the same command with shard=0): it writes this file again, and the shards' answers are kept"
+        ) from None
+    return cfg
 
 
 def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:

@@ -9,7 +9,9 @@ launching process; it prints any exception of these as a traceback and exits 1, 
   :func:`t2exp.errors.os_error_line` naming the path (Hydra's output directory when the OS
   names none: a write through a file object), exit 2;
 - a ``hydra/launcher=local_parallel`` sweep whose launching process was sent SIGTERM/SIGINT (passed
-  on to its cells, which stop as a run does) ends with one line and exit 128 + the signal.
+  on to its cells, which stop as a run does) ends with one line and exit 128 + the signal;
+- a cell process of such a sweep killed by SIGKILL (the out-of-memory killer: joblib's
+  ``TerminatedWorkerError``) is one line saying so and to resume with ``resume=true``, exit 2.
 
 Anything else is Hydra's to report, as before.
 """
@@ -85,6 +87,12 @@ def _report(exc: Exception) -> None:
     stopped = forwarded_signal()
     if stopped is not None:
         _stopped_sweep(stopped)
+    if type(exc).__name__ == "TerminatedWorkerError":  # joblib's, when the OS killed a loky worker
+        exit_with(
+            "a cell process of this hydra/launcher=local_parallel sweep was killed (SIGKILL, e.g. by the out-of-memory "
+            "killer) and the sweep stopped; the answers written so far are kept: run the same command with resume=true "
+            "(with fewer hydra.launcher.n_jobs if memory ran out)"
+        )
     fault = _os_fault(exc)
     if fault is not None:
         if fault.filename is None and _OUTPUT_DIR:

@@ -1,17 +1,19 @@
 """``t2exp status SWEEP``: where a sweep's jobs are — every job (a cell, or a shard of a sharded
-cell) done, running, failed or pending, in one table.
+cell) done, running, failed, unknown or pending, in one table.
 
 SWEEP is a sweep directory or its MLflow parent run id. Each job's state comes from its MLflow run
 (the cell's, or the shard's: matched by the job's overrides), its files in the cache (a shard's
 ``done.json``, the predictions written so far) and, where the sweep was submitted to Slurm and
-``squeue``/``sacct`` answer, Slurm's own state of its array task. Read-only: ``t2exp collect SWEEP``
-merges sharded cells and closes the sweep's parent run once every job has ended.
+``squeue``/``sacct`` answer, Slurm's own state of its array task. Without Slurm, a job whose run
+is RUNNING while the process that ran it (on this host) is gone — killed by SIGKILL — is
+``unknown``: nothing will close it; run it again with ``resume=true``. A job that has not started
+(no directory yet) is listed from the sweep's ``multirun.yaml`` as pending. Read-only: ``t2exp
+collect SWEEP`` merges sharded cells and closes the sweep's parent run once every job has ended.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from typing import Any
 from t2exp.errors import DataError, T2ExpError, one_line
 
 SLURM_ENDED_BAD = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
-STATES = ("done", "running", "failed", "pending")
+STATES = ("done", "running", "failed", "unknown", "pending")
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Job:
     mlflow: str | None = None
     answered: int | None = None
     shard_done: bool = False
+    gone: bool = False  # its run is RUNNING but the process that ran it has ended (this host only)
 
     @property
     def state(self) -> str:
@@ -47,8 +50,10 @@ class Job:
             return "failed"
         if slurm == "COMPLETED":
             return "done"  # ended well without a run of its own (a cell skipped by resume=true)
-        if slurm in ("RUNNING", "COMPLETING") or self.mlflow == "RUNNING":
+        if slurm in ("RUNNING", "COMPLETING"):
             return "running"
+        if self.mlflow == "RUNNING":  # without Slurm: killed (SIGKILL, a lost machine) if its process is gone
+            return "unknown" if self.gone and not self.slurm_job else "running"
         return "pending"
 
     @property
@@ -113,28 +118,23 @@ def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str
     from mlflow.tracking import MlflowClient
     from omegaconf import OmegaConf
 
+    from t2exp.cli.sweep_jobs import expected_jobs, parent_run
     from t2exp.infra.redaction import redact_overrides
 
     dirs = sorted(
         (d for d in sweep_dir.iterdir() if d.name.isdigit() and (d / ".hydra" / "overrides.yaml").is_file()), key=lambda d: int(d.name)
     )
-    if not dirs:
+    jobs = dict(enumerate(" ".join(redact_overrides(job)) for job in expected_jobs(sweep_dir)))  # the ones not started as well
+    jobs.update({int(d.name): " ".join(redact_overrides(list(OmegaConf.load(d / ".hydra" / "overrides.yaml")))) for d in dirs})
+    if not jobs:
         raise DataError(
-            f"{sweep_dir}: no job of a sweep there (no t2exp_jobs.json, no <n>/.hydra/overrides.yaml); "
+            f"{sweep_dir}: no job of a sweep there (no t2exp_jobs.json, no multirun.yaml, no <n>/.hydra/overrides.yaml); "
             "give the directory a sweep printed (hydra.sweep.dir)"
         )
-    jobs = [
-        {"num": int(d.name), "overrides": " ".join(redact_overrides(list(OmegaConf.load(d / ".hydra" / "overrides.yaml"))))} for d in dirs
-    ]
-    uri = tracking_uri or str(OmegaConf.load(dirs[0] / ".hydra" / "config.yaml").tracking.uri)
-    client = MlflowClient(tracking_uri=uri)
-    parents = client.search_runs(
-        [e.experiment_id for e in client.search_experiments()],
-        filter_string=f"tags.`t2exp.sweep_dir` = '{sweep_dir}' and tags.`t2exp.sweep` = 'parent'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    return {"tracking_uri": uri, "parent_run": parents[0].info.run_id if parents else None, "jobs": jobs}
+    config = dirs[0] / ".hydra" / "config.yaml" if dirs else sweep_dir / "multirun.yaml"
+    uri = tracking_uri or str(OmegaConf.load(config).tracking.uri)
+    parent = parent_run(MlflowClient(tracking_uri=uri), sweep_dir)
+    return {"tracking_uri": uri, "parent_run": parent, "jobs": [{"num": n, "overrides": o} for n, o in sorted(jobs.items())]}
 
 
 def _slurm(jobs: list[Job]) -> None:
@@ -166,6 +166,7 @@ def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
     from mlflow.tracking import MlflowClient
 
     from t2exp.tracking.cell_run import SHARDS_TAG
+    from t2exp.tracking.inspection import process_gone
 
     client = MlflowClient(tracking_uri=uri)
     try:
@@ -186,6 +187,7 @@ def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
     for job in jobs:
         found = by_overrides.get(job.overrides)
         job.mlflow = found.info.status if found is not None else None
+        job.gone = found is not None and found.info.status == "RUNNING" and process_gone(found.data.tags)
         if found is not None and found.info.status == "FINISHED":
             asked = [v for k, v in found.data.metrics.items() if k.endswith("/questions") and not k.startswith("avg/")]
             job.answered = int(sum(asked)) if asked else None
@@ -193,18 +195,18 @@ def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
 
 def _cache(job: Job, sweep_dir: Path) -> None:
     """A shard's ``done.json`` and the predictions written so far (the job's Hydra dir names its shard)."""
-    from t2exp.pipeline.shards import POINTER_FILE, Layout
+    from t2exp.pipeline.shards import POINTER_FILE, Layout, read_pointer
 
     pointer = sweep_dir / str(job.num) / POINTER_FILE
     if not pointer.is_file():
         return
     try:
-        p = json.loads(pointer.read_text(encoding="utf-8"))
-        layout = Layout(Path(p["run_dir"]), int(p["shards"]))
-        job.shard_done = layout.done(int(p["shard"])).is_file()
-        preds = layout.predictions(int(p["shard"]))
+        p = read_pointer(pointer)
+        layout = Layout(p["run_dir"], p["shards"])
+        job.shard_done = layout.done(p["shard"]).is_file()
+        preds = layout.predictions(p["shard"])
         job.answered = sum(1 for _ in preds.open(encoding="utf-8")) if preds.is_file() else 0
-    except (OSError, ValueError, KeyError):  # a pointer being written, a file gone: the other sources still tell
+    except (OSError, DataError):  # a damaged pointer (collect names it), a file gone: the other sources still tell
         return
 
 

@@ -81,7 +81,7 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         metrics.update(merged_counts([{k: v for k, v in r["metrics"].items() if k not in metrics} for r in records]))
         spans = {q: s for r in records for q, s in (r.get("spans") or {}).items()}
         result = Result(metrics=metrics, predictions_path=predictions, table=table, spans=spans, run_id=cell_run)
-        runs.adopt(uri, cell_run, [str(r["run_id"]) for r in records if r.get("run_id")])
+        runs.adopt(uri, cell_run, {str(r["run_id"]): layout.done(i) for i, r in enumerate(records) if r.get("run_id")})
         logged.record(result, c.parts.prompts.used)
         status = "FINISHED"
     except T2ExpError as exc:

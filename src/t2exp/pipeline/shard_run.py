@@ -18,6 +18,7 @@ import logging
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.config import to_dict
+from t2exp.data.records import Subset
 from t2exp.infra.cache import atomic_write_text, cell_lock
 from t2exp.infra.redaction import redact_overrides, redact_value
 from t2exp.pipeline.build import build_components
@@ -69,7 +70,8 @@ def run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSigna
         log.warning("shard %d of cell %s is being run by another process; waiting for it to end, then resuming", i, key)
 
     with cell_lock(locks, f"cell-{key}-shard-{i}-of-{n}", on_wait=waiting):
-        result = _rejoin(cfg, layout, i, cell_run) or _answer(cfg, overrides, signals, cell, components, layout, i, cell_run)
+        result = _rejoin(cfg, layout, i, cell_run, components.parts.subsets)
+        result = result or _answer(cfg, overrides, signals, cell, components, layout, i, cell_run)
     merged = _merge_if_last(cell_cfg, cell_overrides, layout, components, key, cell_run)
     return merged or result
 
@@ -97,15 +99,21 @@ def _redacted(node: object, key: str = "") -> dict:
     return redact_value(key, node)
 
 
-def _rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run: str) -> Result | None:
-    """With ``resume=true``: a shard that finished before joins this attempt without answering again."""
+def _rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run: str, subsets: list[Subset]) -> Result | None:
+    """With ``resume=true``: a shard that finished before joins this attempt without answering
+    again, unless its predictions lack some of its questions (then it answers those)."""
     if not cfg.get("resume") or not layout.done(i).is_file():
         return None
     record = layout.read_done(i)
-    runs.adopt(str(cfg.tracking.uri), cell_run, [record["run_id"]] if record.get("run_id") else [])
+    lacking = layout.lacking(i, subsets)
+    if lacking:
+        log.warning("resume: shard %d of %d: %s lacks %d questions; answering them", i, layout.shards, layout.predictions(i), lacking)
+        return None
+    run_id = record["run_id"]
+    runs.adopt(str(cfg.tracking.uri), cell_run, {run_id: layout.done(i)} if run_id else {})
     layout.write_done(i, {**record, "cell_run": cell_run})
-    log.info("resume: shard %d of %d already answered its questions (MLflow run %s); skipped", i, layout.shards, record["run_id"])
-    return Result(metrics=dict(record["metrics"]), predictions_path=layout.predictions(i), skipped=True, run_id=record["run_id"])
+    log.info("resume: shard %d of %d already answered its questions (MLflow run %s); skipped", i, layout.shards, run_id)
+    return Result(metrics=dict(record["metrics"]), predictions_path=layout.predictions(i), skipped=True, run_id=run_id)
 
 
 def _answer(
@@ -157,7 +165,7 @@ def _merge_if_last(
 ) -> Result | None:
     """Merge the cell when every shard of this attempt is done and nobody merged it yet."""
     with cell_lock(components.settings.cache_dir / "locks", f"cell-{key}"):
-        waiting = [i for i in range(layout.shards) if not layout.done(i).is_file() or layout.read_done(i).get("cell_run") != cell_run]
+        waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run, str(cell_cfg.tracking.uri))]
         if waiting:
             log.info(
                 "shard done; the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
@@ -169,3 +177,12 @@ def _merge_if_last(
         if runs.is_finished(str(cell_cfg.tracking.uri), cell_run):
             return None  # another shard of this attempt merged it
         return merge_cell(cell_cfg, overrides, layout, components.parts.subsets, key, cell_run)
+
+
+def _joins(layout: Layout, i: int, cell_run: str, uri: str) -> bool:
+    """Shard ``i`` is done for this attempt's merge: done in this attempt, or in an earlier one
+    that has ended (a shard re-run alone after a failed merge: the others need not run again)."""
+    if not layout.done(i).is_file():
+        return False
+    earlier = layout.read_done(i).get("cell_run")
+    return earlier == cell_run or not earlier or not runs.is_running(uri, str(earlier))

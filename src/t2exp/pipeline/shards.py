@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from t2exp.data.records import Subset
-from t2exp.errors import ConfigError, DataError
+from t2exp.errors import ConfigError, DataError, one_line
 from t2exp.infra.cache import atomic_write_text
 
 SHARDS_DIR = "shards"
@@ -90,18 +90,46 @@ class Layout:
         atomic_write_text(self.done(i), json.dumps(record, sort_keys=True))
 
     def read_done(self, i: int) -> dict[str, Any]:
+        """Shard ``i``'s record: its shard run (``run_id``, None when it had no question), ``metrics``, ..."""
         try:
-            return dict(json.loads(self.done(i).read_text(encoding="utf-8")))
+            record = json.loads(self.done(i).read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DataError(
                 f"{self.predictions(i)}: shard {i} of {self.shards} has not finished (no {self.done(i).name}); "
                 f"run it again: the same command with resume=true, or shard={i} shards={self.shards}"
             ) from None
-        except (json.JSONDecodeError, ValueError):
+        except ValueError:  # not JSON
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict) or not isinstance(record.get("run_id"), str | None):
             raise DataError(
-                f"{self.done(i)}: not valid JSON (a damaged file); delete it and run shard {i} again "
-                f"(shard={i} shards={self.shards} resume=true): its answers are kept"
-            ) from None
+                f"{self.done(i)}: not a finished shard's record (JSON with its run_id and metrics; a damaged file); delete it "
+                f"and run shard {i} again (shard={i} shards={self.shards} resume=true): its answers are kept"
+            )
+        return dict(record)
+
+    def lacking(self, i: int, subsets: list[Subset]) -> int:
+        """How many of shard ``i``'s questions of ``subsets`` its predictions file lacks."""
+        from t2exp.infra.cache import read_jsonl
+
+        have = {(str(r.get("subset")), str(r.get("id"))) for r in read_jsonl(self.predictions(i))}
+        return sum(1 for s in slice_subsets(subsets, i, self.shards) for q in s.questions if (s.name, q.id) not in have)
+
+
+def read_pointer(path: Path) -> dict[str, Any]:
+    """A shard job's ``t2exp_shard.json`` (in its Hydra directory): its cell's ``run_dir``, ``shards`` and ``shard``."""
+    try:
+        p = json.loads(path.read_text(encoding="utf-8"))
+        return {"run_dir": Path(str(p["run_dir"])), "shards": int(p["shards"]), "shard": int(p["shard"])}
+    except (ValueError, KeyError, TypeError):
+        raise DataError(
+            f"{path}: not a shard job's record (JSON with run_dir, shards and shard; a damaged file); give `t2exp collect` "
+            "the cell's run directory (<paths.cache>/runs/<cell key>) instead, or delete the file and run that shard again"
+        ) from None
+
+
+def _question(key: tuple[str, str]) -> str:
+    """``subset/id`` as error lines show it: cut, whatever the length of the id in a file."""
+    return one_line(f"{key[0]}/{key[1]}", 80)
 
 
 def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
@@ -120,12 +148,12 @@ def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
             if expected.get(key) != i:
                 where = "a question of no subset of this cell" if key not in expected else f"a question of shard {expected[key]}"
                 raise DataError(
-                    f"{path}: holds {key[0]}/{key[1]}, {where}; delete that shard's directory and run it again "
+                    f"{path}: holds {_question(key)}, {where}; delete that shard's directory and run it again "
                     f"(shard={i} shards={layout.shards})"
                 )
             if key in found:
                 raise DataError(
-                    f"{path}: question {key[0]}/{key[1]} is there twice; delete one of its lines and run "
+                    f"{path}: question {_question(key)} is there twice; delete one of its lines and run "
                     f"`t2exp collect` again (or delete the file and run shard={i} shards={layout.shards})"
                 )
             found[key] = row
@@ -134,7 +162,7 @@ def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
             have = sum(1 for k, j in expected.items() if j == i and k in found)
             total = sum(1 for j in expected.values() if j == i)
             raise DataError(
-                f"{layout.predictions(i)}: question {key[0]}/{key[1]} is missing ({have} of the shard's {total} "
+                f"{layout.predictions(i)}: question {_question(key)} is missing ({have} of the shard's {total} "
                 f"questions there); run it again: shard={i} shards={layout.shards} resume=true"
             )
     return [found[(s.name, q.id)] for s in subsets for q in s.questions]

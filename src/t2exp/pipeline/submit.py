@@ -52,12 +52,20 @@ def read_jobs(sweep_dir: Path) -> dict[str, Any] | None:
     path = sweep_dir / JOBS_FILE
     if not path.is_file():
         return None
-    from t2exp.errors import DataError
+    from t2exp.errors import DataError, one_line
 
+    after = "the jobs run on: follow them with squeue, or give `t2exp collect` a cell's run directory"
     try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, ValueError):
-        raise DataError(
-            f"{path}: not valid JSON (a damaged file); the jobs run on: follow them with squeue, "
-            "or give `t2exp collect` a cell's run directory"
-        ) from None
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise DataError(f"{path}: not valid JSON (a damaged file); {after}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("jobs"), list) or not record.get("tracking_uri"):
+        raise DataError(f"{path}: not a record of jobs (an object with tracking_uri and jobs; a damaged file); {after}")
+    for k, job in enumerate(record["jobs"]):
+        num = job.get("num") if isinstance(job, dict) else None
+        if type(num) is not int or not isinstance(job.get("overrides"), str):
+            raise DataError(
+                f"{path}: job #{k} is not a job's record (num={one_line(repr(num), 40)}: an integer, and its overrides; "
+                f"a damaged file); {after}"
+            )
+    return record

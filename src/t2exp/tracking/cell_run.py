@@ -74,13 +74,38 @@ def end_cell_run(uri: str, run_id: str, status: str, error: str | None = None) -
     tracker.finish(status)
 
 
-def adopt(uri: str, cell_run: str, shard_runs: list[str]) -> None:
-    """Make ``shard_runs`` (from this attempt or an earlier one) children of ``cell_run``."""
+def adopt(uri: str, cell_run: str, shard_runs: Mapping[str, Path]) -> None:
+    """Make ``shard_runs`` (from this attempt or an earlier one; each with the ``done.json`` that
+    names it) children of ``cell_run``."""
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    from t2exp.errors import DataError, one_line
+
     client = MlflowClient(tracking_uri=uri)
-    for run_id in shard_runs:
-        client.set_tag(run_id, "mlflow.parentRunId", cell_run)
+    for run_id, done in shard_runs.items():
+        try:
+            client.set_tag(run_id, "mlflow.parentRunId", cell_run)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise DataError(
+                f"{done}: names shard run {one_line(run_id, 40)}, which is not in the cell's MLflow store (tracking.uri); "
+                f"delete {done.name} and run that shard again with resume=true: its answers are kept"
+            ) from None
+
+
+def is_running(uri: str, run_id: str) -> bool:
+    """``run_id`` is RUNNING (False for a run this store does not hold)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "RUNNING"
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        return False
 
 
 def is_finished(uri: str, run_id: str) -> bool:

@@ -60,6 +60,32 @@ def code_version() -> dict[str, str]:
     return tags
 
 
+def process_tags() -> dict[str, str]:
+    """Where a run's process runs (``t2exp.host``, ``t2exp.pid``): :func:`process_gone` reads them back."""
+    import os
+    import socket
+
+    return {"t2exp.host": socket.gethostname(), "t2exp.pid": str(os.getpid())}
+
+
+def process_gone(tags: Mapping[str, str]) -> bool:
+    """The process of a run with ``tags`` (:func:`process_tags`) is known to have ended: it ran
+    on this host and no process has its id now. False where that cannot be told (another host)."""
+    import os
+    import socket
+
+    pid = tags.get("t2exp.pid", "")
+    if tags.get("t2exp.host") != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # there, another user's
+        return False
+    return False
+
+
 def dataset_entities(subsets: Sequence[Any]) -> list[Any]:
     """One MLflow dataset per subset: name, source (the files or hub id it was read from),
     digest (the corpus content hash), schema and a profile with the row counts."""

@@ -12,7 +12,7 @@ from typing import Any
 from t2exp.errors import TrackingError, one_line
 from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
-from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, set_experiment_kind
+from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, process_tags, set_experiment_kind
 from t2exp.tracking.store import open_client
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Tracker:
         if parent:
             tags["mlflow.parentRunId"] = parent
         tags["mlflow.runName"] = run_name
-        tags = {**code_version(), **tags}
+        tags = {**code_version(), **process_tags(), **tags}
         self._open(experiment, artifact_location, tags, run_name)
         self.closed = False
 

@@ -3,11 +3,12 @@ were not scored and why (one line each)."""
 
 from __future__ import annotations
 
+from t2exp.errors import one_line
 from t2exp.evaluation.scoring.result import Counts
 
 
 def _examples(ids: list[str]) -> str:
-    shown = ", ".join(repr(i) for i in ids[:5])
+    shown = ", ".join(one_line(repr(i), 60) for i in ids[:5])  # an id of any length, cut
     return shown + (f", … ({len(ids) - 5} more)" if len(ids) > 5 else "")
 
 
