@@ -271,6 +271,21 @@ def test_a_half_migrated_store_with_no_run_is_one_line_saying_it_can_be_deleted(
     assert db.read_bytes() == before
 
 
+def test_a_database_mlflow_did_not_begin_is_never_called_half_migrated(tmp_path):
+    """Only a store MLflow began (its experiments table) is called half-migrated and deletable:
+    another program's SQLite database, or a file that is not SQLite, is not."""
+    import sqlite3
+
+    from t2exp.tracking.store import half_migrated
+
+    other = tmp_path / "notes.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    text = tmp_path / "mlflow.db"
+    text.write_text("experiment notes, not a database\n" * 50)
+    assert half_migrated(other) is None and half_migrated(text) is None
+
+
 def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):
     """The sweep's first MLflow call (its parent run, in the launching process) on such a file:
     the same line, exit 2, no cell run."""

@@ -114,6 +114,8 @@ def half_migrated(db: Path) -> str | None:
             found = conn.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
     except sqlite3.Error:  # not SQLite, or unreadable: not this case
         return None
+    if "experiments" not in tables:  # not begun by MLflow (another program's database): not this case
+        return None
     script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
     revision = found[0] if found else None
     left = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
