@@ -54,27 +54,84 @@ def _written_into_checkout(since: float) -> list[str]:
     return sorted(found)
 
 
+# A process a test starts and leaves running (loky's workers of an in-process local_parallel sweep:
+# hundreds of MB each) outlives the session. Each pytest process checks its own children at the end
+# (an xdist worker hands its list to the controller, which reports every one and fails the session);
+# the controller's xdist workers are not the tests', nor are multiprocessing's and loky's resource
+# trackers, which end with the process that started them. Daemons started outside pytest (CI's
+# PostgreSQL, Slurm) are no child of it.
+_LEFT = "t2exp_processes_left"
+_WORKERS_LEFT = pytest.StashKey[list[str]]()
+_WORKER_PIDS = pytest.StashKey[set[int]]()
+_STARTED_BY: dict[int, str] = {}  # a child process of this pytest process -> the test it was first seen after
+
+
+def _children() -> list:
+    import psutil
+
+    return psutil.Process().children(recursive=True)
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    for child in _children():
+        _STARTED_BY.setdefault(child.pid, nodeid)
+
+
+def _processes_left(session_name: str, skip: set[int]) -> list[str]:
+    import psutil
+
+    from t2exp.tracking.callbacks import is_resource_tracker
+
+    left = []
+    for child in _children():
+        try:
+            if child.pid in skip or child.status() == psutil.STATUS_ZOMBIE or is_resource_tracker(child.pid):
+                continue
+            by = _STARTED_BY.get(child.pid, "a session fixture")
+            left.append(f"{session_name}: pid {child.pid} (started by {by}): {' '.join(child.cmdline())[:300]}")
+        except psutil.NoSuchProcess:  # ended meanwhile
+            continue
+    return left
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """An xdist worker ended (the controller): its list of processes left, and its own pid."""
+    output = getattr(node, "workeroutput", {})
+    node.config.stash.setdefault(_WORKERS_LEFT, []).extend(output.get(_LEFT, []))
+    node.config.stash.setdefault(_WORKER_PIDS, set()).add(output.get("pid", -1))
+
+
 def pytest_sessionstart(session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
         session.config.stash[_STARTED] = time.time()
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    since = session.config.stash.get(_STARTED, None)
-    if since is None:
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports what it left
+        config.workeroutput[_LEFT] = _processes_left(config.workerinput["workerid"], set())
+        config.workeroutput["pid"] = os.getpid()
         return
-    written = _written_into_checkout(since)
+    left = config.stash.get(_WORKERS_LEFT, []) + _processes_left("controller", config.stash.get(_WORKER_PIDS, set()))
+    if left:
+        _fail_session(session, f"tests left {len(left)} process(es) running: end them in the test or its fixture", left)
+    since = config.stash.get(_STARTED, None)
+    written = _written_into_checkout(since) if since is not None else []
     if written:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        title = f"tests wrote {len(written)} file(s) into the checkout: run the app from the test's own folder"
-        if reporter:
-            reporter.write("\n")
-            reporter.write_sep("=", title, red=True)
-            for line in written[:20]:
-                reporter.write_line(line)
-        else:
-            print(title, *written[:20], sep="\n")
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        _fail_session(session, f"tests wrote {len(written)} file(s) into the checkout: run the app from the test's own folder", written)
+
+
+def _fail_session(session, title: str, lines: list[str]) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write("\n")
+        reporter.write_sep("=", title, red=True)
+        for line in lines[:20]:
+            reporter.write_line(line)
+    else:
+        print(title, *lines[:20], sep="\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -289,7 +289,8 @@ def test_a_read_only_cache_is_one_line_naming_it(tmp_path, small_tmpfs):
 
 def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path, small_tmpfs, monkeypatch):
     """The MLflow store's disk fills while the run works (the test fills it once the predictions
-    are written): one line naming tracking.uri and where the predictions are, no traceback."""
+    are written): one line naming tracking.uri, the cause as SQLite gives it and what to do, and
+    where the predictions are; no traceback."""
     from t2exp.pipeline import cell
 
     real = cell.run_steps
@@ -304,6 +305,7 @@ def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert f"tracking.uri=sqlite:///{small_tmpfs / 'mlflow.db'}" in line and "predictions so far are kept in" in line, line
+    assert "database or disk is full" in line and "the disk is full: free space" in line, line
     assert "Traceback" not in proc.stderr
 
 

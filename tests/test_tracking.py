@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from types import SimpleNamespace
 
 import pytest
@@ -163,6 +165,125 @@ def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, s
     assert str(db) in line and says in line and "\n" not in line, line
     assert ("mlflow db upgrade" in line) == (kind == "other_version") and "point tracking.uri at" in line, line
     assert db.read_bytes() == before
+
+
+@contextmanager
+def _at_migration_step(prefix: str, nth: int, act: Callable[[], None]) -> Iterator[list[str]]:
+    """``act()`` runs when the ``nth`` SQL statement starting with ``prefix`` is about to run (a
+    SQLAlchemy event on every engine: MLflow's migrations of a new store, step by step)."""
+    import sqlalchemy
+    from sqlalchemy.engine import Engine
+
+    seen: list[str] = []
+
+    def before(conn, cursor, statement, parameters, context, executemany):
+        if " ".join(statement.split()).startswith(prefix):
+            seen.append(statement)
+            if len(seen) == nth:
+                act()
+
+    sqlalchemy.event.listen(Engine, "before_cursor_execute", before)
+    try:
+        yield seen
+    finally:
+        sqlalchemy.event.remove(Engine, "before_cursor_execute", before)
+
+
+# two steps of a new store's migrations: inside one (the copy of a table MLflow rebuilds), and between two
+_STEPS = {"inside a migration": ("INSERT INTO _alembic_tmp_metrics", 1), "between migrations": ("UPDATE alembic_version", 30)}
+
+
+@pytest.mark.parametrize("signame,step", [("SIGTERM", "inside a migration"), ("SIGINT", "between migrations")])
+def test_a_signal_while_a_new_store_is_created_leaves_one_the_next_run_opens(tmp_path, monkeypatch, signame, step):
+    """SIGTERM or Ctrl-C while MLflow migrates a new store, as the app handles them (a second
+    signal, or the first with no grace, stops at once): the signal is sent from inside the process
+    at a chosen migration step. The next open of the same store works, and no file is left beside it."""
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.pipeline.stop import STOP_GRACE_ENV, Interrupted, StopOnSignals
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    monkeypatch.setenv(STOP_GRACE_ENV, "0")
+    db = tmp_path / "track" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    prefix, nth = _STEPS[step]
+    with _at_migration_step(prefix, nth, lambda: signal.raise_signal(getattr(signal, signame))) as seen:
+        with pytest.raises(Interrupted), StopOnSignals():
+            ensure_tracking(uri, "t2exp", None)
+    assert len(seen) == nth, "the migrations never reached the chosen step: nothing was interrupted"
+    exp_id = ensure_tracking(uri, "t2exp", None)
+    assert exp_id and MlflowClient(tracking_uri=uri).get_experiment_by_name("t2exp").experiment_id == exp_id
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db.init.lock"]
+
+
+_KILL_AT_STEP = """
+import os, signal, sys
+import sqlalchemy
+from sqlalchemy.engine import Engine
+from t2exp.tracking.mlflow_run import ensure_tracking
+
+def before(conn, cursor, statement, *rest):
+    if statement.lstrip().startswith("INSERT INTO _alembic_tmp_metrics"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+sqlalchemy.event.listen(Engine, "before_cursor_execute", before)
+ensure_tracking(sys.argv[1], "t2exp", None)
+"""
+
+
+def test_a_process_killed_while_it_creates_a_new_store_leaves_nothing_the_next_run_fails_on(tmp_path):
+    """SIGKILL (no handler runs) in the middle of a new store's migrations, sent by the process
+    itself at that step: the next run opens the store, and nothing the killed one began is left."""
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    db = tmp_path / "track" / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    proc = subprocess.run([sys.executable, "-c", _KILL_AT_STEP, uri], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert ensure_tracking(uri, "t2exp", None)
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db.init.lock"]
+
+
+def test_a_half_migrated_store_with_no_run_is_one_line_saying_it_can_be_deleted(tmp_path):
+    """A store MLflow itself began and never finished (its migrations cut off by Ctrl-C, here a
+    KeyboardInterrupt at the copy of a table it rebuilds): every later open failed with MLflow's
+    'table _alembic_tmp_… already exists'. One line: the file, that its creation was cut off and
+    it holds no run, and that it can be deleted; the file is left as it was."""
+    from mlflow.tracking import MlflowClient
+
+    from t2exp.errors import TrackingError
+    from t2exp.tracking.mlflow_run import ensure_tracking
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    with _at_migration_step("INSERT INTO _alembic_tmp_metrics", 1, interrupt) as seen, suppress(KeyboardInterrupt, Exception):
+        MlflowClient(tracking_uri=uri)  # alembic's clean-up after the interrupt raises an error of its own
+    assert seen, "the migrations never reached the chosen step: nothing was interrupted"
+    before = db.read_bytes()
+    with pytest.raises(TrackingError) as err:
+        ensure_tracking(uri, "t2exp", None)
+    line = str(err.value)
+    assert line.startswith(f"tracking.uri={uri}: {db} ") and "\n" not in line, line
+    assert "half-migrated" in line and "holds no run" in line and f"delete {db}" in line, line
+    assert db.read_bytes() == before
+
+
+def test_a_database_mlflow_did_not_begin_is_never_called_half_migrated(tmp_path):
+    """Only a store MLflow began (its experiments table) is called half-migrated and deletable:
+    another program's SQLite database, or a file that is not SQLite, is not."""
+    import sqlite3
+
+    from t2exp.tracking.store import half_migrated
+
+    other = tmp_path / "notes.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    text = tmp_path / "mlflow.db"
+    text.write_text("experiment notes, not a database\n" * 50)
+    assert half_migrated(other) is None and half_migrated(text) is None
 
 
 def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):

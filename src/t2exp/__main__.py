@@ -281,8 +281,13 @@ def main() -> None:
         sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
     except T2ExpError as exc:
         _fail(exc)
-    with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
-        hydra_main()
+    from t2exp.tracking.callbacks import end_local_workers
+
+    try:
+        with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
+            hydra_main()
+    finally:
+        end_local_workers()  # a local_parallel sweep's worker processes end with it
 
 
 if __name__ == "__main__":

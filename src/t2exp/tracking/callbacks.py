@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, cast
 
@@ -171,6 +172,17 @@ def is_joblib_launcher(launcher: Any) -> bool:
     return "joblib" in str(launcher.get("_target_", ""))
 
 
+def end_local_workers() -> None:
+    """End the cell processes of this interpreter's ``local_parallel`` sweeps: loky keeps its
+    workers for a next sweep (idle for minutes, each holding the models its cells loaded), and a
+    sweep run in-process (a notebook, the tests) would leave them running. Nothing when no sweep
+    ran here (loky not imported); its resource tracker ends with this process."""
+    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
+    executor = getattr(reusable, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
+
+
 def submitted_only(launcher: Any) -> bool:
     """``hydra.launcher`` submits and returns (``hydra/launcher=slurm hydra.launcher.wait=false``:
     :mod:`t2exp.pipeline.submit`): the sweep's cells run on after this process has ended."""
@@ -212,7 +224,7 @@ def _forward_signals_to_workers() -> None:
         _forwarded.append(name)
         if signum == signal.SIGINT and _keyboard_reaches_the_group():
             return  # a terminal's Ctrl-C went to the cells too: passed on, it would be their second
-        kids = [pid for pid in child_pids(os.getpid()) if not _is_resource_tracker(pid)]
+        kids = [pid for pid in child_pids(os.getpid()) if not is_resource_tracker(pid)]
         for pid in kids:
             try:
                 os.kill(pid, signum)
@@ -238,7 +250,7 @@ def _keyboard_reaches_the_group() -> bool:
         os.close(fd)
 
 
-def _is_resource_tracker(pid: int) -> bool:
+def is_resource_tracker(pid: int) -> bool:
     """loky's resource tracker (a child of the launcher that runs no cell): left to loky."""
     try:
         return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -11,9 +11,10 @@ from typing import Any
 
 from t2exp.errors import TrackingError, one_line
 from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
+from t2exp.infra.mlflow_store import sqlite_path
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, process_tags, set_experiment_kind
-from t2exp.tracking.store import open_client
+from t2exp.tracking.store import driver_words, known_fault, open_client
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,10 @@ def _store_call(method: Callable[..., Any]) -> Callable[..., Any]:
             if not (isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _STORE_MODULES):
                 raise
             self.broken = True
-            raise TrackingError(
-                f"tracking.uri={self.uri}: MLflow run {self.run_id} could not be written ({type(exc).__name__}: {one_line(exc, 160)})"
-            ) from None
+            db = sqlite_path(self.uri)
+            known = known_fault(self.uri, db, exc) if db is not None else None  # a full disk: its cause and the fix
+            why = f": {known}" if known else f" ({type(exc).__name__}: {one_line(driver_words(exc), 160)})"
+            raise TrackingError(f"tracking.uri={self.uri}: MLflow run {self.run_id} could not be written{why}") from None
 
     return call
 
