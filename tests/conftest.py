@@ -188,3 +188,13 @@ def weaviate_wire():
 
     with WeaviateWire() as wire:
         yield wire
+
+
+@pytest.fixture(autouse=True)
+def _secrets_forgotten_after_each_test():
+    """A key a test's component read stays a secret of that test only: t2exp keeps the keys it
+    read for the rest of its process, which here holds every test."""
+    yield
+    from t2exp.infra.redaction import forget_secrets
+
+    forget_secrets()

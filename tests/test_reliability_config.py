@@ -20,7 +20,14 @@ from t2exp.__main__ import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR
-from t2exp.infra.redaction import install_log_redaction, is_secret_key, redact_overrides, redact_text
+from t2exp.infra.redaction import (
+    forget_secrets,
+    install_log_redaction,
+    is_secret_key,
+    redact_overrides,
+    redact_text,
+    register_secret,
+)
 from t2exp.pipeline.identity import cell_key
 from t2exp.pipeline.stop import STOP_GRACE_ENV, Interrupted, StopOnSignals, StopRequest
 from t2exp.tracking.mlflow_run import flatten
@@ -267,19 +274,29 @@ def test_a_url_with_a_password_moves_to_the_environment_too():
         [
             "generator.base_url=http://user:pw-123@llm:8000/v1",
             "generator.base_url=http://llm:8000/v1",
-            "tracking.uri=https://me:tok@mlflow.example/",
+            "tracking.uri=postgresql://me:pg-pw@db/mlflow",
         ],
         env,
     )
     assert out == [
         "generator.base_url=${oc.env:T2EXP_SECRET_GENERATOR_BASE_URL}",
         "generator.base_url=http://llm:8000/v1",
-        "tracking.uri=${oc.env:T2EXP_SECRET_TRACKING_URI}",
+        "tracking.uri=${oc.env:T2EXP_SECRET_TRACKING_URI}",  # a database's own login: it stays in its URL
     ]
     assert env == {
         "T2EXP_SECRET_GENERATOR_BASE_URL": "http://user:pw-123@llm:8000/v1",
-        "T2EXP_SECRET_TRACKING_URI": "https://me:tok@mlflow.example/",
+        "T2EXP_SECRET_TRACKING_URI": "postgresql://me:pg-pw@db/mlflow",
     }
+
+
+def test_the_login_of_a_tracking_server_moves_to_mlflows_own_variables():
+    """MLflow prints the URL it was given (``View run … at: URL``) as each run ends: the URL it
+    gets holds no login, which MLflow's client sends from its variables as basic auth."""
+    env: dict[str, str] = {}
+    out = move_secret_overrides(["tracking.uri=https://me:p%40ss-123@mlflow.example:5000/"], env)
+    assert out == ["tracking.uri=https://mlflow.example:5000/"]
+    assert env == {"MLFLOW_TRACKING_USERNAME": "me", "MLFLOW_TRACKING_PASSWORD": "p@ss-123"}
+    assert redact_text("401 for p@ss-123") == "401 for ***"  # whatever echoes it: it is a secret of this process
 
 
 def test_a_swept_secret_is_refused_before_anything_is_written():
@@ -335,6 +352,23 @@ def test_a_key_read_from_a_variable_of_any_name_is_redacted(monkeypatch):
     assert redact_text("401: invalid key cred-9f8e7d6c5b4a") == "401: invalid key ***"
     assert redact_text("{'Authorization': 'Bearer other-key-123'}") == "{'Authorization': 'Bearer ***'}"
     assert redact_text("Bearer ***") == "Bearer ***"
+
+
+def test_a_registered_secret_takes_the_whole_token_it_is_part_of():
+    register_secret("sk-abc")
+    register_secret("other")
+    register_secret("tok-5678")
+    assert redact_text("x=sk-abcdefghijkl") == "x=***"
+    assert redact_text("{'Authorization': 'Bearer other-key-123'}") == "{'Authorization': 'Bearer ***'}"
+    assert redact_text("x=tok-5678abcd, y=pre.tok-5678 z") == "x=***, y=*** z"
+    assert redact_text("http://user:tok-5678@host/v1") == "http://user:***@host/v1"
+
+
+def test_a_registered_secret_is_forgotten_when_asked():
+    register_secret("cred-forget-me")
+    assert redact_text("key cred-forget-me") == "key ***"
+    forget_secrets()
+    assert redact_text("key cred-forget-me") == "key cred-forget-me"
 
 
 def test_the_password_of_a_url_is_redacted_wherever_it_is_written():

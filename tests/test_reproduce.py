@@ -65,6 +65,17 @@ def test_verdicts_name_measured_and_expected(tmp_path: Path) -> None:
     assert "measured     12.5" in l2 and "expected       10 ± 1" in l2 and "off by +2.5" in l2
 
 
+def test_an_echoed_command_holds_no_secret() -> None:
+    cond = expected_files.Condition(
+        table="t",
+        name="c",
+        overrides=["tracking.uri=http://me:pw-4567@mlflow:5000", "generator.api_key=plain-key", "k=3"],
+        expected={"avg/nm": 1.0},
+        tolerance={"avg/nm": 0.1},
+    )
+    assert cond.command() == "python -m t2exp 'tracking.uri=http://me:***@mlflow:5000' 'generator.api_key=***' k=3"
+
+
 @pytest.mark.slow
 def test_ci_conditions_pass(capsys: pytest.CaptureFixture[str]) -> None:
     assert reproduce.main(["--ci"]) == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -12,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers.tracking import MlflowServer
 from t2exp.tracking.mlflow_run import Tracker
 
 
@@ -429,49 +429,6 @@ def test_a_tracking_uri_with_basic_auth_passes_the_health_check_as_mlflow_does(m
         server.close()
 
 
-class _MlflowServer:
-    """A real ``mlflow server`` on a SQLite store, started and killed by the test."""
-
-    def __init__(self, tmp_path, port: int) -> None:
-        self.args = [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--default-artifact-root",
-            str(tmp_path / "server_artifacts"),
-            "--workers",
-            "1",
-        ]
-        self.uri, self.log = f"http://127.0.0.1:{port}", tmp_path / "server.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> _MlflowServer:
-        import time
-        import urllib.request
-
-        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        end = time.monotonic() + 180
-        while True:  # waiting for a condition (the server answers), not for time to pass
-            try:
-                with urllib.request.urlopen(self.uri + "/health", timeout=2):
-                    return self
-            except OSError:
-                assert self.proc.poll() is None and time.monotonic() < end, self.log.read_text()[-2000:]
-                time.sleep(0.2)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=60)
-
-
 @pytest.mark.slow
 def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path, monkeypatch):
     """The server is killed once the run's predictions are written, before its metrics are
@@ -481,7 +438,7 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     from t2exp.__main__ import main
     from t2exp.pipeline import cell
 
-    server = _MlflowServer(tmp_path, _free_port()).start()
+    server = MlflowServer(tmp_path, _free_port()).start()
     real = cell.run_steps
 
     def run_then_lose_the_server(components):

@@ -32,6 +32,7 @@ from t2exp import config as t2exp_config
 from t2exp.cli.hydra_faults import guard_hydra
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
 from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs
+from t2exp.infra.mlflow_store import move_login
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
 from t2exp.pipeline.stop import Interrupted, StoppedCell
@@ -98,7 +99,9 @@ def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
     """Replace ``key=VALUE`` overrides of secret-named keys, and of any key whose value is a URL
     with a password (``generator.base_url=http://user:pw@host/v1``), by
     ``key=${oc.env:T2EXP_SECRET_KEY}`` and put VALUE into ``environ`` (default ``os.environ``; child
-    processes inherit it): Hydra's files never hold it."""
+    processes inherit it): Hydra's files never hold it. The login of a tracking server
+    (``tracking.uri=http://user:pw@host:port``) goes to MLflow's own variables instead and the URI
+    stays, without it (``infra.mlflow_store.move_login``): MLflow prints the URI it is given."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     environ = os.environ if environ is None else environ
@@ -124,6 +127,11 @@ def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
             )
         if o.is_delete():
             out.append(arg)
+            continue
+        given = str(o.value())
+        server = move_login(given, environ) if o.key_or_group == "tracking.uri" else given
+        if server != given:  # a tracking server's login: into MLflow's own variables
+            out.append(f"{o.get_key_element()}={server}")
             continue
         env = SECRET_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", o.key_or_group).upper()
         environ[env] = str(o.value())

@@ -1,7 +1,12 @@
-"""A test's MLflow store: seeded with the session's migrated copy, and its runs read back."""
+"""A test's MLflow store: seeded with the session's migrated copy, and its runs read back; a real
+``mlflow server`` for the tests of a tracking server."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 # one migrated MLflow store per test session (seed_tracking); where it goes is set by the session
@@ -63,3 +68,46 @@ def logged_sweep(tracking_dir: Path, cells: list[dict]) -> tuple[str, str]:
         client.log_artifact(rid, str(rows))
         client.set_terminated(rid, "FINISHED")
     return uri, parent
+
+
+class MlflowServer:
+    """A real ``mlflow server`` on a SQLite store, started and killed by the test."""
+
+    def __init__(self, tmp_path, port: int) -> None:
+        self.args = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--default-artifact-root",
+            str(tmp_path / "server_artifacts"),
+            "--workers",
+            "1",
+        ]
+        self.uri, self.log = f"http://127.0.0.1:{port}", tmp_path / "server.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> MlflowServer:
+        import time
+        import urllib.request
+
+        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        end = time.monotonic() + 180
+        while True:  # waiting for a condition (the server answers), not for time to pass
+            try:
+                with urllib.request.urlopen(self.uri + "/health", timeout=2):
+                    return self
+            except OSError:
+                assert self.proc.poll() is None and time.monotonic() < end, self.log.read_text()[-2000:]
+                time.sleep(0.2)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=60)

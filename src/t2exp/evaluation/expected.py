@@ -33,6 +33,7 @@ from typing import Any
 
 from t2exp.errors import one_line
 from t2exp.infra.contained import SEGMENT_RULE, is_plain_segment
+from t2exp.infra.redaction import redact_overrides
 
 
 class ExpectedError(Exception):
@@ -59,7 +60,8 @@ class Condition:
         return f"{self.table}/{self.name}"
 
     def command(self, python: str = "python") -> str:
-        return " ".join([python, "-m", "t2exp", *(shlex.quote(o) for o in self.overrides)])
+        """The run's command line as it is shown (secrets as ``***``)."""
+        return " ".join([python, "-m", "t2exp", *(shlex.quote(o) for o in redact_overrides(self.overrides))])
 
 
 @dataclass

@@ -10,11 +10,13 @@ directory that does not exist (a mistyped path reads as "no such run").
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from t2exp.errors import TrackingError, one_line
+from t2exp.infra.redaction import register_secret
 
 # a command retries a few times and then says so in one line; a value the user set wins
 HTTP_RETRY_DEFAULTS = {
@@ -81,6 +83,22 @@ def _health_request(uri: str) -> Any:
     elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
         request.add_header("Authorization", f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}")
     return request
+
+
+def move_login(uri: str, environ: MutableMapping[str, str] | None = None) -> str:
+    """``uri`` of a tracking server without its ``user:password@``: they go to
+    MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD of ``environ`` (default this process's, which
+    child processes inherit), from where MLflow's client sends them as basic auth, so MLflow never
+    holds them in the URL it prints (``View run ... at: URL``) and Hydra's files never see them.
+    The password is a secret of this process (``register_secret``). Any other URI comes back as it is."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() not in ("http", "https") or parts.password is None:
+        return uri
+    environ = os.environ if environ is None else environ
+    environ["MLFLOW_TRACKING_USERNAME"] = unquote(parts.username or "")
+    environ["MLFLOW_TRACKING_PASSWORD"] = unquote(parts.password)
+    register_secret(environ["MLFLOW_TRACKING_PASSWORD"])
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 SQLITE_PREFIX = "sqlite:///"

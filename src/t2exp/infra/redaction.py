@@ -29,6 +29,11 @@ def register_secret(value: str | None) -> None:
         _registered.add(value)
 
 
+def forget_secrets() -> None:
+    """Forget every registered secret (a process that starts over: a test)."""
+    _registered.clear()
+
+
 def has_url_password(text: str) -> bool:
     """``text`` holds a URL with a password (``http://user:PASSWORD@host``)."""
     return bool(_URL_PASSWORD_RE.search(text))
@@ -82,12 +87,17 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+_TOKEN_CHARS = r"[\w\-.~+]"  # what a key is made of: a secret inside a longer run of them takes the whole run
+
+
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
     """Replace the given secrets, the registered ones, every secret-named environment variable's
-    value and the key and URL-password patterns by ``***``."""
-    for s in sorted({*(secrets or []), *_registered, *env_secrets()}, key=len, reverse=True):
-        if s:
-            text = text.replace(s, REDACTED)
+    value and the key and URL-password patterns by ``***``: a secret that is part of a longer token
+    (``sk-abc`` in ``sk-abcdefghijkl``) takes the whole token."""
+    values = sorted({s for s in (*(secrets or []), *_registered, *env_secrets()) if s}, key=len, reverse=True)
+    if values:
+        alternatives = "|".join(map(re.escape, values))
+        text = re.sub(rf"{_TOKEN_CHARS}*(?:{alternatives})(?:{_TOKEN_CHARS}*[\w\-~+])?", REDACTED, text)
     return _patterns(text)
 
 
