@@ -299,6 +299,26 @@ def test_the_login_of_a_tracking_server_moves_to_mlflows_own_variables():
     assert redact_text("401 for p@ss-123") == "401 for ***"  # whatever echoes it: it is a secret of this process
 
 
+@pytest.mark.parametrize("command", ["compare", "report", "status", "collect", "score"])
+@pytest.mark.parametrize("form", ["--tracking-uri=URI", "--tracking-uri URI"])
+def test_the_login_of_a_tracking_uri_flag_is_in_no_line_of_a_command(command, form, tmp_path):
+    """``--tracking-uri http://user:password@host`` of a command beside the app: its login moves to
+    MLflow's variables as the app's ``tracking.uri`` does, so the command's lines show the URL without it."""
+    from helpers.command import cli
+    from t2exp.__main__ import main
+
+    uri = "http://me:flag-pw-9911@127.0.0.1:9"  # no server answers there: the command's error names the URI
+    run_id = "0123456789abcdef0123456789abcdef"  # a parent run id's form: looked up on the server
+    target = {"compare": [run_id, run_id[::-1]], "report": [run_id], "status": [run_id], "collect": [run_id]}
+    rows = tmp_path / "p.jsonl"
+    rows.write_text('{"id": "FinQA/x", "prediction": "1"}\n', encoding="utf-8")
+    args = target.get(command, [str(rows), "--mlflow"])
+    flag = [form.replace("URI", uri)] if "=" in form else [form.split()[0], uri]
+    proc = cli(main, [command, *args, *flag], cwd=tmp_path)
+    assert proc.returncode != 0 and "127.0.0.1:9" in proc.stderr, proc.stderr
+    assert "flag-pw-9911" not in proc.stdout + proc.stderr, proc.stderr
+
+
 def test_a_swept_secret_is_refused_before_anything_is_written():
     """Issue 17, item 1: `generator.api_key=sk-A,sk-B` used to land in multirun.yaml, each cell's
     .hydra/ and the parent run's tags."""

@@ -115,10 +115,10 @@ def load_sweep(sweep_dir: Path, tracking_uri: str | None = None) -> Sweep:
 
 def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str, Any]:
     """A sweep that waited for its jobs: its jobs from their Hydra directories, its parent from MLflow."""
-    from mlflow.tracking import MlflowClient
     from omegaconf import OmegaConf
 
     from t2exp.cli.sweep_jobs import expected_jobs, parent_run
+    from t2exp.infra.mlflow_store import open_for_reading
     from t2exp.infra.redaction import redact_overrides
 
     dirs = sorted(
@@ -133,7 +133,7 @@ def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str
         )
     config = dirs[0] / ".hydra" / "config.yaml" if dirs else sweep_dir / "multirun.yaml"
     uri = tracking_uri or str(OmegaConf.load(config).tracking.uri)
-    parent = parent_run(MlflowClient(tracking_uri=uri), sweep_dir)
+    parent = parent_run(open_for_reading(uri, "--tracking-uri" if tracking_uri else "tracking.uri"), sweep_dir)
     return {"tracking_uri": uri, "parent_run": parent, "jobs": [{"num": n, "overrides": o} for n, o in sorted(jobs.items())]}
 
 

@@ -21,13 +21,13 @@ def sweep_path(target: str, tracking_uri: str | None) -> Path:
 
 
 def _sweep_dir(run_id: str, tracking_uri: str | None) -> Path:
-    from mlflow.tracking import MlflowClient
-
     from t2exp.evaluation.scoring.gold import compose_config
+    from t2exp.infra.mlflow_store import open_for_reading
 
     uri = tracking_uri or str(compose_config("bundled").tracking.uri)
+    client = open_for_reading(uri, "--tracking-uri" if tracking_uri else "tracking.uri")  # a server that answers, a store that exists
     try:
-        run = MlflowClient(tracking_uri=uri).get_run(run_id)
+        run = client.get_run(run_id)
     except Exception as exc:
         raise DataError(f"{run_id}: no such MLflow run at {uri} ({one_line(exc, 120)}); pass --tracking-uri") from None
     sweep_dir = run.data.tags.get("t2exp.sweep_dir")
