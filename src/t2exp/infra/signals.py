@@ -1,8 +1,6 @@
-"""SIGINT and SIGTERM, the two signals every t2exp process stops on, and the processes they reach:
-one :class:`Interrupted`; one way to handle both for a while (:func:`handle_stop_signals`); a
-signal passed on to child processes (a ``local_parallel`` sweep's cell workers:
-:func:`start_sweep_signals`; ``t2exp reproduce``'s run: :class:`PassOnToChild`); a child process
-stopped with its process group (:func:`stop_process`). Processes are found with psutil."""
+"""SIGINT and SIGTERM, the two signals every t2exp process stops on, and the processes they reach
+(found with psutil): one :class:`Interrupted`, the signals passed on to a sweep's cell workers and
+to ``t2exp reproduce``'s run, and one way to stop a child process with its process group."""
 
 from __future__ import annotations
 
@@ -14,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 import psutil
@@ -31,7 +30,7 @@ def signal_exit_status(signal_name: str) -> int:
 
 class Interrupted(BaseException):
     """A run or command was stopped by SIGTERM/SIGINT (``signal_name``; ``detail``: what was done
-    about it, after the name in the message); a run's MLflow run is closed as KILLED."""
+    about it); a run's MLflow run is closed as KILLED."""
 
     def __init__(self, signal_name: str = "SIGTERM", detail: str = "") -> None:
         super().__init__(f"{signal_name}; {detail}" if detail else signal_name)
@@ -66,8 +65,7 @@ def child_pids(pid: int) -> list[int]:
 
 
 def is_resource_tracker(pid: int) -> bool:
-    """loky's (or multiprocessing's) resource tracker: a child of a sweep's launcher that runs no
-    cell and ends with it."""
+    """loky's resource tracker: a child of a sweep's launcher that runs no cell and ends with it."""
     try:
         return "resource_tracker" in " ".join(psutil.Process(pid).cmdline())
     except psutil.Error:
@@ -75,8 +73,7 @@ def is_resource_tracker(pid: int) -> bool:
 
 
 def group_members(pgid: int, *, session: bool = False) -> list[str]:
-    """``"pid name"`` of each live process (zombies waiting for a reaper do not count) of process
-    group ``pgid``, or of session ``pgid`` too (``session``)."""
+    """``"pid name"`` of each live process (not zombies) of process group ``pgid`` (or session: ``session``)."""
     found = []
     for p in psutil.process_iter(["name", "status"]):
         try:
@@ -93,13 +90,10 @@ def group_alive(pgid: int) -> bool:
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace: float, *, term_group: bool, kill_wait: float = 10.0) -> signal.Signals | None:
-    """Stop ``proc``, the leader of its own process group (``start_new_session`` or
-    ``process_group=0``): SIGTERM, then, if it is still there ``grace`` seconds later, SIGKILL to
-    its whole group. SIGTERM goes to the whole group with ``term_group`` (a model server: its
-    engine and workers stop with it), else to ``proc`` alone (a t2exp run passes it on to its own
-    workers, for which a second signal means stop at once). Each wait lasts until what was
-    signalled has ended, SIGKILL's at most ``kill_wait`` seconds. The last signal sent (None: it
-    had ended already)."""
+    """SIGTERM ``proc`` (the leader of its own process group), then SIGKILL its whole group if it is
+    still there ``grace`` seconds later (waiting at most ``kill_wait`` more); the last signal sent
+    (None: it had ended). SIGTERM goes to the group with ``term_group`` (a model server's workers),
+    else to ``proc`` alone (a t2exp run passes it on to its workers: a second one stops them at once)."""
     if _ended(proc, term_group, 0.0):
         return None
     _send(proc, signal.SIGTERM, term_group)
@@ -112,16 +106,13 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float, *, term_group: boo
 
 def _send(proc: subprocess.Popen[bytes], sig: signal.Signals, group: bool) -> None:
     if group:
-        try:
-            os.killpg(proc.pid, sig)
-            return
-        except ProcessLookupError:  # it leads no group (any more): the process alone
-            pass
+        with suppress(ProcessLookupError):  # it leads no group (any more): the process alone
+            return os.killpg(proc.pid, sig)
     proc.send_signal(sig)  # nothing once it has been reaped
 
 
 def _ended(proc: subprocess.Popen[bytes], group: bool, wait: float) -> bool:
-    """Whether ``proc`` (and, with ``group``, every process of its group) has ended, waiting at most ``wait`` seconds."""
+    """Whether ``proc`` (and, with ``group``, all of its group) has ended, waiting at most ``wait`` s."""
     deadline = time.monotonic() + wait
     while proc.poll() is None or (group and group_alive(proc.pid)):
         if time.monotonic() >= deadline:
@@ -132,11 +123,9 @@ def _ended(proc: subprocess.Popen[bytes], group: bool, wait: float) -> bool:
 
 # --- signals passed on ----------------------------------------------------------------------------
 class PassOnToChild:
-    """SIGINT/SIGTERM while :attr:`child` runs are passed on to it (``t2exp reproduce``'s ``python
-    -m t2exp``, in its own process group, so a terminal's Ctrl-C reaches it once, through here),
-    which stops as any t2exp run does: the requests in flight finish, its MLflow run is marked
-    KILLED. :attr:`received` names the first signal. With no child running a signal raises
-    :class:`Interrupted` at once."""
+    """SIGINT/SIGTERM while :attr:`child` runs (``t2exp reproduce``'s run, in its own process group:
+    a Ctrl-C reaches it once, through here) are passed on to it, which stops as any run does;
+    :attr:`received` names the first. With no child running a signal raises :class:`Interrupted`."""
 
     def __init__(self) -> None:
         self.child: subprocess.Popen[bytes] | None = None
@@ -151,7 +140,6 @@ class PassOnToChild:
         raise Interrupted(name)
 
     def install(self) -> Callable[[], None]:
-        """Handle both signals (main thread only); returns what puts the previous handlers back."""
         return handle_stop_signals(self.handler)
 
 
@@ -164,14 +152,10 @@ def forwarded_signal() -> str | None:
 
 
 def start_sweep_signals(local_workers: bool) -> None:
-    """A sweep starts in this process: a signal an earlier sweep of it passed on is forgotten.
-
-    With ``local_workers`` (``hydra/launcher=local_parallel``), SIGTERM or SIGINT sent to the
-    launching process alone (``kill PID``, ``docker stop``) is passed on to its cell processes,
-    which stop as a run does (the requests in flight finish and are written, the child run is
-    KILLED; a second signal stops them at once); the sweep then ends and its parent run is closed
-    as KILLED. Ctrl-C in a terminal reaches every process of the group already: passed on, it
-    would be the cells' second signal."""
+    """A sweep starts here (what an earlier one passed on is forgotten). With ``local_workers``
+    (``hydra/launcher=local_parallel``) SIGTERM/SIGINT sent to the launching process alone (``kill
+    PID``, ``docker stop``) is passed on to its cell processes, which stop as a run does; the sweep
+    then ends, its parent run KILLED. A terminal's Ctrl-C reaches the cells already."""
     _forwarded.clear()
     if local_workers:
         handle_stop_signals(_pass_on_to_workers)
@@ -184,32 +168,23 @@ def _pass_on_to_workers(signum: int, frame: Any) -> None:
         return  # a terminal's Ctrl-C went to the cells too: passed on, it would be their second
     kids = [pid for pid in child_pids(os.getpid()) if not is_resource_tracker(pid)]
     for pid in kids:
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
     log.warning("%s: passed on to the %d cell processes; the sweep ends when they have stopped", name, len(kids))
 
 
 def _keyboard_reaches_the_group() -> bool:
     """This process's group is the foreground of its terminal: a Ctrl-C there signals every cell."""
     try:
-        fd = os.open("/dev/tty", os.O_RDONLY)
+        with open("/dev/tty", "rb", buffering=0) as tty:
+            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
     except OSError:  # no controlling terminal (a batch job, a service, a test)
         return False
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 def end_local_workers() -> None:
-    """End the cell processes of this interpreter's ``local_parallel`` sweeps: loky keeps its
-    workers for a next sweep (idle for minutes, each holding the models its cells loaded), and a
-    sweep run in-process (a notebook, the tests) would leave them running. Nothing when no sweep
-    ran here (loky not imported); its resource tracker ends with this process."""
+    """End the cell processes of this interpreter's ``local_parallel`` sweeps, which loky keeps for
+    a next sweep (each holding the models its cells loaded); its resource tracker ends with us."""
     reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
     executor = getattr(reusable, "_executor", None)
     if executor is not None:
