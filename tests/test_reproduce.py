@@ -367,6 +367,31 @@ def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) ->
     assert how == "SIGTERM, then SIGKILL 0.5 s later; its MLflow run may be left RUNNING"
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_the_sigkill_after_the_grace_ends_every_process_the_run_started(tmp_path: Path) -> None:
+    """A run that ignores SIGTERM and started a process of its own that ignores it too (a worker):
+    the SIGKILL after the grace reaches the run's whole process group, so no worker is left."""
+    from t2exp.infra.signals import group_alive
+
+    worker = "import time; time.sleep(600)"
+    code = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"subprocess.Popen([sys.executable, '-c', {worker!r}]); print('ready', flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, process_group=0)  # as a condition's run
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        how = reproduce.stop_child(proc, 0.5)
+        assert how == "SIGTERM, then SIGKILL 0.5 s later; its MLflow run may be left RUNNING"
+        assert not group_alive(proc.pid)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "-inf", "soon"])
 def test_a_timeout_that_is_not_a_positive_finite_number_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
     (tmp_path / "x.yaml").write_text("conditions:\n  - {name: c, overrides: [k=3], expected: {avg/nm: 1}}\n", encoding="utf-8")

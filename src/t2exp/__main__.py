@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -75,7 +74,7 @@ def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
             # cells wrote their answers in flight; a cell that raised would be a FAILED job whose
             # error Hydra prints in the launcher as a traceback. The launcher reads this instead
             return StoppedCell(exc.signal_name, redact_text(msg))
-        sys.exit(128 + int(getattr(signal.Signals, exc.signal_name, signal.SIGTERM)))
+        sys.exit(exc.exit_status)
     from t2exp.pipeline.cell import objective_value
 
     try:
@@ -289,7 +288,7 @@ def main() -> None:
         sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
     except T2ExpError as exc:
         _fail(exc)
-    from t2exp.tracking.callbacks import end_local_workers
+    from t2exp.infra.signals import end_local_workers
 
     try:
         with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too

@@ -18,7 +18,6 @@ Anything else is Hydra's to report, as before.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -29,6 +28,7 @@ from hydra.experimental.callback import Callback
 from t2exp.errors import OS_FAULTS, exit_with, os_error_line
 from t2exp.infra.hydra_internals import wrapped_run_and_report
 from t2exp.infra.redaction import redact_text
+from t2exp.infra.signals import forwarded_signal, signal_exit_status
 
 _OUTPUT_DIR: list[str] = []  # the directory Hydra writes for the run or sweep now starting
 
@@ -77,13 +77,11 @@ def _stopped_sweep(signal_name: str) -> NoReturn:
         "again to resume",
         file=sys.stderr,
     )
-    sys.exit(128 + int(getattr(signal.Signals, signal_name, signal.SIGTERM)))
+    sys.exit(signal_exit_status(signal_name))
 
 
 def _report(exc: Exception) -> None:
     """End the process with one line when ``exc`` is one of ours; return to let Hydra report it."""
-    from t2exp.tracking.callbacks import forwarded_signal
-
     stopped = forwarded_signal()
     if stopped is not None:
         _stopped_sweep(stopped)
@@ -110,8 +108,6 @@ def _guarded(func: Callable[[], Any]) -> Callable[[], Any]:
     cell's signal stopping the sweep."""
 
     def guarded() -> Any:
-        from t2exp.tracking.callbacks import forwarded_signal
-
         try:
             result = func()
         except Exception as exc:

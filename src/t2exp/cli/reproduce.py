@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,8 @@ from typing import Any
 from t2exp.errors import T2ExpError, os_error_line
 from t2exp.evaluation.expected import Condition, ExpectedError, Table, default_expected_dir, load_tables, select
 from t2exp.infra.contained import inside, remove_file, remove_tree
-from t2exp.infra.signals import handle_stop_signals
+from t2exp.infra.signals import Interrupted, signal_exit_status, stop_process
+from t2exp.infra.signals import PassOnToChild as Signals
 from t2exp.pipeline.stop import stop_grace
 
 PROG = "t2exp reproduce"
@@ -113,54 +114,19 @@ class RunResult:
     output_tail: str = ""
 
 
-class Interrupted(Exception):
-    """SIGINT/SIGTERM reached this command; the run in progress (if any) was stopped first."""
-
-    def __init__(self, signum: int, detail: str = "") -> None:
-        name = signal.Signals(signum).name
-        super().__init__(f"{name}; {detail}" if detail else name)
-        self.signum = signum
-
-
-class Signals:
-    """SIGINT/SIGTERM while a condition runs are passed on to its ``python -m t2exp`` (its own
-    process group, so a terminal's Ctrl-C reaches it once, through here), which stops as any t2exp
-    run does: the requests in flight finish, its MLflow run is marked KILLED. The command waits for
-    it, then stops (:class:`Interrupted`). Outside a run a signal stops the command at once."""
-
-    def __init__(self) -> None:
-        self.child: subprocess.Popen[bytes] | None = None
-        self.received: int | None = None
-
-    def handler(self, signum: int, frame: Any) -> None:
-        self.received = self.received or signum
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signum)  # a second Ctrl-C is the run's second: it stops at once
-            return
-        raise Interrupted(signum)
-
-    def install(self) -> Callable[[], None]:
-        """Handle both signals (main thread only); returns what puts the previous handlers back."""
-        return handle_stop_signals(self.handler)
-
-
 # After --timeout the run is asked to stop as on a Ctrl-C; it gets its own stop grace
 # ($T2EXP_STOP_GRACE_SECONDS) plus this long to close its MLflow run before it is killed.
 TIMEOUT_CLOSE_SECONDS = 60.0
 
 
 def stop_child(proc: subprocess.Popen[bytes], grace: float) -> str:
-    """SIGTERM first: a t2exp run stops as it does on a Ctrl-C (the requests in flight finish, its
-    MLflow run is closed KILLED); SIGKILL only if it is still there ``grace`` seconds later (its
-    MLflow run may then stay RUNNING). What happened, in words."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-        return f"SIGTERM; the run ended with exit status {proc.returncode}"
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """SIGTERM to the run alone first: it stops as it does on a Ctrl-C (the requests in flight
+    finish, its MLflow run is closed KILLED); SIGKILL to it and every process it started only if
+    it is still there ``grace`` seconds later (its MLflow run may then stay RUNNING). What
+    happened, in words."""
+    if stop_process(proc, grace, term_group=False) is signal.SIGKILL:
         return f"SIGTERM, then SIGKILL {grace:g} s later; its MLflow run may be left RUNNING"
+    return f"SIGTERM; the run ended with exit status {proc.returncode}"
 
 
 def _child(cmd: list[str], work: Path, env: dict[str, str], log: Any, timeout: float | None, signals: Signals | None) -> int:
@@ -362,7 +328,7 @@ def _run(conds: Sequence[Condition], args: argparse.Namespace) -> int:
     except Interrupted as exc:
         kept = f"outputs kept under {root}" if args.keep else "the temporary folder was removed (--keep DIR keeps the outputs)"
         print(f"{args.prog}: interrupted by {exc}; {kept}", file=sys.stderr)
-        return 128 + exc.signum
+        return exc.exit_status
     except OSError as exc:  # --keep not writable, a full disk, an interpreter that cannot be started
         print(f"{args.prog}: error: {os_error_line(exc)}", file=sys.stderr)
         return 2
@@ -394,7 +360,7 @@ def _run_all(conds: Sequence[Condition], args: argparse.Namespace, root: Path, s
             remove_tree(work, root)
         result = run_condition(cond, work, python=args.python, carried=carried, models=models, timeout=args.timeout, signals=signals)
         if signals.received is not None:
-            how = " (its MLflow run closed as KILLED)" if result.returncode == 128 + signals.received else ""
+            how = " (its MLflow run closed as KILLED)" if result.returncode == signal_exit_status(signals.received) else ""
             raise Interrupted(
                 signals.received, f"passed on to the run of {cond.key}, which stopped with exit status {result.returncode}{how}"
             )

@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from t2exp.errors import ConfigError, RemoteError
+from t2exp.infra.signals import group_alive, group_members, stop_process  # noqa: F401 (tests import group_members here)
 
 log = logging.getLogger("t2exp.generators.vllm_server")
 
@@ -130,47 +130,6 @@ class ServerProcess:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        pgid = proc.pid  # start_new_session: the server leads its own process group
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
-            if proc.poll() is not None and not group_alive(pgid):
-                return
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if proc.poll() is not None and not group_alive(pgid):
-                    return
-                time.sleep(0.05)
-        log.warning("vllm server process group %d is still alive after SIGKILL; log %s", pgid, self.log_path)
-
-
-def group_members(pgid: int, *, session: bool = False) -> list[str]:
-    """``"pid comm"`` of each live process (zombies waiting for a reaper do not count) of group
-    ``pgid``, or of session ``pgid`` too (``session``), read from /proc (Linux)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, pgrp, session, ...
-        if len(fields) > 3 and fields[0] != "Z" and (fields[2] == str(pgid) or (session and fields[3] == str(pgid))):
-            found.append(f"{entry.name} {stat[stat.find('(') + 1 : stat.rfind(')')]}")
-    return found
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (zombies waiting for a reaper do not count)."""
-    if not Path("/proc").is_dir():  # not Linux: signal 0 (counts zombies too)
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return bool(group_members(pgid))
+        stop_process(proc, grace, term_group=True)  # start_new_session: the server leads its own process group
+        if proc.poll() is None or group_alive(proc.pid):
+            log.warning("vllm server process group %d is still alive after SIGKILL; log %s", proc.pid, self.log_path)

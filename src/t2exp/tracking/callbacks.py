@@ -17,7 +17,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import TrackingError, exit_with, one_line
 from t2exp.infra.redaction import redact_overrides, redact_text
+from t2exp.infra.signals import child_pids, forwarded_signal, is_resource_tracker, start_sweep_signals  # noqa: F401 (tests import child_pids, is_resource_tracker here)
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ class MLflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from mlflow.tracking import MlflowClient
 
-        _forwarded.clear()  # a signal passed on by an earlier sweep of this interpreter is not this one's
         tr = config.tracking
         self.uri = str(tr.uri)
         task = cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or []
@@ -66,8 +65,7 @@ class MLflowSweepCallback(Callback):
         self.parent_id = run.info.run_id
         os.environ[PARENT_ENV] = self.parent_id
         atexit.register(self._close_if_running)
-        if is_joblib_launcher(config.hydra.launcher):
-            _forward_signals_to_workers()
+        start_sweep_signals(local_workers=is_joblib_launcher(config.hydra.launcher))
         log.info("MLflow parent run %s for sweep: %s", self.parent_id, overrides)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -77,7 +75,7 @@ class MLflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.parent_id is None:
             return
-        if _forwarded:  # the launching process was told to stop and its cells have: no report, the runs KILLED
+        if forwarded_signal():  # the launching process was told to stop and its cells have: no report, the runs KILLED
             self._close_if_running()
         elif submitted_only(config.hydra.launcher):  # the cells run on without this process
             self.detached = True
@@ -101,8 +99,8 @@ class MLflowSweepCallback(Callback):
             parent = client.get_run(self.parent_id)
             if parent.info.status != "RUNNING":
                 return
-            client.set_terminated(self.parent_id, status="KILLED" if _forwarded else "FAILED")
-            if _forwarded:
+            client.set_terminated(self.parent_id, status="KILLED" if forwarded_signal() else "FAILED")
+            if forwarded_signal():
                 # the local cells were stopped by the passed-on signal, and joblib ends the other
                 # workers as soon as the first cell raises: one may be gone before it closed its run
                 running = f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'"
@@ -159,100 +157,12 @@ def _report(uri: str, parent_id: str, work: Path | None) -> None:
         log.warning("sweep report not made: %s", exc)
 
 
-_forwarded: list[str] = []  # the signals the launching process passed on to its cell processes
-
-
-def forwarded_signal() -> str | None:
-    """The first SIGTERM/SIGINT this launching process passed on to its cells, or None."""
-    return _forwarded[0] if _forwarded else None
-
-
 def is_joblib_launcher(launcher: Any) -> bool:
     """``hydra.launcher`` is joblib's (``hydra/launcher=local_parallel``: cells in loky workers)."""
     return "joblib" in str(launcher.get("_target_", ""))
-
-
-def end_local_workers() -> None:
-    """End the cell processes of this interpreter's ``local_parallel`` sweeps: loky keeps its
-    workers for a next sweep (idle for minutes, each holding the models its cells loaded), and a
-    sweep run in-process (a notebook, the tests) would leave them running. Nothing when no sweep
-    ran here (loky not imported); its resource tracker ends with this process."""
-    reusable = sys.modules.get("joblib.externals.loky.reusable_executor")
-    executor = getattr(reusable, "_executor", None)
-    if executor is not None:
-        executor.shutdown(wait=True)
 
 
 def submitted_only(launcher: Any) -> bool:
     """``hydra.launcher`` submits and returns (``hydra/launcher=slurm hydra.launcher.wait=false``:
     :mod:`t2exp.pipeline.submit`): the sweep's cells run on after this process has ended."""
     return "wait" in launcher and not bool(launcher.get("wait"))
-
-
-def child_pids(pid: int) -> list[int]:
-    """The processes ``pid`` started (Linux ``/proc``; psutil elsewhere when it is installed)."""
-    kids: list[int] = []
-    tasks = Path(f"/proc/{pid}/task")
-    if tasks.is_dir():
-        for task in tasks.iterdir():
-            try:
-                kids += [int(x) for x in (task / "children").read_text().split()]
-            except OSError:  # a thread that ended meanwhile
-                continue
-        return kids
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - not Linux and no psutil: nothing to forward to
-        return []
-    return [c.pid for c in psutil.Process(pid).children()]
-
-
-def _forward_signals_to_workers() -> None:
-    """hydra/launcher=local_parallel: SIGTERM or SIGINT sent to the launching process alone (``kill
-    PID``, ``docker stop``) is passed on to its cell processes, which stop as a run does (the
-    requests in flight finish and are written, the child run is KILLED; a second signal stops them
-    at once); the sweep then ends and its parent run is closed as KILLED. Ctrl-C in a terminal
-    reaches every process of the group already: passed on, it is the cells' second signal."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def forward(signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        _forwarded.append(name)
-        if signum == signal.SIGINT and _keyboard_reaches_the_group():
-            return  # a terminal's Ctrl-C went to the cells too: passed on, it would be their second
-        kids = [pid for pid in child_pids(os.getpid()) if not is_resource_tracker(pid)]
-        for pid in kids:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-        log.warning("%s: passed on to the %d cell processes; the sweep ends when they have stopped", name, len(kids))
-
-    for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, forward)
-
-
-def _keyboard_reaches_the_group() -> bool:
-    """This process's group is the foreground of its terminal: a Ctrl-C there signals every cell."""
-    try:
-        fd = os.open("/dev/tty", os.O_RDONLY)
-    except OSError:  # no controlling terminal (a batch job, a service, a test)
-        return False
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def is_resource_tracker(pid: int) -> bool:
-    """loky's resource tracker (a child of the launcher that runs no cell): left to loky."""
-    try:
-        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
