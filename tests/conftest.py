@@ -80,7 +80,7 @@ def pytest_runtest_logfinish(nodeid, location) -> None:
 def _processes_left(session_name: str, skip: set[int]) -> list[str]:
     import psutil
 
-    from t2exp.tracking.callbacks import is_resource_tracker
+    from t2exp.infra.signals import is_resource_tracker
 
     left = []
     for child in _children():

@@ -261,7 +261,7 @@ def test_a_resumed_shard_answers_the_questions_its_file_lacks_and_the_cell_is_me
 
 
 def _kill_loky_workers() -> None:
-    from t2exp.tracking.callbacks import child_pids
+    from t2exp.infra.signals import child_pids
 
     for pid in child_pids(os.getpid()):
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()

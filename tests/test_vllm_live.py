@@ -109,7 +109,7 @@ def server_args(vllm_python: Path, model: Path) -> list[str]:
 def live_in_group(pgid: int) -> list[str]:
     """Processes (not zombies) whose process group or session is ``pgid``: the server started its
     own session, and vLLM renames its children (``VLLM::EngineCore``), so match on ids."""
-    from t2exp.generators.server_process import group_members
+    from t2exp.infra.signals import group_members
 
     return group_members(pgid, session=True)
 

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from t2exp.errors import ConfigError, RemoteError
-from t2exp.infra.signals import group_alive, group_members, stop_process  # noqa: F401 (tests import group_members here)
+from t2exp.infra.signals import group_alive, stop_process
 
 log = logging.getLogger("t2exp.generators.vllm_server")
 

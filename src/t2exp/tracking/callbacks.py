@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import TrackingError, exit_with, one_line
 from t2exp.infra.redaction import redact_overrides, redact_text
-from t2exp.infra.signals import child_pids, forwarded_signal, is_resource_tracker, start_sweep_signals  # noqa: F401 (tests import child_pids, is_resource_tracker here)
+from t2exp.infra.signals import forwarded_signal, start_sweep_signals
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
 
 log = logging.getLogger(__name__)
