@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from t2exp.errors import T2ExpError, one_line, os_error_line
-from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table
+from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table, format_table
 from t2exp.evaluation.listing import SHOW, check_out, counts_line, parse_show, render_questions, write_records
-from t2exp.evaluation.paired import Comparison, format_table
+from t2exp.evaluation.paired import Comparison
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri
 
