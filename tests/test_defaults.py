@@ -287,6 +287,7 @@ def test_one_resampling_default_for_every_command():
         "score --bootstrap/--seed": [score_cli.build_parser().get_default(d) for d in ("bootstrap", "seed")],
         "compare_runs": defaults(comparisons.compare_runs, "n_boot", "seed"),
         "compare": defaults(paired.compare, "n_boot", "seed"),
+        "compare_pairs": defaults(paired.compare_pairs, "n_boot", "seed"),
         "report": defaults(build.report, "n_boot", "seed"),
         "make_report": defaults(build.make_report, "n_boot", "seed"),
         "paired_bootstrap": defaults(stats.paired_bootstrap, "n_boot", "seed"),

@@ -154,7 +154,7 @@ class Delta:
     high: float
     p: float
     n: int
-    p_holm: float | None = None  # Holm-adjusted over the pairs compared (stats.holm)
+    p_holm: float  # Holm-adjusted over the pairs compared (stats.holm)
 
 
 @dataclass
@@ -188,7 +188,7 @@ class Comparison:
     def delta(self) -> Delta:
         """The overall row as a Δ column reads it."""
         o = self.rows[-1]
-        return Delta(o.diff, o.ci_low, o.ci_high, o.p_value, o.n, self.p_holm.get(o.subset))
+        return Delta(o.diff, o.ci_low, o.ci_high, o.p_value, o.n, self.p_holm[o.subset])
 
     @property
     def dropped(self) -> dict[str, int]:

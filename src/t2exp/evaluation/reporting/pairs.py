@@ -55,7 +55,7 @@ def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
             str(d.n),
             tabular.value(d.diff, d.low, d.high, signed=True),
             tabular.format_p(d.p),
-            tabular.format_p(d.p_holm if d.p_holm is not None else d.p),
+            tabular.format_p(d.p_holm),
         ]
         for a, b, d in p.rows
     ]
