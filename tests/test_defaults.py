@@ -274,7 +274,7 @@ def test_one_resampling_default_for_every_command():
     from t2exp.cli import compare as compare_cli
     from t2exp.cli import report as report_cli
     from t2exp.cli import score as score_cli
-    from t2exp.evaluation import metrics, paired, stats
+    from t2exp.evaluation import comparisons, metrics, paired, stats
     from t2exp.evaluation.reporting import build
 
     def defaults(fn, *names):
@@ -285,8 +285,9 @@ def test_one_resampling_default_for_every_command():
         "compare --n-boot/--seed": [compare_cli.build_parser().get_default(d) for d in ("n_boot", "seed")],
         "report --n-boot/--seed": [report_cli.build_parser().get_default(d) for d in ("n_boot", "seed")],
         "score --bootstrap/--seed": [score_cli.build_parser().get_default(d) for d in ("bootstrap", "seed")],
-        "compare_runs": defaults(paired.compare_runs, "n_boot", "seed"),
+        "compare_runs": defaults(comparisons.compare_runs, "n_boot", "seed"),
         "compare": defaults(paired.compare, "n_boot", "seed"),
+        "compare_pairs": defaults(paired.compare_pairs, "n_boot", "seed"),
         "report": defaults(build.report, "n_boot", "seed"),
         "make_report": defaults(build.make_report, "n_boot", "seed"),
         "paired_bootstrap": defaults(stats.paired_bootstrap, "n_boot", "seed"),

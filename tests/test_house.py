@@ -173,3 +173,34 @@ def test_a_cell_walks_load_key_build_steps_log_without_climbing_back(tmp_path):
     walk = stays([m for m, _ in entered])
     assert walk[:2] == ["cell", "stop"] and walk[-1] == "stop", walk  # signal handling around the whole cell
     assert len(walk) <= 25 and climbs_back(walk) <= 6, f"{len(walk)} stays, {climbs_back(walk)} climbs back: {' → '.join(walk)}"
+
+
+# --- one comparison engine -------------------------------------------------------------------------
+# what only the engine (t2exp.evaluation.paired) does: pair two runs' questions, compare the pair,
+# and correct the p-values of the pairs compared together
+ENGINE_STEPS = ("pair_predictions", "compare_values", "holm")
+
+
+def callers(folder: Path, names: tuple[str, ...]) -> set[tuple[str, str, str]]:
+    """``(file, function, name)`` of every call of one of ``names`` under ``folder``."""
+    found = set()
+    for path in sorted(folder.rglob("*.py")):
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+                        found.add((path.relative_to(folder).as_posix(), fn.name, node.func.id))
+    return found
+
+
+def test_runs_are_paired_compared_and_holm_corrected_by_one_engine():
+    assert callers(SRC, ENGINE_STEPS) == {
+        ("evaluation/paired.py", "compare_pairs", "pair_predictions"),
+        ("evaluation/paired.py", "compare", "compare_values"),
+        ("evaluation/paired.py", "compare_pairs", "holm"),
+    }
+
+
+def test_a_second_place_that_corrects_p_values_is_caught(tmp_path):
+    (tmp_path / "pairs.py").write_text("def build(ps):\n    return [holm(ps), other(ps)]\n")
+    assert callers(tmp_path, ENGINE_STEPS) == {("pairs.py", "build", "holm")}

@@ -499,7 +499,7 @@ def test_one_renderer_writes_a_value_the_same_everywhere(gold):
     """t2exp score's table, a run's closing summary, a comparison and the report cell write one
     metric value alike (t2exp score showed two decimals, the others one): evaluation.tabular."""
     from t2exp.evaluation import tabular
-    from t2exp.evaluation.paired import format_table
+    from t2exp.evaluation.comparisons import format_table
     from t2exp.evaluation.reporting.render import _fmt_cell
     from t2exp.evaluation.reporting.tables import Cell
     from t2exp.evaluation.stats import paired_bootstrap

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from t2exp.errors import T2ExpError, one_line, os_error_line
-from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table
-from t2exp.evaluation.listing import SHOW, check_out, counts_line, parse_show, render_questions, write_records
-from t2exp.evaluation.paired import Comparison, format_table
+from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table, format_table
+from t2exp.evaluation.listing import SHOW, check_out, parse_show, render_questions, write_records
+from t2exp.evaluation.metrics import metric_label
+from t2exp.evaluation.paired import Comparison
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.paths import default_tracking_uri
 
@@ -62,6 +63,17 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
     return p
 
 
+def _print_questions(c: Comparison, show: int | None) -> None:
+    """How many questions differ (A's wins, its losses, the ties), then the first ``show`` of them."""
+    print(
+        f"questions that differ on {metric_label(c.metric)}: {len(c.questions)} of {c.paired.n} "
+        f"(A better on {c.wins}, B better on {c.losses}, the same on {c.ties})"
+    )
+    listing = render_questions(c.questions, c.metric, show)
+    if listing:
+        print(listing)
+
+
 def _print_pair(result: Comparison, args: argparse.Namespace) -> None:
     paired = result.paired
     print(f"A = {args.run_a}\nB = {args.run_b}")
@@ -69,11 +81,8 @@ def _print_pair(result: Comparison, args: argparse.Namespace) -> None:
         f"paired {paired.n} questions; dropped {paired.dropped} "
         f"({paired.only_a} only in A, {paired.only_b} only in B, {paired.missing_value} without a {result.metric} value)"
     )
-    print(format_table(result.rows, result.metric))
-    print("\n" + counts_line(result.questions, paired.n, result.metric))
-    listing = render_questions(result.questions, result.metric, args.show)
-    if listing:
-        print(listing)
+    print(format_table(result.rows, result.metric) + "\n")
+    _print_questions(result, args.show)
 
 
 def _print_sweep(result: SweepComparison, args: argparse.Namespace) -> None:
@@ -81,10 +90,7 @@ def _print_sweep(result: SweepComparison, args: argparse.Namespace) -> None:
     print(format_sweep_table(result))
     for c in result.cells:
         print(f"\nA = {c.run.name} (run {c.run.run_id}), B = the baseline")
-        print(counts_line(c.comparison.questions, c.comparison.paired.n, result.metric))
-        listing = render_questions(c.comparison.questions, result.metric, args.show)
-        if listing:
-            print(listing)
+        _print_questions(c.comparison, args.show)
 
 
 def _run(args: argparse.Namespace) -> None:

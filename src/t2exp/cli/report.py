@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import T2ExpError, os_error_line
+from t2exp.evaluation.comparisons import load_source
 from t2exp.evaluation.diagnosis import breakdown, render
-from t2exp.evaluation.paired import load_source
 from t2exp.evaluation.reporting.build import report
 from t2exp.evaluation.reporting.runs import ReportError
 from t2exp.evaluation.stats import CI_SEED, N_BOOT

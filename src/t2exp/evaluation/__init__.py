@@ -5,8 +5,10 @@ three commands (``t2exp score | compare | report``, :mod:`t2exp.cli`):
   a mapping) against the gold answers, every metric with its CI;
 - :func:`compare` (:func:`t2exp.evaluation.comparisons.compare`): two runs question by question,
   paired bootstrap CI and sign-flip permutation p, and the questions they differ on
-  (:func:`~t2exp.evaluation.paired.compare_runs`); or every cell of a sweep against a baseline
-  cell, Holm-corrected (:func:`~t2exp.evaluation.comparisons.compare_sweep`);
+  (:func:`~t2exp.evaluation.comparisons.compare_runs`); or every cell of a sweep against a baseline
+  cell, Holm-corrected (:func:`~t2exp.evaluation.comparisons.compare_sweep`); both, and the
+  report's Δ columns, are views of the one comparison engine
+  (:func:`~t2exp.evaluation.paired.compare_pairs`);
 - :func:`report` (:func:`t2exp.evaluation.reporting.build.report`): paper-style tables and plots
   of a sweep's MLflow runs.
 

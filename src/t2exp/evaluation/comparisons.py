@@ -1,45 +1,137 @@
 """``t2exp compare``'s Python API (:func:`compare`, exported as ``t2exp.evaluation.compare``): two
-runs (:func:`t2exp.evaluation.paired.compare_runs`), or every cell of a sweep against a baseline
-cell (:func:`compare_sweep`).
+runs (:func:`compare_runs`), or every cell of a sweep against a baseline cell
+(:func:`compare_sweep`); both views of the one engine, :func:`t2exp.evaluation.paired.compare_pairs`.
+
+Two runs: MLflow run ids (their ``predictions.jsonl`` artifacts are downloaded) or paths of
+predictions files. Metrics: ``nm``, ``nm_bare``, ``nm_strict``, ``mrr_at_<k>``, ``recall_at_<r>``;
+``--metric auto`` (default) is ``nm`` when both runs have NM values, else the MRR@k of run A.
 
 A sweep: its parent run id (or an experiment name) is read as ``t2exp report`` reads it
 (:func:`t2exp.evaluation.reporting.runs.resolve_target`: the FINISHED cells, the newest run of
 each), the baseline is the cell ``--baseline`` names
 (:func:`t2exp.evaluation.reporting.tables.select_baseline`: a run id or ``key=value`` overrides),
-and each other cell is compared with it as two runs are (:func:`~t2exp.evaluation.paired.compare_rows`:
-A = the cell, B = the baseline), its p-values Holm-corrected over the cells compared
-(:func:`t2exp.evaluation.stats.holm`, per subset row).
+and each other cell is compared with it (A = the cell, B = the baseline), its p-values
+Holm-corrected over the cells compared (per subset row).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
+from t2exp.config.checks import METRIC, METRIC_NAMES
 from t2exp.evaluation import tabular
 from t2exp.evaluation.paired import (
     CompareError,
     Comparison,
-    check_metric,
-    compare_rows,
-    compare_runs,
-    default_metric,
-    format_p,
-    lazy_client,
+    ComparisonRow,
+    compare_pairs,
     load_run_predictions,
+    read_logged,
 )
 from t2exp.evaluation.reporting.runs import RunInfo, resolve_target
 from t2exp.evaluation.reporting.tables import select_baseline
-from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm, holm_header
+from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm_header
+from t2exp.infra.mlflow_store import open_for_reading
+from t2exp.infra.paths import default_tracking_uri
+
+
+def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
+    """A path to a predictions file, or a run id (``client()`` gives the MLflow client); a file
+    without rows is an error naming it."""
+    if Path(source).is_file():
+        rows, label = read_logged(Path(source)), source
+    elif os.sep in source or source.endswith((".jsonl", ".json")):  # a path, not a run id: no MLflow store is opened
+        raise CompareError(f"{source}: no such file (give a predictions.jsonl path or an MLflow run id)")
+    else:
+        rows, label = load_run_predictions(client(), source), f"run {source}: predictions.jsonl"
+    if not rows:
+        raise CompareError(f"{label}: the file is empty (no prediction rows); give the predictions.jsonl of a run")
+    return rows
+
+
+def lazy_client(tracking_uri: str | None) -> Callable[[], Any]:
+    """The MLflow client of ``tracking_uri``, opened on first use (only a run id needs one; a
+    store that does not exist is not created: :func:`open_for_reading`)."""
+    clients: list[Any] = []
+
+    def client() -> Any:
+        if not clients:
+            clients.append(open_for_reading(tracking_uri or default_tracking_uri()))
+        return clients[0]
+
+    return client
+
+
+def default_metric(rows_a: Sequence[Mapping[str, Any]], *others: Sequence[Mapping[str, Any]]) -> str:
+    """``nm`` when every run given has NM values, else the MRR@k that run A logged."""
+    if all(any(r.get("nm") is not None for r in rows) for rows in (rows_a, *others)):
+        return "nm"
+    for r in rows_a:
+        for key in r:
+            if key.startswith("mrr_at_"):
+                return key
+    return "mrr_at_3"
+
+
+def check_metric(metric: str, n_boot: int) -> None:
+    """``--metric`` and ``--n-boot`` checked before any file is read or store opened."""
+    if n_boot < 1:
+        raise CompareError("--n-boot must be >= 1")
+    if metric != "auto" and METRIC.match(metric) is None:
+        raise CompareError(f"--metric={metric!r} is invalid; allowed: {METRIC_NAMES}, auto")
+
+
+def compare_rows(
+    rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *, n_boot: int = N_BOOT, seed: int = CI_SEED
+) -> Comparison:
+    """Two runs' prediction rows compared on ``metric`` (a name of the grammar; not ``auto``)."""
+    result = compare_pairs({"A": rows_a, "B": rows_b}.get, [("A", "B")], metric, n_boot=n_boot, seed=seed)
+    for *_, why in result.refused:
+        raise CompareError(why)
+    return result.pairs[0]
+
+
+def compare_runs(
+    run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
+) -> Comparison:
+    """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
+    question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises
+    :class:`CompareError` with one line when they cannot be compared."""
+    check_metric(metric, n_boot)
+    client = lazy_client(tracking_uri)
+    rows_a = load_source(client, run_a)
+    rows_b = load_source(client, run_b)
+    metric = default_metric(rows_a, rows_b) if metric == "auto" else metric
+    return compare_rows(rows_a, rows_b, metric, n_boot=n_boot, seed=seed)
+
+
+def format_table(rows: Sequence[ComparisonRow], metric: str, label_a: str = "A", label_b: str = "B") -> str:
+    head = ["subset", "n", f"mean {label_a}", f"mean {label_b}", f"diff {label_a}-{label_b} [95% CI]", "p"]
+    title = f"metric: {metric} (percent); diff = A - B; paired bootstrap CI, sign-flip permutation p"
+    return title + "\n" + tabular.aligned(head, [[r.subset, *_row_cells(r)] for r in rows])
+
+
+def _row_cells(r: ComparisonRow) -> list[str]:
+    """A comparison row's n, both means, the difference with its CI and p, as the tables write them."""
+    diff = tabular.value(r.diff, r.ci_low, r.ci_high, signed=True)
+    return [str(r.n), tabular.value(r.mean_a), tabular.value(r.mean_b), diff, tabular.format_p(r.p_value)]
 
 
 @dataclass
 class CellComparison:
-    """One cell against the baseline, and its p-values Holm-adjusted over the sweep's cells."""
+    """One cell against the baseline; its p-values are Holm-adjusted over the sweep's cells."""
 
     run: RunInfo
     comparison: Comparison
-    p_holm: dict[str, float] = field(default_factory=dict)  # subset row -> adjusted p
+
+    @property
+    def p_holm(self) -> dict[str, float]:
+        """Subset row -> adjusted p."""
+        return self.comparison.p_holm
 
 
 @dataclass
@@ -80,15 +172,6 @@ class SweepComparison:
         }
 
 
-def _apply_holm(cells: list[CellComparison]) -> None:
-    """Each cell's ``p_holm``: per subset row, Holm over the cells that have that row."""
-    subsets = dict.fromkeys(r.subset for c in cells for r in c.comparison.rows)
-    for subset in subsets:
-        having = [(c, r.p_value) for c in cells for r in c.comparison.rows if r.subset == subset]
-        for (c, _), adjusted in zip(having, holm([p for _, p in having]), strict=True):
-            c.p_holm[subset] = adjusted
-
-
 def compare_sweep(
     target: str, baseline: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
 ) -> SweepComparison:
@@ -99,45 +182,26 @@ def compare_sweep(
     client = lazy_client(tracking_uri)()
     swept = resolve_target(client, target)
     base = select_baseline(swept.runs, baseline)
-    others = [r for r in swept.runs if r.run_id != base.run_id]
+    others = {r.run_id: r for r in swept.runs if r.run_id != base.run_id}
     if not others:
         raise CompareError(f"{swept.title}: only the baseline {base.name!r} finished; no other cell to compare with it")
     rows = {r.run_id: load_run_predictions(client, r.run_id) for r in swept.runs}
     if metric == "auto":
-        metric = default_metric(rows[base.run_id], *(rows[r.run_id] for r in others))
-    cells: list[CellComparison] = []
-    refused: list[tuple[str, str]] = []
-    for r in others:
-        try:
-            cells.append(CellComparison(r, compare_rows(rows[r.run_id], rows[base.run_id], metric, n_boot=n_boot, seed=seed)))
-        except CompareError as exc:
-            refused.append((f"{r.name} ({r.run_id[:8]})", str(exc)))
-    if not cells:
+        metric = default_metric(rows[base.run_id], *(rows[r] for r in others))
+    result = compare_pairs(rows.get, [(r, base.run_id) for r in others], metric, n_boot=n_boot, seed=seed)
+    refused = [(f"{others[a].name} ({a[:8]})", why) for a, _, why in result.refused]
+    if not result.pairs:
         why = "; ".join(f"{who}: {why}" for who, why in refused)
         raise CompareError(f"{swept.title}: no cell could be compared with the baseline {base.name!r} ({len(others)} cell(s)): {why}")
     notes = [*swept.notes, *(f"{who}: not compared: {why}" for who, why in refused)]
-    _apply_holm(cells)
-    return SweepComparison(swept.title, metric, base, cells, notes)
+    return SweepComparison(swept.title, metric, base, [CellComparison(others[c.a], c) for c in result.pairs], notes)
 
 
 def format_sweep_table(sc: SweepComparison) -> str:
     """One row per (cell, subset): both means, the difference cell - baseline with its CI, p, and p
     Holm-adjusted over the cells."""
     head = ["cell", "subset", "n", "mean cell", "mean baseline", "diff cell-baseline [95% CI]", "p", holm_header(sc.m)]
-    body = [
-        [
-            c.run.name,
-            r.subset,
-            str(r.n),
-            tabular.value(r.mean_a),
-            tabular.value(r.mean_b),
-            tabular.value(r.diff, r.ci_low, r.ci_high, signed=True),
-            format_p(r.p_value),
-            format_p(c.p_holm[r.subset]),
-        ]
-        for c in sc.cells
-        for r in c.comparison.rows
-    ]
+    body = [[c.run.name, r.subset, *_row_cells(r), tabular.format_p(c.p_holm[r.subset])] for c in sc.cells for r in c.comparison.rows]
     title = (
         f"metric: {sc.metric} (percent); baseline = {sc.baseline.name} (run {sc.baseline.run_id}); diff = cell - baseline; "
         f"paired bootstrap CI, sign-flip permutation p, Holm over the {sc.m} cell(s)"

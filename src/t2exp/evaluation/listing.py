@@ -43,15 +43,6 @@ def shorten(text: Any, width: int) -> str:
     return "" if text is None else one_line(text, width)
 
 
-def counts_line(questions: Sequence[QuestionDiff], paired: int, metric: str) -> str:
-    wins = sum(1 for q in questions if (q.diff or 0) > 0)
-    losses = len(questions) - wins
-    return (
-        f"questions that differ on {metric_label(metric)}: {len(questions)} of {paired} "
-        f"(A better on {wins}, B better on {losses}, the same on {paired - len(questions)})"
-    )
-
-
 def _cell(v: Any) -> str:
     return tabular.MISSING if v is None else f"{v:g}" if isinstance(v, float) else str(v)
 

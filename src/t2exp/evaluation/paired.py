@@ -1,54 +1,43 @@
-"""Paired comparison of two runs, question by question (``t2exp compare RUN_A RUN_B`` is
-:mod:`t2exp.cli.compare`; :func:`compare_runs` is the Python API).
+"""The one comparison engine: runs compared question by question (:func:`compare_pairs`, its
+result :class:`Comparisons`). ``t2exp compare`` (two runs, or every cell of a sweep against a
+baseline: :mod:`t2exp.evaluation.comparisons`), the report's Δ columns, its all-pairs table and its
+ablation ladder (:mod:`t2exp.evaluation.reporting`) are views of it.
 
-Both runs' ``predictions.jsonl`` artifacts are downloaded from MLflow (a path to a predictions
-file works too) and read as ``t2exp score`` reads them (:func:`read_logged`: each row needs an id,
-metric values are numbers, a row repeating a question is dropped, the first kept), then paired by
-(subset, question id); only questions present in both, with a value for the metric in both, are
-compared, and the dropped ones are counted. Per subset and over all
-paired questions (question-weighted, like ``avg``) it prints mean A, mean B, the difference A - B
-with a paired bootstrap 95 % CI and the two-sided paired permutation (sign-flip) p-value
-(:mod:`t2exp.evaluation.stats`). Values are in percent.
-
-Metrics: ``nm``, ``nm_bare``, ``nm_strict``, ``mrr_at_<k>``, ``recall_at_<r>``. A retrieval metric that a run did not log for
-its own k (``mrr_at_5`` of a k=3 run) is recomputed from the ranked ``retrieved`` ids when their
-depth allows it. ``--metric auto`` (default) is ``nm`` when both runs have NM values, else the
-MRR@k of run A.
-
-Then the questions on which the two differ (:func:`t2exp.evaluation.questions.question_differences`
-sorted by :func:`~t2exp.evaluation.questions.by_effect`: A's wins, then its losses, the largest
-first), each with its gold answer and each run's answer, NM and gold rank
-(:func:`~t2exp.evaluation.questions.question_record`); ``wins``/``losses``/``ties`` count them.
+Each pair's prediction rows (read as ``t2exp score`` reads them: a row repeating a question is
+dropped, the first kept) are paired by (subset, question id); only questions present in both, with
+a value for the metric in both (the evaluator's :func:`~t2exp.evaluation.metrics.question_value`:
+a retrieval metric a run did not log for its own k is recomputed from its ranking), are compared,
+and the dropped ones are counted. Per subset and over all paired questions (question-weighted,
+like ``avg``): mean A, mean B, the difference A - B with a paired bootstrap 95 % CI and the
+two-sided paired permutation (sign-flip) p-value (:mod:`t2exp.evaluation.stats`), in percent; each
+p Holm-corrected over the pairs compared (:func:`t2exp.evaluation.stats.holm`, per subset row);
+and the questions on which the two differ, sorted by effect
+(:func:`~t2exp.evaluation.questions.by_effect`).
 """
 
 from __future__ import annotations
 
-import math
-import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from t2exp.config.checks import METRIC, METRIC_NAMES
 from t2exp.errors import T2ExpError
-from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.questions import QuestionDiff, QuestionKey, by_effect, index_by_question, question_differences, question_record
 from t2exp.evaluation.scoring.predictions import logged_rows, read_predictions
-from t2exp.evaluation.stats import CI_SEED, N_BOOT, paired_bootstrap, permutation_test
-from t2exp.infra.mlflow_store import open_for_reading
-from t2exp.infra.paths import default_tracking_uri
+from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm, paired_bootstrap, permutation_test
 
 OVERALL = "overall"
+OTHER_QUESTIONS = "other questions"  # why a pair that must share its questions was not compared
+NO_PREDICTIONS = "no predictions"
+
+Rows = Sequence[Mapping[str, Any]]
 
 
 class CompareError(T2ExpError):
     pass
-
-
-# --- loading ---------------------------------------------------------------------------------
 
 
 def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:
@@ -68,37 +57,6 @@ def read_logged(path: Path, label: str | None = None) -> list[dict[str, Any]]:
     of ``t2exp score``, each row checked); errors name ``label`` (default: the path) and the line."""
     rows, source, where = read_predictions(path)
     return logged_rows(rows, label or source, where)
-
-
-def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
-    """A path to a predictions file, or a run id (``client()`` gives the MLflow client); a file
-    without rows is an error naming it."""
-    if Path(source).is_file():
-        rows, label = read_logged(Path(source)), source
-    elif os.sep in source or source.endswith((".jsonl", ".json")):  # a path, not a run id: no MLflow store is opened
-        raise CompareError(f"{source}: no such file (give a predictions.jsonl path or an MLflow run id)")
-    else:
-        rows, label = load_run_predictions(client(), source), f"run {source}: predictions.jsonl"
-    if not rows:
-        raise CompareError(f"{label}: the file is empty (no prediction rows); give the predictions.jsonl of a run")
-    return rows
-
-
-# --- per-question values (the evaluator's question_value) ----------------------------------------
-
-
-def default_metric(rows_a: Sequence[Mapping[str, Any]], *others: Sequence[Mapping[str, Any]]) -> str:
-    """``nm`` when every run given has NM values, else the MRR@k that run A logged."""
-    if all(any(r.get("nm") is not None for r in rows) for rows in (rows_a, *others)):
-        return "nm"
-    for r in rows_a:
-        for key in r:
-            if key.startswith("mrr_at_"):
-                return key
-    return "mrr_at_3"
-
-
-# --- pairing and comparison ---------------------------------------------------------------------
 
 
 @dataclass
@@ -177,9 +135,9 @@ def compare_values(subset: str, a: Sequence[float], b: Sequence[float], n_boot: 
     )
 
 
-def compare(paired: Paired, n_boot: int = N_BOOT, seed: int = CI_SEED) -> list[ComparisonRow]:
-    """One row per subset (sorted) plus ``overall`` over every paired question."""
-    rows = [compare_values(s, a, b, n_boot, seed) for s, (a, b) in sorted(paired.values.items())]
+def compare(paired: Paired, n_boot: int = N_BOOT, seed: int = CI_SEED, *, by_subset: bool = True) -> list[ComparisonRow]:
+    """One row per subset (sorted; not with ``by_subset=False``) plus ``overall`` over every paired question."""
+    rows = [compare_values(s, a, b, n_boot, seed) for s, (a, b) in sorted(paired.values.items())] if by_subset else []
     all_a = [v for a, _ in paired.values.values() for v in a]
     all_b = [v for _, b in paired.values.values() for v in b]
     if all_a:
@@ -187,44 +145,31 @@ def compare(paired: Paired, n_boot: int = N_BOOT, seed: int = CI_SEED) -> list[C
     return rows
 
 
-def format_p(p: float) -> str:
-    if math.isnan(p):
-        return "nan"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+@dataclass(frozen=True)
+class Delta:
+    """A pair's difference over all its questions, as a Δ column shows it."""
 
-
-def p_text(p: float) -> str:
-    """``p<0.001`` or ``p=0.042``: a p-value as a table cell shows it."""
-    text = format_p(p)
-    return "p" + (text if text.startswith("<") else f"={text}")
-
-
-def format_table(rows: Sequence[ComparisonRow], metric: str, label_a: str = "A", label_b: str = "B") -> str:
-    head = ["subset", "n", f"mean {label_a}", f"mean {label_b}", f"diff {label_a}-{label_b} [95% CI]", "p"]
-    body = [
-        [
-            r.subset,
-            str(r.n),
-            tabular.value(r.mean_a),
-            tabular.value(r.mean_b),
-            tabular.value(r.diff, r.ci_low, r.ci_high, signed=True),
-            format_p(r.p_value),
-        ]
-        for r in rows
-    ]
-    title = f"metric: {metric} (percent); diff = A - B; paired bootstrap CI, sign-flip permutation p"
-    return title + "\n" + tabular.aligned(head, body)
+    diff: float
+    low: float
+    high: float
+    p: float
+    n: int
+    p_holm: float  # Holm-adjusted over the pairs compared (stats.holm)
 
 
 @dataclass
 class Comparison:
-    """Two runs compared on one metric: per-subset and overall rows, what was left out, and the
+    """Run ``a`` against run ``b`` on one metric: per-subset and overall rows, each p Holm-adjusted
+    over the pairs compared with it (``p_holm``, per subset row), what was left out, and the
     questions on which they differ (sorted by effect: A's wins, then its losses)."""
 
     metric: str
     paired: Paired
     rows: list[ComparisonRow]
     questions: list[QuestionDiff] = field(default_factory=list)
+    p_holm: dict[str, float] = field(default_factory=dict)  # subset row -> adjusted p
+    a: str = "A"
+    b: str = "B"
 
     @property
     def wins(self) -> int:
@@ -238,6 +183,12 @@ class Comparison:
     @property
     def ties(self) -> int:
         return self.paired.n - self.wins - self.losses
+
+    @property
+    def delta(self) -> Delta:
+        """The overall row as a Δ column reads it."""
+        o = self.rows[-1]
+        return Delta(o.diff, o.ci_low, o.ci_high, o.p_value, o.n, self.p_holm[o.subset])
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -276,51 +227,63 @@ class Comparison:
         ]
 
 
-def compare_rows(
-    rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], metric: str, *, n_boot: int = N_BOOT, seed: int = CI_SEED
-) -> Comparison:
-    """Two runs' prediction rows compared on ``metric`` (a name of the grammar; not ``auto``)."""
-    paired = pair_predictions(rows_a, rows_b, metric)
-    if paired.n == 0:
-        hint = "; retrieval-only runs have no nm: try --metric mrr_at_3" if metric.startswith("nm") and paired.missing_value else ""
-        raise CompareError(
-            f"no question has a {metric!r} value in both runs ({paired.only_a} only in A, {paired.only_b} only in B, "
-            f"{paired.missing_value} without a value{hint})"
-        )
-    questions = by_effect(question_differences(rows_a, rows_b, metric))
-    return Comparison(metric, paired, compare(paired, n_boot=n_boot, seed=seed), questions)
+@dataclass
+class Comparisons:
+    """Pairs of runs compared on one metric (:func:`compare_pairs`): those compared, in the order
+    asked, and why each other one was not (``(a, b, why)``)."""
+
+    metric: str
+    pairs: list[Comparison]
+    refused: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def m(self) -> int:
+        """How many comparisons the Holm correction is over."""
+        return len(self.pairs)
+
+    def count(self, why: str) -> int:
+        return sum(1 for *_, w in self.refused if w == why)
 
 
-def check_metric(metric: str, n_boot: int) -> None:
-    """``--metric`` and ``--n-boot`` checked before any file is read or store opened."""
-    if n_boot < 1:
-        raise CompareError("--n-boot must be >= 1")
-    if metric != "auto" and METRIC.match(metric) is None:
-        raise CompareError(f"--metric={metric!r} is invalid; allowed: {METRIC_NAMES}, auto")
+def _no_value(paired: Paired, metric: str) -> str:
+    hint = "; retrieval-only runs have no nm: try --metric mrr_at_3" if metric.startswith("nm") and paired.missing_value else ""
+    return (
+        f"no question has a {metric!r} value in both runs ({paired.only_a} only in A, {paired.only_b} only in B, "
+        f"{paired.missing_value} without a value{hint})"
+    )
 
 
-def lazy_client(tracking_uri: str | None) -> Callable[[], Any]:
-    """The MLflow client of ``tracking_uri``, opened on first use (only a run id needs one; a
-    store that does not exist is not created: :func:`open_for_reading`)."""
-    clients: list[Any] = []
-
-    def client() -> Any:
-        if not clients:
-            clients.append(open_for_reading(tracking_uri or default_tracking_uri()))
-        return clients[0]
-
-    return client
-
-
-def compare_runs(
-    run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
-) -> Comparison:
-    """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
-    question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises
-    :class:`CompareError` with one line when they cannot be compared."""
-    check_metric(metric, n_boot)
-    client = lazy_client(tracking_uri)
-    rows_a = load_source(client, run_a)
-    rows_b = load_source(client, run_b)
-    metric = default_metric(rows_a, rows_b) if metric == "auto" else metric
-    return compare_rows(rows_a, rows_b, metric, n_boot=n_boot, seed=seed)
+def compare_pairs(
+    rows: Callable[[str], Rows | None],
+    pairs: Iterable[tuple[str, str]],
+    metric: str,
+    *,
+    by_subset: bool = True,
+    same_questions: bool = False,
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+) -> Comparisons:
+    """Run A against run B for each ``(a, b)`` of ``pairs`` (``rows(key)``: a run's prediction rows,
+    None without any) on ``metric``: its rows (per subset unless ``by_subset`` is False, and overall)
+    and its differing questions; then every p Holm-corrected, per subset row, over the pairs that
+    have that row. A pair with no question valued in both, or (``same_questions``) asked other
+    questions, is refused with the reason."""
+    out = Comparisons(metric, [])
+    for a, b in pairs:
+        rows_a, rows_b = rows(a), rows(b)
+        if rows_a is None or rows_b is None:
+            out.refused.append((a, b, NO_PREDICTIONS))
+            continue
+        paired = pair_predictions(rows_a, rows_b, metric)
+        if same_questions and (paired.only_a or paired.only_b):
+            out.refused.append((a, b, OTHER_QUESTIONS))
+        elif paired.n == 0:
+            out.refused.append((a, b, _no_value(paired, metric)))
+        else:
+            result = compare(paired, n_boot, seed, by_subset=by_subset)
+            out.pairs.append(Comparison(metric, paired, result, by_effect(question_differences(rows_a, rows_b, metric)), a=a, b=b))
+    for subset in dict.fromkeys(r.subset for c in out.pairs for r in c.rows):
+        having = [(c, r.p_value) for c in out.pairs for r in c.rows if r.subset == subset]
+        for (c, _), adjusted in zip(having, holm([p for _, p in having]), strict=True):
+            c.p_holm[subset] = adjusted
+    return out

@@ -34,6 +34,19 @@ def value(mean: float | None, low: float | None = None, high: float | None = Non
     return text
 
 
+def format_p(p: float) -> str:
+    """A p-value as every comparison table writes it: ``<0.001``, ``0.042`` or ``nan``."""
+    if math.isnan(p):
+        return "nan"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def p_text(p: float) -> str:
+    """``p<0.001`` or ``p=0.042``: a p-value as a sentence shows it."""
+    text = format_p(p)
+    return "p" + (text if text.startswith("<") else f"={text}")
+
+
 class Markdown(str):
     """Text a renderer already wrote as Markdown (a link to a run, its name escaped):
     :func:`markdown` puts it in a cell as it is."""

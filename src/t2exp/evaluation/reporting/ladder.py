@@ -13,9 +13,9 @@ from pathlib import Path
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import compare_values, p_text, pair_predictions
+from t2exp.evaluation.paired import Delta, compare_pairs
 from t2exp.evaluation.reporting.runs import RunInfo
-from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource, Delta
+from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource
 from t2exp.evaluation.reporting.tuning import ROLE, questions_of
 
 KEY = "rung"
@@ -55,17 +55,8 @@ def build_ladder(runs: Sequence[RunInfo], subsets: Sequence[str], k: int, source
         for r in rows:
             if r.label(KEY).startswith("alt"):
                 lad.against[r.run_id] = chain[-1].run_id
-    for run_id, ref in lad.against.items():
-        a, b = source.predictions(run_id), source.predictions(ref)
-        if a is None or b is None:
-            continue
-        paired = pair_predictions(a, b, primary)
-        if paired.only_a or paired.only_b or paired.n == 0:
-            continue  # other questions: no paired difference
-        xs = [v for vs, _ in paired.values.values() for v in vs]
-        ys = [v for _, vs in paired.values.values() for v in vs]
-        c = compare_values(AVG, xs, ys, n_boot, seed)
-        lad.deltas[run_id] = Delta(c.diff, c.ci_low, c.ci_high, c.p_value, c.n)
+    result = compare_pairs(source.predictions, lad.against.items(), primary, by_subset=False, same_questions=True, n_boot=n_boot, seed=seed)
+    lad.deltas = {c.a: c.delta for c in result.pairs}  # other questions: no paired difference
     return lad
 
 
@@ -76,7 +67,7 @@ def render_ladder(lad: Ladder) -> str:
     rows = []
     for r in lad.runs:
         d = lad.deltas.get(r.run_id)
-        delta = "–" if d is None else f"{tabular.value(d.diff, d.low, d.high, signed=True)} ({p_text(d.p)})"
+        delta = "–" if d is None else f"{tabular.value(d.diff, d.low, d.high, signed=True)} ({tabular.p_text(d.p)})"
         ref = label.get(lad.against.get(r.run_id, ""), "–")
         rows.append([label[r.run_id], questions_of(r)] + [lad.cells[(r.run_id, s, m)].text for s, m in lad.columns] + [delta, ref])
     lines = ["## Ablation ladder", "", tabular.markdown(heads, rows, left={0, 1, len(heads) - 1})]  # rung, questions, vs

@@ -1,6 +1,7 @@
 """Report, all pairs (``t2exp report --pairs``): every two rows of the Table 3 layout compared
 question by question on its primary metric (paired bootstrap CI, sign-flip permutation p), the
-p-values Holm–Bonferroni-corrected over all the pairs (:func:`t2exp.evaluation.stats.holm`)."""
+p-values Holm–Bonferroni-corrected over all the pairs: a view of
+:func:`t2exp.evaluation.paired.compare_pairs`."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import format_p
+from t2exp.evaluation.paired import OTHER_QUESTIONS, Delta, compare_pairs
 from t2exp.evaluation.reporting.runs import RunInfo
-from t2exp.evaluation.reporting.tables import CellSource, Delta, Table, apply_holm, paired_delta
+from t2exp.evaluation.reporting.tables import CellSource, Table
 from t2exp.evaluation.stats import holm_header
 
 
@@ -34,15 +35,11 @@ def build_pairs(table: Table, source: CellSource, n_boot: int, seed: int) -> Pai
     None without one (fewer than two rows, or no metric)."""
     if table.primary is None or len(table.runs) < 2:
         return None
-    pairs = Pairs(table.keys, table.primary)
-    for a, b in itertools.combinations(table.runs, 2):
-        d = paired_delta(source, a.run_id, b.run_id, table.primary, n_boot, seed)
-        if isinstance(d, Delta):
-            pairs.rows.append((a, b, d))
-        elif d is not None:
-            pairs.other_questions += 1
-    apply_holm([d for _, _, d in pairs.rows])
-    return pairs
+    runs = {r.run_id: r for r in table.runs}
+    every_two = [(a.run_id, b.run_id) for a, b in itertools.combinations(table.runs, 2)]
+    result = compare_pairs(source.predictions, every_two, table.primary, by_subset=False, same_questions=True, n_boot=n_boot, seed=seed)
+    rows = [(runs[c.a], runs[c.b], c.delta) for c in result.pairs]
+    return Pairs(table.keys, table.primary, rows, result.count(OTHER_QUESTIONS))
 
 
 def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
@@ -57,8 +54,8 @@ def render_pairs(p: Pairs, headers: Mapping[str, str]) -> str:
             label(b),
             str(d.n),
             tabular.value(d.diff, d.low, d.high, signed=True),
-            format_p(d.p),
-            format_p(d.p_holm if d.p_holm is not None else d.p),
+            tabular.format_p(d.p),
+            tabular.format_p(d.p_holm),
         ]
         for a, b, d in p.rows
     ]

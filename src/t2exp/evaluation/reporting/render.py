@@ -7,9 +7,9 @@ from pathlib import Path
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import format_p, p_text
 from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
 from t2exp.evaluation.stats import N_BOOT, holm_header
+from t2exp.evaluation.tabular import format_p, p_text
 
 HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Protocol", "embedder": "Embedder", "k": "k", "run": "Run"}
 
@@ -34,8 +34,7 @@ def _delta_cells(t: Table, run_id: str) -> list[str]:
     d = t.deltas.get(run_id)
     if d is None:
         return [tabular.MISSING, "", ""]
-    holm_p = "" if d.p_holm is None else format_p(d.p_holm)
-    return [tabular.value(d.diff, d.low, d.high, signed=True), format_p(d.p), holm_p]
+    return [tabular.value(d.diff, d.low, d.high, signed=True), format_p(d.p), format_p(d.p_holm)]
 
 
 def render_markdown(t: Table) -> str:
@@ -196,12 +195,11 @@ def _summary(t: Table, experiment_id: str) -> list[str]:
     lines = []
     for r in [r for r in t.runs if r.run_id in t.deltas][:SUMMARY_ROWS]:
         d = t.deltas[r.run_id]
-        holm_p = "" if d.p_holm is None else f", Holm {p_text(d.p_holm)}"
         per_subset = _subset_pairs(t, r.run_id)
         lines.append(
             f"**{tabular.md_escape(r.name)}** vs {baseline_word(t)} **{tabular.md_escape(base.name)}**: {metric_label(t.primary or '')} "
             f"{per_subset + '; ' if per_subset else ''}Δ Avg {tabular.value(d.diff, d.low, d.high, signed=True)}, "
-            f"{p_text(d.p)}{holm_p} · "
+            f"{p_text(d.p)}, Holm {p_text(d.p_holm)} · "
             f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})"
         )
     more = len(t.deltas) - len(lines)

@@ -22,9 +22,9 @@ from t2exp.evaluation.metrics import (
     paper_order_names,
     question_value,
 )
-from t2exp.evaluation.paired import compare_values, pair_predictions
+from t2exp.evaluation.paired import OTHER_QUESTIONS, Delta, compare_pairs
 from t2exp.evaluation.reporting.runs import ReportError, RunInfo
-from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm
+from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.option_meta import display_order, option_metas
 from t2exp.infra.paths import CONF_DIR
 
@@ -127,16 +127,6 @@ class CellSource:
 
 
 @dataclass
-class Delta:
-    diff: float
-    low: float
-    high: float
-    p: float
-    n: int
-    p_holm: float | None = None  # Holm-adjusted over the table's comparisons (stats.holm)
-
-
-@dataclass
 class Table:
     name: str
     title: str
@@ -217,30 +207,6 @@ def _label_matches(run: RunInfo, key: str, value: str) -> bool:
     return run.label(key) == value or run.overrides.get(key) == value
 
 
-def paired_delta(source: CellSource, run_a: str, run_b: str, metric: str, n_boot: int, seed: int) -> Delta | str | None:
-    """Run A minus run B on ``metric``, question by question (paired bootstrap CI, sign-flip
-    permutation p); ``"other questions"`` when they were asked different questions (the paired
-    difference would not be the difference of their averages), None without predictions."""
-    rows_a, rows_b = source.predictions(run_a), source.predictions(run_b)
-    if rows_a is None or rows_b is None:
-        return None
-    paired = pair_predictions(rows_a, rows_b, metric)
-    if paired.only_a or paired.only_b:
-        return "other questions"
-    if paired.n == 0:
-        return None
-    a = [v for xs, _ in paired.values.values() for v in xs]
-    b = [v for _, ys in paired.values.values() for v in ys]
-    c = compare_values(AVG, a, b, n_boot, seed)
-    return Delta(c.diff, c.ci_low, c.ci_high, c.p_value, c.n)
-
-
-def apply_holm(deltas: Sequence[Delta]) -> None:
-    """Each delta's ``p_holm``: Holm–Bonferroni over all of them (:func:`t2exp.evaluation.stats.holm`)."""
-    for d, adjusted in zip(deltas, holm([d.p for d in deltas]), strict=True):
-        d.p_holm = adjusted
-
-
 def _best_row(table: Table, metrics: Sequence[str], primary: str) -> RunInfo | None:
     means = [(table.cells[(r.run_id, AVG, primary)].mean, r) for r in table.runs]
     scored = [(v, r) for v, r in means if v is not None]
@@ -266,18 +232,15 @@ def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot:
     if source.predictions(base.run_id) is None:
         table.notes.append("Δ vs baseline: the baseline run has no predictions.jsonl artifact")
         return
-    other_questions = 0
-    for r in table.runs:
-        if r.run_id == base.run_id or table.cells[(r.run_id, AVG, primary)].mean is None:
-            continue
-        d = paired_delta(source, r.run_id, base.run_id, primary, n_boot, seed)
-        if isinstance(d, Delta):
-            table.deltas[r.run_id] = d
-        elif d is not None:
-            other_questions += 1
-    apply_holm(list(table.deltas.values()))
-    if other_questions:
-        table.notes.append(f"Δ vs baseline: not shown for {other_questions} row(s) asked other questions than the baseline row")
+    compared = [
+        (r.run_id, base.run_id) for r in table.runs if r.run_id != base.run_id and table.cells[(r.run_id, AVG, primary)].mean is not None
+    ]
+    result = compare_pairs(source.predictions, compared, primary, by_subset=False, same_questions=True, n_boot=n_boot, seed=seed)
+    table.deltas = {c.a: c.delta for c in result.pairs}
+    if result.count(OTHER_QUESTIONS):
+        table.notes.append(
+            f"Δ vs baseline: not shown for {result.count(OTHER_QUESTIONS)} row(s) asked other questions than the baseline row"
+        )
 
 
 @dataclass
