@@ -516,21 +516,21 @@ def test_cache_fingerprint_names_the_weights_not_only_the_id():
 
 
 def test_group_members_lists_a_real_group_and_session_and_skips_zombies():
-    """The /proc reading behind group_alive (and the live vLLM tests' leftover check): a child in
+    """The process-group listing behind group_alive (and the live vLLM tests' leftover check): a child in
     its own session is found by group and by session; once it has exited and is not yet reaped (a
     zombie) it is not."""
-    from t2exp.generators import server_process
+    from t2exp.infra import signals
 
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, start_new_session=True)
     try:
-        assert [m.split()[0] for m in server_process.group_members(child.pid)] == [str(child.pid)]
-        assert server_process.group_members(child.pid, session=True) == server_process.group_members(child.pid)
-        assert server_process.group_alive(child.pid)
+        assert [m.split()[0] for m in signals.group_members(child.pid)] == [str(child.pid)]
+        assert signals.group_members(child.pid, session=True) == signals.group_members(child.pid)
+        assert signals.group_alive(child.pid)
         assert child.stdin is not None
         child.stdin.close()  # it reads EOF and exits
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie in /proc
         assert (Path("/proc") / str(child.pid)).exists()
-        assert server_process.group_members(child.pid) == [] and not server_process.group_alive(child.pid)
+        assert signals.group_members(child.pid) == [] and not signals.group_alive(child.pid)
     finally:
         child.kill()
         child.wait()

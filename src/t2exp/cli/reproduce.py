@@ -307,7 +307,8 @@ def _check_paths(args: argparse.Namespace, conds: Sequence[Condition]) -> str | 
         )
     if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
         return f"--keep {args.keep}: a file, not a folder; give a folder to keep the outputs in (it is made when missing)"
-    links = [p for c in conds for p in (args.keep / c.table, args.keep / c.table / c.name) if args.keep and p.is_symlink()]
+    keep = args.keep
+    links = [] if keep is None else [p for c in conds for p in (keep / c.table, keep / c.table / c.name) if p.is_symlink()]
     if links:  # never followed, never deleted: a folder of the run is replaced before it runs
         return (
             f"--keep {args.keep}: {links[0]} is a symbolic link (to {os.readlink(links[0])}); t2exp does not follow "
