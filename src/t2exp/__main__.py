@@ -34,6 +34,7 @@ from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_
 from t2exp.infra.mlflow_store import move_login
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
+from t2exp.infra.signals import end_local_workers
 from t2exp.pipeline.stop import Interrupted, StoppedCell
 from t2exp.pipeline.submit import register_launcher
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
@@ -288,8 +289,6 @@ def main() -> None:
         sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
     except T2ExpError as exc:
         _fail(exc)
-    from t2exp.infra.signals import end_local_workers
-
     try:
         with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
             hydra_main()
