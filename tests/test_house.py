@@ -204,3 +204,46 @@ def test_runs_are_paired_compared_and_holm_corrected_by_one_engine():
 def test_a_second_place_that_corrects_p_values_is_caught(tmp_path):
     (tmp_path / "pairs.py").write_text("def build(ps):\n    return [holm(ps), other(ps)]\n")
     assert callers(tmp_path, ENGINE_STEPS) == {("pairs.py", "build", "holm")}
+
+
+_DOTTED = r"\bt2exp(?:\.[A-Za-z_]\w*)+"
+
+
+def _unresolved(path: str) -> bool:
+    """``t2exp.a.b.c`` names no module, or no attribute chain of the longest module it starts with."""
+    import importlib
+
+    parts = path.split(".")
+    for i in range(len(parts), 1, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[i:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return True
+        return False
+    return True
+
+
+def test_every_dotted_path_of_a_module_named_in_code_configs_and_docs_imports():
+    """A ``t2exp.<module>...`` path in a docstring, a message, a config comment or a docs page
+    names a module (and the class or function in it) that exists. Dotted names whose second part is
+    no module of the package (MLflow tags such as ``t2exp.cell_key``, the file ``t2exp.log``) are
+    not paths."""
+    import re
+
+    from helpers.paths import ROOT
+
+    modules = {p.stem for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    files = [*SRC.rglob("*.py"), *(ROOT / "conf").rglob("*.yaml"), *(ROOT / "docs").rglob("*.md")]
+    named = {(m, f.relative_to(ROOT)) for f in files for m in re.findall(_DOTTED, f.read_text(encoding="utf-8"))}
+    broken = sorted(f"{f}: {m}" for m, f in named if m.split(".")[1] in modules and _unresolved(m))
+    assert broken == []
+
+
+def test_a_dotted_path_that_names_nothing_is_caught():
+    assert _unresolved("t2exp.data.loader.Question") and _unresolved("t2exp.nothing_here")
+    assert not _unresolved("t2exp.data.records.Question") and not _unresolved("t2exp.answering.safe_exec.safe_exec")

@@ -9,7 +9,7 @@ Gold answers come from the dataset: ``dataset`` names a ``conf/dataset/*.yaml`` 
 composed with Hydra from the project's ``conf/`` exactly as ``python -m t2exp dataset=NAME``
 composes it, so ``subsets``, ``question_splits``, ``limit`` and the sampling ``seed`` mean what
 they mean for a run (``dataset=bundled`` is the seeded ``limit`` sample a default run scores).
-``gold=`` takes already loaded :class:`t2exp.data.loader.Question` records instead.
+``gold=`` takes already loaded :class:`t2exp.data.records.Question` records instead.
 
 Scoring uses the app's own evaluator (:mod:`t2exp.evaluation.metrics`): ``question_metrics`` per gold question, then
 ``aggregate(rows, names, ci=..., n_boot=..., seed=...)`` in the order the app builds its rows

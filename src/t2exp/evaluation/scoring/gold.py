@@ -111,7 +111,7 @@ def gold_from(gold: Iterable[Question | Subset]) -> Gold:
         elif isinstance(item, Question):
             questions.append(item)
         else:
-            raise DataError(f"gold=: expected t2exp.data.loader.Question or Subset records, got {type(item).__name__}")
+            raise DataError(f"gold=: expected t2exp.data.records.Question or Subset records, got {type(item).__name__}")
     if not questions:
         raise DataError("gold=: no questions")
     return Gold(questions=questions, dataset="gold", all_ids=frozenset((q.subset, q.id) for q in questions))
