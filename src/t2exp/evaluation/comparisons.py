@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from t2exp.config.checks import METRIC, METRIC_NAMES
+from t2exp.config.schema import Config
 from t2exp.evaluation import tabular
 from t2exp.evaluation.paired import (
     CompareError,
@@ -74,7 +75,7 @@ def default_metric(rows_a: Sequence[Mapping[str, Any]], *others: Sequence[Mappin
         for key in r:
             if key.startswith("mrr_at_"):
                 return key
-    return "mrr_at_3"
+    return f"mrr_at_{Config.k}"
 
 
 def check_metric(metric: str, n_boot: int) -> None:

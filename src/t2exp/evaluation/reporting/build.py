@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from t2exp.config.schema import Config
 from t2exp.evaluation.paired import load_run_predictions
 from t2exp.evaluation.reporting.ladder import build_ladder, render_ladder, write_ladder_csv
 from t2exp.evaluation.reporting.pairs import build_pairs, render_pairs, write_pairs_csv
@@ -97,7 +98,7 @@ def _common_k(runs: Sequence[RunInfo]) -> int:
         (k,) = ks
         if k is not None and k.isdigit():
             return int(k)
-    return 3
+    return Config.k
 
 
 def make_report(
