@@ -247,3 +247,37 @@ def test_every_dotted_path_of_a_module_named_in_code_configs_and_docs_imports():
 def test_a_dotted_path_that_names_nothing_is_caught():
     assert _unresolved("t2exp.data.loader.Question") and _unresolved("t2exp.nothing_here")
     assert not _unresolved("t2exp.data.records.Question") and not _unresolved("t2exp.answering.safe_exec.safe_exec")
+
+
+# --- size limits -----------------------------------------------------------------------------------
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 300, 60
+# the module the cell path's consolidation slims (its own branch)
+STILL_LONG = {"pipeline/steps.py"}
+
+
+def long_modules(folder: Path) -> set[str]:
+    """Modules under ``folder`` of more than :data:`MAX_MODULE_LINES` lines."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if p.read_text(encoding="utf-8").count("\n") > MAX_MODULE_LINES}
+
+
+def long_functions(folder: Path) -> set[str]:
+    """``file:function`` of every function (method, nested function) under ``folder`` longer than
+    :data:`MAX_FUNCTION_LINES` lines, its decorators and signature included."""
+    found = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                found.add(f"{path.relative_to(folder).as_posix()}:{node.name}")
+    return found
+
+
+def test_no_module_over_300_lines_and_no_function_over_60():
+    assert long_modules(SRC) - STILL_LONG == set()
+    assert long_functions(SRC) == set()
+
+
+def test_a_long_module_and_a_long_function_are_caught(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(60))
+    (tmp_path / "big.py").write_text(f"def f():\n{body}\n\n\ndef g():\n    return 1\n" + "\n" * 240)
+    assert long_modules(tmp_path) == {"big.py"} and long_functions(tmp_path) == {"big.py:f"}
+

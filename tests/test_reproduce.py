@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from t2exp.cli import reproduce
+from t2exp.cli import reproduce, reproduce_run
 from t2exp.evaluation import expected as expected_files
 from t2exp.infra.contained import OutsideRoot
 
@@ -173,8 +173,8 @@ def test_a_run_that_fails_is_an_error_line_and_exit_2(tmp_path: Path, capsys: py
 
 def test_lookup_reads_means_and_plain_numbers() -> None:
     table = {"avg": {"nm": {"mean": 25.0}, "mrr_at_3": 95.8, "flag": True}}
-    assert reproduce.lookup(table, "avg/nm") == 25.0 and reproduce.lookup(table, "avg/mrr_at_3") == 95.8
-    assert reproduce.lookup(table, "avg/flag") is None and reproduce.lookup(table, "avg") is None
+    assert reproduce_run.lookup(table, "avg/nm") == 25.0 and reproduce_run.lookup(table, "avg/mrr_at_3") == 95.8
+    assert reproduce_run.lookup(table, "avg/flag") is None and reproduce_run.lookup(table, "avg") is None
 
 
 def _victim(tmp_path: Path) -> Path:
@@ -351,7 +351,7 @@ def test_a_run_past_its_timeout_is_asked_to_stop_before_it_is_killed(tmp_path: P
     """--timeout sent SIGKILL at once: the run could not close its MLflow run (left RUNNING). Now
     SIGTERM comes first (a t2exp run stops on it as on a Ctrl-C); exit 124 either way."""
     with (tmp_path / "log").open("wb") as log:
-        rc = reproduce._child([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path, dict(os.environ), log, 0.5, None)
+        rc = reproduce_run._child([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path, dict(os.environ), log, 0.5, None)
     assert rc == 124
     last = (tmp_path / "log").read_text().strip().splitlines()[-1]
     assert last == f"{reproduce.PROG}: stopped after --timeout 0.5 s (SIGTERM; the run ended with exit status -{signal.SIGTERM.value})"
@@ -362,7 +362,7 @@ def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) ->
     code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # SIGTERM is ignored from here on
-    how = reproduce.stop_child(proc, 0.5)
+    how = reproduce_run.stop_child(proc, 0.5)
     assert proc.returncode == -signal.SIGKILL.value
     assert how == "SIGTERM, then SIGKILL 0.5 s later; its MLflow run may be left RUNNING"
 
@@ -381,7 +381,7 @@ def test_the_sigkill_after_the_grace_ends_every_process_the_run_started(tmp_path
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, process_group=0)  # as a condition's run
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        how = reproduce.stop_child(proc, 0.5)
+        how = reproduce_run.stop_child(proc, 0.5)
         assert how == "SIGTERM, then SIGKILL 0.5 s later; its MLflow run may be left RUNNING"
         assert not group_alive(proc.pid)
     finally:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from t2exp.errors import ConfigError, one_line
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
+from t2exp.generators.concurrency import generate_concurrently
 from t2exp.infra.cache import content_key
 from t2exp.infra.redaction import register_secret
 from t2exp.infra.remote import Failure, backoff_delay, import_client, retry_after_seconds, with_retries
@@ -237,8 +237,6 @@ class OpenAICompatGenerator:
         resp = self._client.chat.completions.create(**kwargs)
         try:
             gen = self._parse(resp)
-        except _Malformed:
-            raise
         except (AttributeError, TypeError, ValueError) as exc:
             raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
         gen.seconds = time.perf_counter() - t0
@@ -275,62 +273,18 @@ class OpenAICompatGenerator:
     def generate(
         self, prompts: list[Messages], sampling: Sampling, on_result: OnResult | None = None, should_stop: ShouldStop | None = None
     ) -> list[Generation]:
-        """Concurrent requests; ``on_result(i, generation)`` is called as each one completes, so a
-        caller can persist finished answers even when a later request of the batch fails; a
-        queued request is not sent once ``should_stop()`` is true (``Cancelled`` is raised)."""
+        """Concurrent requests (:func:`~t2exp.generators.concurrency.generate_concurrently`):
+        ``on_result(i, generation)`` as each one completes; a queued request is not sent once
+        ``should_stop()`` is true (``Cancelled`` is raised)."""
         if not prompts:
             return []
-        stop = threading.Event()
-        done = self._start_workers(prompts, sampling, stop, should_stop)
-        out: list[Generation | None] = [None] * len(prompts)
-        failed: dict[int, BaseException] = {}
-        try:
-            for _ in prompts:
-                i, gen, exc = done.get()  # a signal's handler runs here (Interrupted on the second one)
-                if exc is not None:
-                    failed[i] = exc
-                    continue
-                out[i] = gen
-                if on_result is not None:
-                    on_result(i, cast(Generation, gen))  # written as it arrives: a resume does not ask again
-        except BaseException:
-            stop.set()  # queued prompts are not sent; backoffs are cut short
-            raise
-        if any(isinstance(e, Cancelled) for e in failed.values()):
-            raise Cancelled()  # after every answer in flight was delivered
-        if failed:
-            raise failed[min(failed)]
-        return cast(list[Generation], out)
-
-    def _start_workers(
-        self, prompts: list[Messages], sampling: Sampling, stop: threading.Event, should_stop: ShouldStop | None
-    ) -> queue.Queue[tuple[int, Generation | None, BaseException | None]]:
-        """``max_concurrency`` threads taking prompts in order; each result (or its exception, or
-        ``Cancelled`` for a prompt not sent because ``stop`` is set) arrives on the returned queue.
-        Daemon threads: a second Ctrl-C (or the end of the stop grace) ends the process at once,
-        not when the requests in flight return (an executor's threads are joined at exit)."""
-        pending: queue.Queue[int] = queue.Queue()
-        for i in range(len(prompts)):
-            pending.put(i)
-        done: queue.Queue[tuple[int, Generation | None, BaseException | None]] = queue.Queue()
-
-        def work() -> None:
-            while True:
-                try:
-                    i = pending.get_nowait()
-                except queue.Empty:
-                    return
-                if stop.is_set():  # the run is ending: not sent
-                    done.put((i, None, Cancelled()))
-                    continue
-                try:
-                    done.put((i, self._generate_one(prompts[i], sampling, stop, should_stop), None))
-                except BaseException as exc:  # delivered to the caller's thread
-                    done.put((i, None, exc))
-
-        for n in range(min(self.max_concurrency, len(prompts))):
-            threading.Thread(target=work, name=f"t2exp-{self.name}-{n}", daemon=True).start()
-        return done
+        return generate_concurrently(
+            len(prompts),
+            lambda i, stop: self._generate_one(prompts[i], sampling, stop, should_stop),
+            self.max_concurrency,
+            f"t2exp-{self.name}",
+            on_result,
+        )
 
     def close(self) -> None:
         self._client.close()

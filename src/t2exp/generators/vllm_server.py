@@ -113,11 +113,7 @@ class VLLMServerGenerator:
         self.poll_interval = float(poll_interval)
         self.reasoning = bool(reasoning)
         self.client_kwargs: dict[str, Any] = dict(
-            max_concurrency=max_concurrency,
-            max_retries=max_retries,
-            timeout=timeout,
-            backoff_base=backoff_base,
-            backoff_max=backoff_max,
+            max_concurrency=max_concurrency, max_retries=max_retries, timeout=timeout, backoff_base=backoff_base, backoff_max=backoff_max
         )
         self.batch_size = int(batch_size)
         self._client: OpenAICompatGenerator | None = None

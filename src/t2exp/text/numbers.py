@@ -27,21 +27,14 @@ _MARKER_RE = re.compile(
 # a calendar date as a gold answer: 2016-09-23, 352-05-12, 23/09/2016, 2016/09/23, 09.23.2016
 _DATE_RE = re.compile(r"^\d{1,4}([-/.])\d{1,2}\1\d{1,4}$")
 _SCALES = {
-    "thousand": 1e3,
-    "thousands": 1e3,
-    "k": 1e3,
-    "million": 1e6,
-    "millions": 1e6,
-    "mn": 1e6,
-    "mm": 1e6,
-    "m": 1e6,
-    "billion": 1e9,
-    "billions": 1e9,
-    "bn": 1e9,
-    "b": 1e9,
-    "trillion": 1e12,
-    "trillions": 1e12,
-    "tn": 1e12,
+    word: factor
+    for factor, words in (
+        (1e3, "thousand thousands k"),
+        (1e6, "million millions mn mm m"),
+        (1e9, "billion billions bn b"),
+        (1e12, "trillion trillions tn"),
+    )
+    for word in words.split()
 }
 # One number as written in financial prose: optional sign or opening parenthesis, optional
 # currency, digits with optional thousands separators, decimals, exponent, closing
@@ -89,11 +82,10 @@ def _numbers(text: str) -> list[ParsedNumber]:
             continue
         if not math.isfinite(value):
             continue
-        negative = False
-        if m.group("sign") in ("-", "\u2212", "\u2013") or m.group("sign2") in ("-", "\u2212", "\u2013"):
-            negative = True
-        if m.group("open") and (m.group("close") or m.group("close2")):
-            negative = True
+        minus = ("-", "\u2212", "\u2013")
+        negative = (
+            m.group("sign") in minus or m.group("sign2") in minus or bool(m.group("open") and (m.group("close") or m.group("close2")))
+        )
         scale = m.group("scale")
         if scale and not m.group("pct"):
             factor = _SCALES.get(scale.lower())

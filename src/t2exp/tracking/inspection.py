@@ -172,40 +172,7 @@ def log_traces(
             start_time_ns=min((t[0] for t in times.values()), default=None),
         )
         tid, pid = root.trace_id, root.span_id
-        if r.get("retrieved") is not None:
-            _span(
-                client,
-                tid,
-                pid,
-                "retrieve",
-                "RETRIEVER",
-                times.get("retrieve"),
-                inputs={"question": r.get("question"), "k": k},
-                outputs={"retrieved": r.get("retrieved"), "scores": r.get("scores")},
-            )
-        if r.get("generation") is not None:
-            _span(
-                client,
-                tid,
-                pid,
-                "generate",
-                "LLM",
-                times.get("generate"),
-                inputs={"contexts": r.get("n_contexts")},
-                outputs={"generation": r.get("generation"), "finish_reason": r.get("finish_reason")},
-                attributes={"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")},
-            )
-        scores = {m: r.get(m) for m in question_metric_names(k) if r.get(m) is not None}
-        _span(
-            client,
-            tid,
-            pid,
-            "score",
-            "EVALUATOR",
-            times.get("score"),
-            inputs={"answer_text": r.get("answer_text")},
-            outputs={"prediction": r.get("prediction"), **scores},
-        )
+        scores = _question_spans(client, tid, pid, r, times, k)
         client.end_trace(
             tid, outputs={"prediction": r.get("prediction"), **scores}, end_time_ns=max((t[1] for t in times.values()), default=None)
         )
@@ -218,21 +185,23 @@ def log_traces(
     return len(traced)
 
 
-def _span(
-    client: Any,
-    tid: str,
-    pid: str,
-    name: str,
-    kind: str,
-    window: tuple[int, int] | None,
-    *,
-    inputs: Any,
-    outputs: Any,
-    attributes: dict[str, Any] | None = None,
-) -> None:
-    start, end = window if window is not None else (None, None)
-    sp = client.start_span(name, tid, pid, span_type=kind, inputs=inputs, attributes=attributes, start_time_ns=start)
-    client.end_span(tid, sp.span_id, outputs=outputs, end_time_ns=end)
+def _question_spans(client: Any, tid: str, pid: str, r: Mapping[str, Any], times: Mapping[str, tuple[int, int]], k: int) -> dict[str, Any]:
+    """The ``retrieve``, ``generate`` and ``score`` spans of one question's trace; its metrics."""
+
+    def span(name: str, kind: str, inputs: Any, outputs: Any, attributes: dict[str, Any] | None = None) -> None:
+        start, end = times.get(name, (None, None))
+        sp = client.start_span(name, tid, pid, span_type=kind, inputs=inputs, attributes=attributes, start_time_ns=start)
+        client.end_span(tid, sp.span_id, outputs=outputs, end_time_ns=end)
+
+    if r.get("retrieved") is not None:
+        span("retrieve", "RETRIEVER", {"question": r.get("question"), "k": k}, {"retrieved": r.get("retrieved"), "scores": r.get("scores")})
+    if r.get("generation") is not None:
+        generated = {"generation": r.get("generation"), "finish_reason": r.get("finish_reason")}
+        tokens = {"prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens")}
+        span("generate", "LLM", {"contexts": r.get("n_contexts")}, generated, tokens)
+    scores = {m: r.get(m) for m in question_metric_names(k) if r.get(m) is not None}
+    span("score", "EVALUATOR", {"answer_text": r.get("answer_text")}, {"prediction": r.get("prediction"), **scores})
+    return scores
 
 
 def assess(tracking_uri: str | None, traced: Sequence[tuple[str, Mapping[str, Any]]], k: int) -> None:

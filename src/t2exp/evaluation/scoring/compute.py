@@ -1,60 +1,23 @@
-"""Score any RAG system's outputs against T²-RAGBench gold answers (the Python API).
+"""Score any RAG system's outputs against T²-RAGBench gold answers (:func:`score`; ``t2exp score``
+is the command line around it; docs/evaluation.md).
 
-``score(predictions, dataset="bundled")`` takes a path (JSONL, JSON, CSV, parquet), a list of
-dicts, a dict ``id → prediction`` or a pandas DataFrame with at least ``id`` and ``prediction``
-(optional ``subset``, ``context_id``, ``retrieved``) and returns a :class:`ScoreResult`.
-``t2exp score`` is the command line around it.
+Gold answers come from a ``conf/dataset`` option composed as ``python -m t2exp dataset=NAME``
+composes it (or ``gold=`` records). Scoring is the app's own evaluator
+(:mod:`t2exp.evaluation.metrics`) in the order the app builds its rows, so re-scoring a run's
+``predictions.jsonl`` reproduces its logged values and CIs.
 
-Gold answers come from the dataset: ``dataset`` names a ``conf/dataset/*.yaml`` option and is
-composed with Hydra from the project's ``conf/`` exactly as ``python -m t2exp dataset=NAME``
-composes it, so ``subsets``, ``question_splits``, ``limit`` and the sampling ``seed`` mean what
-they mean for a run (``dataset=bundled`` is the seeded ``limit`` sample a default run scores).
-``gold=`` takes already loaded :class:`t2exp.data.records.Question` records instead.
-
-Scoring uses the app's own evaluator (:mod:`t2exp.evaluation.metrics`): ``question_metrics`` per gold question, then
-``aggregate(rows, names, ci=..., n_boot=..., seed=...)`` in the order the app builds its rows
-(subsets in config order, questions in loaded order), so re-scoring a run's
-``predictions.jsonl`` reproduces its logged ``<subset>/<metric>`` values and bootstrap CIs.
-
-Headline vs coverage (the decision)
------------------------------------
-``<subset>/nm`` — the headline — is Number Match over **every gold question**: a gold question
-without a prediction counts as wrong, as on the paper's leaderboard, so leaving hard questions
-out cannot raise a score. Next to it, clearly labelled, ``<subset>/nm_submitted`` is Number
-Match over the scored (submitted) questions only and ``<subset>/coverage`` the share of gold
-questions that have a prediction. For a complete submission (every run of ``python -m t2exp``)
-the two NM values are equal. Retrieval metrics follow the headline too: a missing question, or a
-row whose ``retrieved`` is empty, counts as a miss.
-
-Retrieval metrics
------------------
-- a ``retrieved`` column (ranked context ids; in CSV a JSON list string) → MRR@k, R@1/3/5;
-- no ``retrieved`` column but a ``context_id`` per row (the leaderboard format) → rank-1 metrics
-  only: MRR@k and R@1, which are then the same number; R@3/R@5 are not computed and the output
-  says so;
-- a ``retrieved`` column that is empty in every row (a run without retrieval), or neither
-  column → no retrieval metrics. ``context_id`` is not read when ``retrieved`` exists: in a
-  run's ``predictions.jsonl`` it is the gold context.
-
-Nothing is dropped silently. Every submitted row is exactly one of: scored (first row of a gold
-id), an unknown id (not among the gold questions; ids that are in the dataset but outside a
-``limit`` sample are counted apart as ``outside_sample``) or a duplicate id (a later row of an
-id already seen: the first is kept). A prediction without a number ("N/A", "", null) is
-``unparsable`` and wrong. ``prediction`` may be a number or free text ("$1,234.5 million"):
-numbers are read with :func:`t2exp.text.numbers.extract_number`. A file whose ``prediction`` is empty
-in every row is a retrieval-only submission: no NM is computed (as for a run without a
-generator) and the output says so; a run's file whose generator replied (a ``generation``) is
-scored on NM even when no reply held a number (a runaway reply in every row: NM 0).
-
-NM readings
------------
-Next to ``nm`` (and computed by the same evaluator, over the same questions: a non-numeric gold is
-left out of all of them) come ``nm_bare`` (the authors' bare-``float()`` reading of the answer
-string, with their small-gold rule) and ``nm_strict`` (relative error < ε, no power-of-ten shift),
-plus ``<subset>/degenerate_predictions`` and the total ``degenerate_predictions``
-(:func:`t2exp.text.numbers.is_degenerate`). The answer string is the ``answer_text`` column
-when the file has one (a run's ``predictions.jsonl``, whose ``prediction`` is the parsed number),
-else the raw ``prediction``.
+- ``<subset>/nm``, the headline, is over **every gold question**: a missing one counts as wrong;
+  ``nm_submitted`` (the scored questions only) and ``coverage`` stand next to it. Retrieval
+  metrics count a missing question, or an empty ``retrieved``, as a miss.
+- a ``retrieved`` column gives MRR@k and R@1/3/5; only a ``context_id`` (the leaderboard format)
+  gives the rank-1 metrics MRR@k and R@1; a ``retrieved`` empty in every row, or neither column,
+  none. ``context_id`` is not read when ``retrieved`` exists (in a run's file it is the gold).
+- every row is scored (the first of a gold id), unknown (``outside_sample`` when the id is in the
+  dataset but not the ``limit`` sample) or a duplicate. A prediction without a number is
+  ``unparsable`` and wrong; an empty ``prediction`` in every row is a retrieval-only submission
+  (no NM) unless the run's generator replied.
+- ``nm_bare`` and ``nm_strict`` read the ``answer_text`` column when there is one, else the raw
+  ``prediction`` (:mod:`t2exp.text.numbers`).
 """
 
 from __future__ import annotations
