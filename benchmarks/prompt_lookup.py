@@ -25,13 +25,13 @@ from _common import DEFAULT_DATA, SHARED_CACHE, compose, instantiate, machine, r
 
 def oracle_prompts(mode: str, n: int) -> list[list[dict[str, str]]]:
     from t2exp.answering.answers import build_messages
-    from t2exp.answering.context import Evidence
+    from t2exp.answering.context import ContextShaper
     from t2exp.answering.prompts import PromptLibrary
     from t2exp.data.loader import load_subsets
     from t2exp.infra.paths import PROMPTS_DIR
 
     prompts = PromptLibrary(str(PROMPTS_DIR))
-    evidence = Evidence("focused", 3)
+    evidence = ContextShaper("focused", 3)
     subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=max(1, n // 2), seed=0)
     out = []
     for subset in subsets:

@@ -6,7 +6,7 @@ import pytest
 
 from helpers.app import compose_cfg
 from t2exp import config
-from t2exp.answering.context import Evidence, focus, split, terms
+from t2exp.answering.context import ContextShaper, focus, split, terms
 from t2exp.data.records import Document
 from t2exp.errors import ConfigError
 from t2exp.index.documents import heading, render
@@ -56,8 +56,8 @@ def test_focus_keeps_every_table_row_and_the_best_sentences_in_order():
 def test_short_documents_and_full_mode_are_unchanged():
     doc = "one sentence . two sentences ."
     assert focus("sentences", doc, 3) == doc
-    assert Evidence("full").of("anything", FINQA_LIKE) == FINQA_LIKE
-    assert Evidence("focused", 2, documents=None).all("q", [doc, doc]) == [doc, doc]
+    assert ContextShaper("full").of("anything", FINQA_LIKE) == FINQA_LIKE
+    assert ContextShaper("focused", 2, documents=None).all("q", [doc, doc]) == [doc, doc]
 
 
 def test_context_config_is_checked_and_the_paper_keeps_full_documents():
@@ -75,11 +75,11 @@ def test_header_names_the_report_and_only_when_asked():
     assert heading(Document("c2", "FinQA", "text", {"report_year": "2019"})) == "Report: 2019"
     assert heading(Document("c3", "FinQA", "text")) == ""
     assert render(doc, "company_year").splitlines()[0] == "Entergy 2011"  # the index variant: same fields, one rule
-    on = Evidence("full", header="company_year", documents=None)
+    on = ContextShaper("full", header="company_year", documents=None)
     assert on.all("q", [FINQA_LIKE, "b"], [heading(doc), ""]) == [f"Report: Entergy, 2011\n{FINQA_LIKE}", "b"]
     assert on.all("q", ["a"]) == ["a"]  # no headings given: nothing to add
-    assert Evidence("full").all("q", ["a"], ["Report: Entergy, 2011"]) == ["a"]  # header=none ignores them
-    focused = Evidence("focused", 1, header="company_year").of("net revenue 2010", FINQA_LIKE, "Report: Entergy, 2011")
+    assert ContextShaper("full").all("q", ["a"], ["Report: Entergy, 2011"]) == ["a"]  # header=none ignores them
+    focused = ContextShaper("focused", 1, header="company_year").of("net revenue 2010", FINQA_LIKE, "Report: Entergy, 2011")
     assert focused.splitlines()[0] == "Report: Entergy, 2011" and "| 2010 net revenue | $ 555.3 |" in focused
     with pytest.raises(ValueError):
         on.all("q", ["a", "b"], ["one heading"])  # a heading per document, or none
@@ -93,12 +93,12 @@ def test_context_header_is_checked():
 
 def test_the_generator_reads_the_top_documents_it_is_told_to():
     docs, heads = ["first", "second", "third"], ["Report: A, 2019", "Report: B, 2018", "Report: C, 2017"]
-    assert Evidence("full", documents=1).all("q", docs) == ["first"]
-    two = Evidence("full", documents=2, header="company_year").all("q", docs, heads)
+    assert ContextShaper("full", documents=1).all("q", docs) == ["first"]
+    two = ContextShaper("full", documents=2, header="company_year").all("q", docs, heads)
     assert two == ["Report: A, 2019\nfirst", "Report: B, 2018\nsecond"]
-    assert Evidence("full", documents=None).all("q", docs) == docs  # None: every retrieved document
-    assert Evidence("full").all("q", docs) == ["first"]  # the schema's default: the best document
-    assert Evidence("full", documents=5).all("q", docs[:1]) == ["first"]
+    assert ContextShaper("full", documents=None).all("q", docs) == docs  # None: every retrieved document
+    assert ContextShaper("full").all("q", docs) == ["first"]  # the schema's default: the best document
+    assert ContextShaper("full", documents=5).all("q", docs[:1]) == ["first"]
     with pytest.raises(ConfigError, match=r"context.documents=0"):
         config.check(compose_cfg("context.documents=0"))
     assert compose_cfg().context.documents == 1 and compose_cfg("protocol=paper").context.documents is None

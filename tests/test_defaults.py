@@ -200,16 +200,16 @@ def test_run_level_helpers_take_their_defaults_from_the_schema():
     """The objects the app builds from ``context``, ``query`` and ``generator`` settings default to
     the schema's values (a test, an API user or a benchmark that builds them bare gets what the
     command line gets)."""
-    from t2exp.answering.context import Evidence
+    from t2exp.answering.context import ContextShaper
     from t2exp.config.generators import GeneratorConfig
     from t2exp.config.schema import ContextConfig, QueryConfig
     from t2exp.methods.queries import QueryBuilder
     from t2exp.pipeline.steps import Settings
 
     cfg = compose_cfg()
-    assert dataclasses.asdict(Evidence()) == dataclasses.asdict(ContextConfig()) == OmegaConf.to_container(cfg.context)
-    assert Evidence().documents == 1  # the default run's generator reads the best document
-    assert Evidence().mode == "focused"
+    assert dataclasses.asdict(ContextShaper()) == dataclasses.asdict(ContextConfig()) == OmegaConf.to_container(cfg.context)
+    assert ContextShaper().documents == 1  # the default run's generator reads the best document
+    assert ContextShaper().mode == "focused"
     assert dataclasses.asdict(QueryBuilder()) == dataclasses.asdict(QueryConfig())
     fields = {f.name: f.default for f in dataclasses.fields(Settings)}
     assert fields["grounding"] == GeneratorConfig.grounding == "check"

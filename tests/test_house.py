@@ -281,3 +281,27 @@ def test_a_long_module_and_a_long_function_are_caught(tmp_path):
     (tmp_path / "big.py").write_text(f"def f():\n{body}\n\n\ndef g():\n    return 1\n" + "\n" * 240)
     assert long_modules(tmp_path) == {"big.py"} and long_functions(tmp_path) == {"big.py:f"}
 
+
+# --- names with one meaning ------------------------------------------------------------------------
+def defined_twice(folder: Path) -> dict[str, list[str]]:
+    """Class and type-alias names (CapWords) bound at module level in more than one module under
+    ``folder``: one name, one thing (a second meaning, or a copy of the first)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            names = [node.name] if isinstance(node, ast.ClassDef) else [t.id for t in targets if isinstance(t, ast.Name)]
+            for name in names:
+                if name[0].isupper() and not name.isupper():
+                    where.setdefault(name, []).append(path.relative_to(folder).as_posix())
+    return {name: files for name, files in where.items() if len(files) > 1}
+
+
+def test_a_class_or_type_name_is_defined_once():
+    assert defined_twice(SRC) == {}
+
+
+def test_a_name_defined_twice_is_caught(tmp_path):
+    (tmp_path / "a.py").write_text("Hits = list[tuple[str, float]]\nclass Table: ...\nLIMIT = 3\n")
+    (tmp_path / "b.py").write_text("Hits = list[tuple[str, float]]\nclass Tables: ...\nLIMIT = 3\n")
+    assert defined_twice(tmp_path) == {"Hits": ["a.py", "b.py"]}

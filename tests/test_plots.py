@@ -10,7 +10,7 @@ import pytest
 
 from t2exp.evaluation.reporting.plots import plot_bars, plot_curve
 from t2exp.evaluation.reporting.runs import RunInfo
-from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
+from t2exp.evaluation.reporting.tables import AVG, CurvePoint, Entry, Table
 
 CELLS = 8
 
@@ -44,7 +44,7 @@ def _table(n: int) -> Table:
         for i in range(n)
     ]
     columns = [(s, "mrr_at_3") for s in ("FinQA", "TAT-DQA", AVG)]
-    cells = {(r.run_id, s, m): Cell(40.0 + 5 * i, 35.0 + 5 * i, 45.0 + 5 * i) for i, r in enumerate(runs) for s, m in columns}
+    cells = {(r.run_id, s, m): Entry(40.0 + 5 * i, 35.0 + 5 * i, 45.0 + 5 * i) for i, r in enumerate(runs) for s, m in columns}
     return Table(name="t", title="t", keys=["rag_method", "protocol", "generator"], runs=runs, columns=columns, cells=cells)
 
 

@@ -501,7 +501,7 @@ def test_one_renderer_writes_a_value_the_same_everywhere(gold):
     from t2exp.evaluation import tabular
     from t2exp.evaluation.comparisons import format_table
     from t2exp.evaluation.reporting.render import _fmt_cell
-    from t2exp.evaluation.reporting.tables import Cell
+    from t2exp.evaluation.reporting.tables import Entry
     from t2exp.evaluation.stats import paired_bootstrap
     from t2exp.tracking.summary import results_markdown, results_table
 
@@ -512,7 +512,7 @@ def test_one_renderer_writes_a_value_the_same_everywhere(gold):
     assert shown in str(r) and shown in r._repr_markdown_()
     as_logged = {"FinQA": {"nm": {"mean": mv.mean, "ci_low": mv.ci_low, "ci_high": mv.ci_high, "n": 5}}}
     assert shown in results_table(as_logged, 3) and shown in results_markdown(as_logged, 3)
-    assert _fmt_cell(Cell(mv.mean, mv.ci_low, mv.ci_high)) == shown
+    assert _fmt_cell(Entry(mv.mean, mv.ci_low, mv.ci_high)) == shown
     b = paired_bootstrap([1, 0, 1, 1, 0], [0, 0, 1, 0, 0])
     from t2exp.evaluation.paired import ComparisonRow
 

@@ -6,7 +6,7 @@ import pytest
 
 from helpers.app import compose_cfg
 from t2exp import config
-from t2exp.answering.context import Evidence
+from t2exp.answering.context import ContextShaper
 from t2exp.answering.table_text import cells, render_rows, with_rows
 from t2exp.errors import ConfigError
 
@@ -81,10 +81,10 @@ def test_a_row_without_values_is_its_label():
 
 def test_evidence_renders_rows_after_focusing():
     doc = "intro . the board met . " + FINQA_TABLE
-    focused = Evidence("focused", 1, "rows").of("net cash from operating activities in 2010", doc)
+    focused = ContextShaper("focused", 1, "rows").of("net cash from operating activities in 2010", doc)
     assert "net cash provided by operating activities: 2010 = $ 3547; 2009 = $ 3173" in focused
     assert "|" not in focused
-    assert Evidence("full", 3, "markdown").of("q", doc) == doc
+    assert ContextShaper("full", 3, "markdown").of("q", doc) == doc
 
 
 def test_context_tables_is_checked():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from config_tables import cell, code
 
-from t2exp.evaluation.expected import Condition, Table, load_table, load_tables
+from t2exp.evaluation.expected import Condition, ExpectedTable, load_table, load_tables
 
 
 def _num(v: float) -> str:
@@ -34,7 +34,7 @@ def results_table(expected_dir: Path, name: str) -> str:
     return render(table)
 
 
-def render(table: Table) -> str:
+def render(table: ExpectedTable) -> str:
     keys = list(table.metrics)
     notes = any(c.note for c in table.conditions)
     head = ["condition", *(cell(table.metrics[k]) for k in keys)] + (["note"] if notes else [])

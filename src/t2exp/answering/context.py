@@ -44,8 +44,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """The rule for one run: ``Evidence("focused", 3).of(question, document)``."""
+class ContextShaper:
+    """The rule for one run: ``ContextShaper("focused", 3).of(question, document)``."""
 
     # the defaults of context.* in the schema (ContextConfig); tests/test_defaults.py holds them equal
     mode: str = "focused"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from t2exp.cli.reproduce_run import PROG, RunResult, run_condition
 from t2exp.errors import T2ExpError, os_error_line
-from t2exp.evaluation.expected import Condition, ExpectedError, Table, default_expected_dir, load_tables, select
+from t2exp.evaluation.expected import Condition, ExpectedError, ExpectedTable, default_expected_dir, load_tables, select
 from t2exp.infra.contained import inside, remove_tree
 from t2exp.infra.signals import Interrupted, signal_exit_status
 from t2exp.infra.signals import PassOnToChild as Signals
@@ -92,7 +92,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return p
 
 
-def _list(tables: Sequence[Table]) -> None:
+def _list(tables: Sequence[ExpectedTable]) -> None:
     for t in tables:
         cost = "retrieval only" if t.retrieval_only else "with a generator"
         print(f"{t.name}: {t.title} ({len(t.conditions)} conditions, {cost})")

@@ -65,7 +65,7 @@ class Condition:
 
 
 @dataclass
-class Table:
+class ExpectedTable:
     """One expected-numbers file."""
 
     name: str
@@ -155,7 +155,7 @@ def _condition(raw: Any, table: str, where: str, default_tol: float, retrieval_o
     )
 
 
-def load_table(path: Path) -> Table:
+def load_table(path: Path) -> ExpectedTable:
     """Read and check one expected-numbers file."""
     import yaml
 
@@ -185,7 +185,7 @@ def load_table(path: Path) -> Table:
         for key in c.expected:
             metrics.setdefault(key, key)
     minutes = doc.get("minutes")
-    return Table(
+    return ExpectedTable(
         name=path.stem,
         path=path,
         title=str(doc.get("title", path.stem)),
@@ -200,7 +200,7 @@ def load_table(path: Path) -> Table:
     )
 
 
-def load_tables(expected_dir: Path) -> list[Table]:
+def load_tables(expected_dir: Path) -> list[ExpectedTable]:
     """Every ``*.yaml`` of the folder, sorted by name."""
     if not expected_dir.is_dir():
         raise ExpectedError(f"{expected_dir}: no such folder of expected-numbers files (--expected DIR)")
@@ -210,7 +210,9 @@ def load_tables(expected_dir: Path) -> list[Table]:
     return tables
 
 
-def select(tables: Sequence[Table], names: Sequence[str], *, every: bool = False, cheap: bool = False, ci: bool = False) -> list[Condition]:
+def select(
+    tables: Sequence[ExpectedTable], names: Sequence[str], *, every: bool = False, cheap: bool = False, ci: bool = False
+) -> list[Condition]:
     """The conditions named (``table``, ``table/condition`` or a condition name found in one table
     only), plus every one (``every``), the retrieval-only ones (``cheap``) or CI's (``ci``)."""
     everything = [c for t in tables for c in t.conditions]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from t2exp.data.records import Question, Subset
 from t2exp.errors import ConfigError
 from t2exp.index.build import Index, build_index
+from t2exp.index.store import Hits
 from t2exp.methods.queries import QueryBuilder
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from t2exp.generators import Generation, Sampling
     from t2exp.generators.cached import CachedGenerator
     from t2exp.index.store import Store
-
-Hits = list[tuple[str, float]]
 
 
 class Ranking(list):

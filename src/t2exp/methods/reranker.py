@@ -10,7 +10,6 @@ query string the first stage searched with. Full documents are passed to the rer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from t2exp.methods import Ranking, RetrievingMethod
@@ -29,23 +28,10 @@ def default_candidates(k: int) -> int:
 class Rerank(RetrievingMethod):
     needs_reranker = True
 
-    def __init__(
-        self,
-        reranker,
-        name: str = "reranker",
-        first_stage: str = "hybrid",
-        candidates: int | None = None,
-        alpha: float = 0.5,
-        fusion: str = "relative_score",
-        lexical: str = "bm25s",
-        candidate_depth: int = 50,
-        bm25: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, reranker, name: str = "reranker", first_stage: str = "hybrid", candidates: int | None = None, **hybrid: Any) -> None:
+        """``hybrid``: the first stage's settings (:class:`~t2exp.methods.hybrid.Hybrid`'s), unread by ``base``."""
         super().__init__(name)
-        if first_stage == "base":
-            self.first: RetrievingMethod = Base("base")
-        else:
-            self.first = Hybrid(alpha=alpha, fusion=fusion, lexical=lexical, candidate_depth=candidate_depth, bm25=bm25)
+        self.first: RetrievingMethod = Base("base") if first_stage == "base" else Hybrid(**hybrid)
         self.candidates = candidates
         self.reranker = reranker
         self.k: int | None = None  # the run's k (Services.k), set by prepare

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from t2exp.answering.answers import ANSWER_SCHEMA, MODE_STOPS, answer_template
-from t2exp.answering.context import Evidence
+from t2exp.answering.context import ContextShaper
 from t2exp.answering.demos import DemoPool
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config import to_dict
@@ -104,7 +104,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cel
             run_dir=cache_dir / "runs" / cell.key,
             aux_sampling=aux_sampling,
             query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
-            evidence=Evidence(
+            context=ContextShaper(
                 str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables), str(cfg.context.header), cfg.context.documents
             ),
         ),

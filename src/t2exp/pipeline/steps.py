@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.answering import answers
-from t2exp.answering.context import Evidence
+from t2exp.answering.context import ContextShaper
 from t2exp.answering.demos import Demo, DemoPool
 from t2exp.answering.prompts import PromptLibrary
 from t2exp.config.generators import GeneratorConfig
@@ -70,7 +70,7 @@ class Settings:
     run_dir: Path  # where per-question predictions are appended (deterministic per cell)
     aux_sampling: Sampling | None = None  # HyDE / summaries
     query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
-    evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
+    context: ContextShaper = field(default_factory=ContextShaper)  # what the generator reads of each document
     answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
     grounding: str = GeneratorConfig.grounding  # program checking when choosing the answer (t2exp.answering.answer_choice)
     demos_k: int = GeneratorConfig.demos_k
@@ -295,10 +295,10 @@ def _evidence(c: Components, q: Question, hits, index) -> list[str]:
     """What the generator reads for ``q``: the method's contexts (those of its top hits, in rank
     order) as ``context`` shapes them, each headed by its report when ``context.header`` asks."""
     texts = c.parts.method.contexts(q, hits, index, c.settings.k)
-    if c.settings.evidence.header == "none" or index is None or not texts:
-        return c.settings.evidence.all(q.question, texts)
+    if c.settings.context.header == "none" or index is None or not texts:
+        return c.settings.context.all(q.question, texts)
     sources = [index.docs[cid] for cid, _ in (hits or [])[: len(texts)]]
-    return c.settings.evidence.all(q.question, texts, [heading(d) for d in sources])
+    return c.settings.context.all(q.question, texts, [heading(d) for d in sources])
 
 
 def _demos(c: Components, q: Question) -> list[Demo]:

@@ -32,11 +32,11 @@ import numpy as np
 
 from t2exp.errors import ConfigError, RemoteError, one_line
 from t2exp.index.fusion import fuse
+from t2exp.index.store import Hits
 from t2exp.infra.redaction import register_secret
 
 log = logging.getLogger(__name__)
 
-Hits = list[tuple[str, float]]
 CONNECTIONS = ("local", "custom", "cloud")
 _BUILDING = "t2exp:building"
 _COMPLETE = "t2exp:complete rows={}"
@@ -240,22 +240,16 @@ class WeaviateStore:
         return out
 
     def bm25(self, queries: Sequence[str], k: int) -> list[Hits]:
+        return [self._scored(self.collection.query.bm25, k, query=q) if q.strip() else [] for q in queries]
+
+    def _scored(self, search: Any, k: int, **query: Any) -> Hits:
+        """One keyword (or hybrid) query over the text: its top ``k`` by Weaviate's score."""
         from weaviate.classes.query import MetadataQuery
 
-        out: list[Hits] = []
-        for q in queries:
-            if not q.strip():
-                out.append([])
-                continue
-            res = self.collection.query.bm25(
-                query=q,
-                query_properties=["text"],
-                limit=max(k, 1),
-                return_metadata=MetadataQuery(score=True),
-                return_properties=["context_id"],
-            )
-            out.append(self._hits(res.objects, lambda m: m.score))
-        return out
+        res = search(
+            query_properties=["text"], limit=max(k, 1), return_metadata=MetadataQuery(score=True), return_properties=["context_id"], **query
+        )
+        return self._hits(res.objects, lambda m: m.score)
 
     def hybrid(self, queries: Sequence[str], query_vectors: np.ndarray, k: int, alpha: float, fusion: str = "relative_score") -> list[Hits]:
         # the extremes are exactly one search, in both modes (as in t2exp.index.fusion.fuse)
@@ -268,7 +262,7 @@ class WeaviateStore:
             dense, lexical = self.dense(query_vectors, depth), self.bm25(queries, depth)
             return [fuse(d, s, k, alpha, fusion) for d, s in zip(dense, lexical, strict=False)]
 
-        from weaviate.classes.query import HybridFusion, MetadataQuery
+        from weaviate.classes.query import HybridFusion
 
         fusion_type = HybridFusion.RELATIVE_SCORE if fusion == "relative_score" else HybridFusion.RANKED
         out = []
@@ -276,15 +270,7 @@ class WeaviateStore:
             if not q.strip():  # no keyword part: what fuse() gives for an empty BM25 list
                 out.append(self.dense(v[None, :], k)[0])
                 continue
-            res = self.collection.query.hybrid(
-                query=q,
-                vector=v.tolist(),
-                alpha=float(alpha),
-                fusion_type=fusion_type,
-                query_properties=["text"],
-                limit=max(k, 1),
-                return_metadata=MetadataQuery(score=True),
-                return_properties=["context_id"],
+            out.append(
+                self._scored(self.collection.query.hybrid, k, query=q, vector=v.tolist(), alpha=float(alpha), fusion_type=fusion_type)
             )
-            out.append(self._hits(res.objects, lambda m: m.score))
         return out

@@ -15,7 +15,7 @@ from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.paired import Delta, compare_pairs
 from t2exp.evaluation.reporting.runs import RunInfo
-from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource
+from t2exp.evaluation.reporting.tables import AVG, CellSource, Entry
 from t2exp.evaluation.reporting.tuning import ROLE, questions_of
 
 KEY = "rung"
@@ -25,7 +25,7 @@ KEY = "rung"
 class Ladder:
     runs: list[RunInfo]
     columns: list[tuple[str, str]]
-    cells: dict[tuple[str, str, str], Cell]
+    cells: dict[tuple[str, str, str], Entry]
     primary: str
     against: dict[str, str] = field(default_factory=dict)  # run_id -> the run it is compared with
     deltas: dict[str, Delta] = field(default_factory=dict)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.reporting.tables import AVG, Cell, CurvePoint, Table
+from t2exp.evaluation.reporting.tables import AVG, CurvePoint, Entry, Table
 from t2exp.evaluation.stats import N_BOOT, holm_header
 from t2exp.evaluation.tabular import format_p, p_text
 
 HEADERS = {"generator": "Generator", "rag_method": "RAG method", "protocol": "Protocol", "embedder": "Embedder", "k": "k", "run": "Run"}
 
 
-def _fmt_cell(c: Cell) -> str:
+def _fmt_cell(c: Entry) -> str:
     return c.text + ("†" if c.derived and c.mean is not None else "")
 
 

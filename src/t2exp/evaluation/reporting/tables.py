@@ -85,7 +85,9 @@ def find_subsets(runs: Sequence[RunInfo]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Cell:
+class Entry:
+    """One number of a report table: its mean and 95 % CI (``derived``: recomputed, marked †)."""
+
     mean: float | None
     low: float | None = None
     high: float | None = None
@@ -112,18 +114,18 @@ class CellSource:
                 self._preds[run_id] = None
         return self._preds[run_id]
 
-    def cell(self, run: RunInfo, subset: str, metric: str) -> Cell:
+    def cell(self, run: RunInfo, subset: str, metric: str) -> Entry:
         key = f"{subset}/{metric}"
         if key in run.metrics:
-            return Cell(run.metrics[key], run.metrics.get(f"{key}_ci_low"), run.metrics.get(f"{key}_ci_high"))
+            return Entry(run.metrics[key], run.metrics.get(f"{key}_ci_low"), run.metrics.get(f"{key}_ci_high"))
         if metric in NM_METRICS:
-            return Cell(None)
+            return Entry(None)
         # the evaluator on the run's own rows, aggregated as the app aggregates a run
         rows = [{"subset": r.get("subset"), metric: question_value(r, metric)} for r in self.predictions(run.run_id) or []]
         mv = aggregate(rows, [metric], ci=True, n_boot=N_BOOT, seed=CI_SEED).get(subset, {}).get(metric)
         if mv is None:
-            return Cell(None)
-        return Cell(mv.mean, mv.ci_low, mv.ci_high, derived=True)
+            return Entry(None)
+        return Entry(mv.mean, mv.ci_low, mv.ci_high, derived=True)
 
 
 @dataclass
@@ -133,7 +135,7 @@ class Table:
     keys: list[str]
     runs: list[RunInfo]
     columns: list[tuple[str, str]]  # (subset, metric)
-    cells: dict[tuple[str, str, str], Cell]  # (run_id, subset, metric)
+    cells: dict[tuple[str, str, str], Entry]  # (run_id, subset, metric)
     primary: str | None = None
     best: str | None = None  # the row every other is compared with: the best one, or --baseline's
     named_baseline: bool = False  # best is the row --baseline named (not the best average)

@@ -13,7 +13,7 @@ from t2exp.data.folds import describe
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.reporting.runs import RunInfo
-from t2exp.evaluation.reporting.tables import AVG, Cell, CellSource, sort_runs, swept_keys
+from t2exp.evaluation.reporting.tables import AVG, CellSource, Entry, sort_runs, swept_keys
 
 ROLE = "dataset.fold_role"
 HEADERS = {"rag_method": "RAG method", "generator": "Generator"}
@@ -54,7 +54,7 @@ class TuningTable:
     pairs: list[Pair]
     subsets: list[str]
     metric: str
-    cells: dict[tuple[str, str], Cell]  # (run_id, subset)
+    cells: dict[tuple[str, str], Entry]  # (run_id, subset)
 
 
 def build_tuning(runs: Sequence[RunInfo], subsets: Sequence[str], metric: str, source: CellSource) -> TuningTable | None:
