@@ -32,9 +32,12 @@ REPORT_LIMIT, REPORT_SEED = 200, 0
 @cache
 def report_ids() -> frozenset[str]:
     """The ids of the report sample's questions in the bundled data (the loader's seeded draw)."""
+    from t2exp.config.schema import dataset_args
     from t2exp.data.loader import load_subsets
 
-    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=REPORT_LIMIT, seed=REPORT_SEED)
+    subsets = load_subsets(
+        **dataset_args(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=REPORT_LIMIT, seed=REPORT_SEED)
+    )
     return frozenset(q.id for s in subsets for q in s.questions)
 
 

@@ -27,12 +27,15 @@ def oracle_prompts(mode: str, n: int) -> list[list[dict[str, str]]]:
     from t2exp.answering.answers import build_messages
     from t2exp.answering.context import ContextShaper
     from t2exp.answering.prompts import PromptLibrary
+    from t2exp.config.schema import dataset_args
     from t2exp.data.loader import load_subsets
     from t2exp.infra.paths import PROMPTS_DIR
 
     prompts = PromptLibrary(str(PROMPTS_DIR))
     evidence = ContextShaper("focused", 3)
-    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=max(1, n // 2), seed=0)
+    subsets = load_subsets(
+        **dataset_args(subsets=["FinQA", "TAT-DQA"], source="local", path=str(DEFAULT_DATA), limit=max(1, n // 2), seed=0)
+    )
     out = []
     for subset in subsets:
         docs = {d.context_id: d.text for d in subset.corpus}

@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     C.quiet_logs()
 
+    from t2exp.config.schema import dataset_args
     from t2exp.data.loader import SUBSETS, discover_files, load_subsets
 
     if args.quick:
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"retrieval_quality: no <Subset>_<split>.parquet|jsonl under {data}")
     cache_dir = Path(args.cache_dir)
     depth = max(args.k, max(RECALLS))
-    subsets = load_subsets(subsets=names, source="local", path=data, limit=args.limit, seed=0, corpus_size=args.corpus_size)
+    subsets = load_subsets(**dataset_args(subsets=names, source="local", path=data, limit=args.limit, seed=0, corpus_size=args.corpus_size))
     t_load = time.perf_counter()
     protocol = ["protocol=paper"] if args.paper_query else []
     query = C.query_builder(protocol)

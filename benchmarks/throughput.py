@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.generate is None:
         args.generate = 1
 
+    from t2exp.config.schema import dataset_args
     from t2exp.data.loader import load_subsets
     from t2exp.embedders.cached import CachedEmbedder
     from t2exp.index.fusion import fuse
@@ -80,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     from t2exp.methods.hybrid import Hybrid
 
     subsets = load_subsets(
-        subsets=["FinQA", "TAT-DQA"], source="local", path=C.DEFAULT_DATA, limit=args.questions, seed=0, corpus_size=args.corpus_size
+        **dataset_args(
+            subsets=["FinQA", "TAT-DQA"], source="local", path=C.DEFAULT_DATA, limit=args.questions, seed=0, corpus_size=args.corpus_size
+        )
     )
     n_docs = sum(len(s.corpus) for s in subsets)
     n_q = sum(len(s.questions) for s in subsets)

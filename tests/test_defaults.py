@@ -352,3 +352,17 @@ def test_a_literal_fallback_is_caught(tmp_path):
     (tmp_path / "tracking").mkdir()
     (tmp_path / "tracking" / "x.py").write_text("def f(k: int = 3): ...\nk = cfg.get('k', 3)\nk = cfg.get(\"k\", 3)\n")
     assert literal_fallbacks(tmp_path) == ["tracking/x.py:1: def f(k: int = 3): ...", 'tracking/x.py:3: k = cfg.get("k", 3)']
+
+
+def test_the_loader_takes_the_dataset_settings_without_defaults_of_its_own():
+    """``load_subsets`` reads every ``dataset.*`` setting and the run's seed, and defaults none of
+    them: ``DatasetConfig`` owns the defaults (``dataset_args`` fills them in for a caller without
+    a composed config)."""
+    from t2exp.config.schema import dataset_args
+    from t2exp.data.loader import load_subsets, loader_args
+
+    params = inspect.signature(load_subsets).parameters
+    fields = {f.name for f in dataclasses.fields(DatasetConfig)} - {"name"} | {"seed"}
+    assert set(params) == fields == set(loader_args(compose_cfg())) == set(dataset_args(subsets=["FinQA"]))
+    assert {n for n, p in params.items() if p.default is not inspect.Parameter.empty} == set()
+    assert dataset_args(subsets=["FinQA"])["fold_role"] == DatasetConfig.fold_role and dataset_args(subsets=[])["seed"] == Config.seed

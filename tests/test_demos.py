@@ -96,10 +96,13 @@ def test_pool_files_are_checked_with_one_line_errors(tmp_path):
 
 
 def test_the_shipped_pool_loads_and_holds_no_report_sample_question():
+    from t2exp.config.schema import dataset_args
     from t2exp.data.loader import load_subsets
 
     pool = DemoPool.load(ROOT / "prompts", "code_tune")
-    report = load_subsets(subsets=["FinQA", "TAT-DQA"], source="local", path=str(ROOT / "data" / "t2ragbench"), limit=200, seed=0)
+    report = load_subsets(
+        **dataset_args(subsets=["FinQA", "TAT-DQA"], source="local", path=str(ROOT / "data" / "t2ragbench"), limit=200, seed=0)
+    )
     asked = {q.id for s in report for q in s.questions}
     assert len(pool.demos) >= 50
     assert not asked & {d.id for d in pool.demos}

@@ -10,6 +10,7 @@ import pytest
 
 from helpers.app import compose_cfg
 from t2exp import config
+from t2exp.config.schema import dataset_args
 from t2exp.data.folds import assign_folds, describe, select_fold
 from t2exp.data.loader import load_subsets
 from t2exp.errors import ConfigError
@@ -54,9 +55,9 @@ def test_folds_are_seeded_and_stable_under_row_order():
 
 def test_bundled_folds_keep_the_whole_corpus():
     kw = dict(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local")
-    full = {s.name: s for s in load_subsets(**kw)}
-    ev = {s.name: s for s in load_subsets(**kw, folds=5, fold=1, fold_role="eval")}
-    tu = {s.name: s for s in load_subsets(**kw, folds=5, fold=1, fold_role="tune")}
+    full = {s.name: s for s in load_subsets(**dataset_args(**kw))}
+    ev = {s.name: s for s in load_subsets(**dataset_args(**kw, folds=5, fold=1, fold_role="eval"))}
+    tu = {s.name: s for s in load_subsets(**dataset_args(**kw, folds=5, fold=1, fold_role="tune"))}
     for name in full:
         assert [d.context_id for d in ev[name].corpus] == [d.context_id for d in full[name].corpus]
         assert ev[name].content_hash == tu[name].content_hash == full[name].content_hash  # one index for every fold
@@ -64,7 +65,7 @@ def test_bundled_folds_keep_the_whole_corpus():
         assert not e & t and e | t == {q.id for q in full[name].questions}
     assert (len(ev["FinQA"].questions), len(ev["TAT-DQA"].questions)) == (177, 229)
     # limit samples inside the fold
-    (lim,) = load_subsets(subsets=["FinQA"], path=BUNDLE, source="local", folds=5, fold=1, limit=10)
+    (lim,) = load_subsets(**dataset_args(subsets=["FinQA"], path=BUNDLE, source="local", folds=5, fold=1, limit=10))
     assert len(lim.questions) == 10 and {q.id for q in lim.questions} <= {q.id for q in ev["FinQA"].questions}
 
 

@@ -17,6 +17,7 @@ from fakes.openai_server import FakeOpenAIServer
 from helpers.app import compose_cfg
 from helpers.paths import ROOT
 from t2exp.answering.prompts import PromptLibrary
+from t2exp.config.schema import dataset_args
 from t2exp.data.loader import load_subsets
 from t2exp.data.sampling import subsample_corpus
 from t2exp.embedders.cached import CachedEmbedder
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def subset():
-    (s,) = load_subsets(subsets=["FinQA"], path=ROOT / "data" / "t2ragbench", source="local")
+    (s,) = load_subsets(**dataset_args(subsets=["FinQA"], path=ROOT / "data" / "t2ragbench", source="local"))
     s = subsample_corpus(s, 40, seed=0)
     s.questions = s.questions[:12]
     return s
@@ -325,7 +326,7 @@ def _reference():
 def tatdqa_small():
     """40 TAT-DQA documents and 30 of their questions: small, and the cut-list reading of the
     authors' hybrid ranks differently from their procedure on it."""
-    (s,) = load_subsets(subsets=["TAT-DQA"], path=ROOT / "data" / "t2ragbench", source="local")
+    (s,) = load_subsets(**dataset_args(subsets=["TAT-DQA"], path=ROOT / "data" / "t2ragbench", source="local"))
     s = subsample_corpus(s, 40, seed=0)
     s.questions = s.questions[:30]
     return s

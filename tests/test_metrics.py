@@ -158,10 +158,11 @@ def test_date_golds_are_non_numeric(gold):
 
 
 def test_bundled_tat_dqa_has_eight_date_golds_left_out_of_nm():
+    from t2exp.config.schema import dataset_args
     from t2exp.data.loader import load_subsets
     from t2exp.infra.paths import DATA_DIR
 
-    (sub,) = load_subsets(subsets=["TAT-DQA"], path=DATA_DIR, source="local")
+    (sub,) = load_subsets(**dataset_args(subsets=["TAT-DQA"], path=DATA_DIR, source="local"))
     dates = [q for q in sub.questions if q.gold is None]
     assert sub.stats["non_numeric_gold"] == len(dates) == 8  # the eight "YYYY-MM-DD" answers of the bundle
     assert all(q.gold_raw.count("-") == 2 for q in dates)

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from t2exp.config.schema import dataset_args
 from t2exp.data.loader import load_subsets
 from t2exp.data.rows import rows_to_subset
 from t2exp.errors import DataError
@@ -36,7 +37,7 @@ def load_error(tmp_path, df: pd.DataFrame, name: str = "FinQA_test.parquet") -> 
     else:
         df.to_json(f, orient="records", lines=True)
     with pytest.raises(DataError) as e:
-        load_subsets(subsets=["FinQA"], path=tmp_path)
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     msg = str(e.value)
     assert "\n" not in msg and str(f) in msg, msg
     return msg
@@ -95,13 +96,13 @@ def test_same_context_id_with_other_text_across_files(tmp_path):
 def test_empty_corpus(tmp_path):
     frame(0).to_parquet(tmp_path / "FinQA_test.parquet")
     with pytest.raises(DataError, match=r"subset FinQA: the corpus is empty \(sources: .*FinQA_test.parquet\)"):
-        load_subsets(subsets=["FinQA"], path=tmp_path)
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
 
 
 def test_empty_jsonl_file_is_an_empty_corpus(tmp_path):
     (tmp_path / "FinQA_test.jsonl").write_text("")
     with pytest.raises(DataError, match="the corpus is empty"):
-        load_subsets(subsets=["FinQA"], path=tmp_path)
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
 
 
 def test_bad_jsonl_line_is_named(tmp_path):
@@ -109,21 +110,21 @@ def test_bad_jsonl_line_is_named(tmp_path):
     good = frame(2).to_json(orient="records", lines=True).strip().splitlines()
     f.write_text(good[0] + "\n" + '{"id": "q1", "context_id": ' + "\n" + good[1] + "\n")
     with pytest.raises(DataError) as e:
-        load_subsets(subsets=["FinQA"], path=tmp_path)
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert str(e.value).startswith(f"{f}: line 2: not valid JSON")
     f.write_text(good[0] + "\n[1, 2]\n")
     with pytest.raises(DataError, match=r"line 2: expected a JSON object per line, got list"):
-        load_subsets(subsets=["FinQA"], path=tmp_path)
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     f.write_bytes(good[0].encode() + b"\n\xff\xfe\n")
     with pytest.raises(DataError, match=r"not UTF-8"):
-        load_subsets(subsets=["FinQA"], path=tmp_path)
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
 
 
 def test_jsonl_blank_lines_are_skipped(tmp_path):
     f = tmp_path / "FinQA_test.jsonl"
     lines = frame(3).to_json(orient="records", lines=True).strip().splitlines()
     f.write_text("\n".join([lines[0], "", lines[1], "   ", lines[2]]) + "\n")
-    (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert [q.id for q in sub.questions] == ["q0", "q1", "q2"]
 
 
@@ -133,7 +134,7 @@ def test_non_numeric_gold_is_counted_and_left_out_of_nm(tmp_path, caplog):
     df.loc[3, "program_answer"] = None
     df.to_parquet(tmp_path / "FinQA_test.parquet")
     with caplog.at_level(logging.WARNING, logger="t2exp.data.loader"):
-        (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+        (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert sub.stats["non_numeric_gold"] == 2
     assert "non-numeric" not in caplog.text  # a run that computes NM says so (tests/test_command_line.py), loading does not
     rows = []
@@ -149,7 +150,7 @@ def test_numeric_looking_golds_parse(tmp_path):
     df = frame(3)
     df["program_answer"] = ["1,234.5", "-0.25", "12%"]
     df.to_parquet(tmp_path / "FinQA_test.parquet")
-    (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert [q.gold for q in sub.questions] == [1234.5, -0.25, 12.0]
 
 
@@ -167,11 +168,11 @@ def test_files_are_read_once_per_process(tmp_path, monkeypatch):
     calls = []
     real = pd.read_parquet
     monkeypatch.setattr(loader.pd, "read_parquet", lambda f, *a, **k: calls.append(f) or real(f, *a, **k))
-    load_subsets(subsets=["FinQA"], path=tmp_path)
-    load_subsets(subsets=["FinQA"], path=tmp_path, limit=1)
+    load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
+    load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path, limit=1))
     assert len(calls) == 1
     frame(2).to_parquet(tmp_path / "FinQA_test.parquet")  # a changed file is read again
-    (sub,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert len(calls) == 2 and len(sub.questions) == 2
 
 
@@ -186,7 +187,7 @@ def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path
         {"id": ["a", "b"], "context_id": ["c", "d"], "question": ["", " "], "program_answer": ["1", "2"], "context": ["t1", "t2"]}
     ).to_parquet(tmp_path / "FinQA_test.parquet")
     with pytest.raises(DataError) as err:
-        load_subsets(subsets=["FinQA"], path=tmp_path, source="local")
+        load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path, source="local"))
     msg = str(err.value)
     assert "FinQA_test.parquet" in msg and "column 'question' is empty in all 2 rows" in msg and "question_splits" not in msg
 
@@ -198,7 +199,7 @@ def test_a_subset_with_the_same_ids_and_other_content_is_other_data(tmp_path, ch
 
     df = frame(4).assign(company_name="ACME")
     df.to_parquet(tmp_path / "FinQA_test.parquet")
-    (before,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    (before,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     if change == "gold":
         df.loc[1, "program_answer"] = "42"
     elif change == "question":
@@ -210,10 +211,10 @@ def test_a_subset_with_the_same_ids_and_other_content_is_other_data(tmp_path, ch
     other = tmp_path / "other"
     other.mkdir()
     df.to_parquet(other / "FinQA_test.parquet")
-    (after,) = load_subsets(subsets=["FinQA"], path=other)
+    (after,) = load_subsets(**dataset_args(subsets=["FinQA"], path=other))
     assert [q.id for q in before.questions] == [q.id for q in after.questions]
     assert data_fingerprint([before]) != data_fingerprint([after])
-    (again,) = load_subsets(subsets=["FinQA"], path=tmp_path)
+    (again,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert data_fingerprint([before]) == data_fingerprint([again])
 
 
@@ -225,7 +226,8 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
     from helpers.app import run_app
     from helpers.paths import ROOT
     from helpers.tracking import mlflow_runs
-    from t2exp.data.loader import load_subsets as load
+    from t2exp.config.schema import dataset_args
+    from t2exp.data.loader import load_subsets
 
     src = pd.read_parquet(ROOT / "data" / "t2ragbench" / "FinQA_dev.parquet").head(3).copy()
     src["split"] = "test"
@@ -233,7 +235,7 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
     data.mkdir()
     wrong = src.assign(program_answer="42")
     wrong.to_parquet(data / "FinQA_test.parquet")
-    golds = [q.gold for q in load(subsets=["FinQA"], path=data)[0].questions]
+    golds = [q.gold for q in load_subsets(**dataset_args(subsets=["FinQA"], path=data))[0].questions]
     assert golds == [42.0] * 3
     args = [
         "rag_method=oracle",
@@ -263,14 +265,14 @@ def test_a_named_data_directory_without_the_subset_is_one_line_not_a_trip_to_the
     frame().to_parquet(tmp_path / "TAT-DQA_test.parquet")
     for path in (tmp_path, tmp_path / "TAT-DQA_test.parquet"):  # a folder, or one file of another subset
         with pytest.raises(DataError) as e:
-            load_subsets(subsets=["FinQA"], path=path)
+            load_subsets(**dataset_args(subsets=["FinQA"], path=path))
         assert str(e.value) == (
             f"dataset.path={path}: no FinQA file found there (looked for FinQA_<split>.parquet or FinQA_<split>.jsonl, e.g. "
             "FinQA_test.parquet); point dataset.path at the folder holding them, or set dataset.source=hub to load FinQA from the hub"
         )
     with pytest.raises(DataError, match=r"no VQAonBD file found there .*holding them$"):  # not on the hub any more
-        load_subsets(subsets=["VQAonBD"], source="local", path=tmp_path)
-    assert [s.name for s in load_subsets(subsets=["TAT-DQA"], path=tmp_path)] == ["TAT-DQA"]
+        load_subsets(**dataset_args(subsets=["VQAonBD"], source="local", path=tmp_path))
+    assert [s.name for s in load_subsets(**dataset_args(subsets=["TAT-DQA"], path=tmp_path))] == ["TAT-DQA"]
     # the bundled data: what it holds is read, the rest is left to the hub
     from t2exp.data.loader import local_files
     from t2exp.infra.paths import DATA_DIR

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from helpers.command import cli
 from t2exp.cli.score import main as cli_main
-from t2exp.config.schema import Config
+from t2exp.config.schema import Config, dataset_args
 from t2exp.data.loader import load_subsets
 from t2exp.data.records import Question
 from t2exp.evaluation.scoring.compute import score
@@ -32,7 +32,7 @@ SEED = Config.seed  # the run-level default (the schema owns it)
 
 @pytest.fixture(scope="module")
 def finqa() -> list[Question]:
-    (sub,) = load_subsets(subsets=["FinQA"], path=BUNDLE, source="local")
+    (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=BUNDLE, source="local"))
     return sub.questions
 
 
@@ -47,7 +47,7 @@ def gold(finqa) -> list[Question]:
 def bundled_sample() -> list[Question]:
     """The questions a default run (dataset=bundled: its limit, seed) scores."""
     assert LIMIT >= 6
-    subs = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
+    subs = load_subsets(**dataset_args(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED))
     return [q for s in subs for q in s.questions]
 
 
@@ -239,7 +239,7 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     from t2exp.pipeline.steps import Components, Parts, Settings, run_steps
 
     # the app loads dataset=bundled like this (app.build_components)
-    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED)
+    subsets = load_subsets(**dataset_args(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED))
     comps = Components(
         Parts(
             subsets=subsets,
@@ -421,7 +421,9 @@ def test_markdown_and_frame(gold):
 def test_rescoring_a_corpus_size_run_loads_its_questions(tmp_path):
     # a run with dataset.corpus_size=N scores the questions of its N-document subsample; t2exp.score
     # must load the same ones (it dropped corpus_size/corpus_seed: every id was unknown, NM 0)
-    subsets = load_subsets(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED, corpus_size=30, corpus_seed=1)
+    subsets = load_subsets(
+        **dataset_args(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED, corpus_size=30, corpus_seed=1)
+    )
     asked = [q for s in subsets for q in s.questions]
     assert len(asked) == 2 * LIMIT
     rows = [{"id": q.id, "subset": q.subset, "prediction": q.gold, "retrieved": [q.context_id]} for q in asked]
@@ -452,7 +454,7 @@ def test_nm_variants_and_degenerate_on_submitted_strings(gold):
 
 
 def test_nm_variants_skip_non_numeric_golds_like_nm():
-    (sub,) = load_subsets(subsets=["TAT-DQA"], path=BUNDLE, source="local")
+    (sub,) = load_subsets(**dataset_args(subsets=["TAT-DQA"], path=BUNDLE, source="local"))
     tat = sub.questions
     dates = [q for q in tat if q.gold is None]
     assert len(dates) == 8  # the bundle's "YYYY-MM-DD" golds

@@ -10,6 +10,7 @@ from the module that owns them, inside the checks, so that importing the schema 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,3 +265,10 @@ class Config:
             shown,
             f"a non-empty MLflow experiment name of at most {MLFLOW_MAX_EXPERIMENT_NAME} characters (MLflow's limit)",
         )
+
+
+def dataset_args(seed: int = Config.seed, **fields: Any) -> dict[str, Any]:
+    """:func:`t2exp.data.loader.load_subsets`' arguments without a composed config: ``fields``
+    (``subsets`` at least) over DatasetConfig's defaults, and the run's ``seed``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(DatasetConfig) if f.name != "name" and f.default is not MISSING}
+    return {**defaults, **fields, "seed": seed}

@@ -124,22 +124,24 @@ def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame
 def load_subsets(
     *,
     subsets: Sequence[str],
-    source: str = "auto",
-    path: str | Path | None = None,
-    question_splits: Sequence[str] | None = None,
-    corpus_splits: Sequence[str] | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    hub_revision: str | None = None,
-    skip_empty_questions: bool = True,
-    corpus_size: int | None = None,
-    corpus_seed: int | None = None,
-    folds: int | None = None,
-    fold: int | None = None,
-    fold_role: str = "eval",
-    fold_seed: int = 0,
+    source: str,
+    path: str | Path | None,
+    question_splits: Sequence[str] | None,
+    corpus_splits: Sequence[str] | None,
+    limit: int | None,
+    seed: int,
+    hub_revision: str | None,
+    skip_empty_questions: bool,
+    corpus_size: int | None,
+    corpus_seed: int | None,
+    folds: int | None,
+    fold: int | None,
+    fold_role: str,
+    fold_seed: int,
 ) -> list[Subset]:
-    """Load each subset from local files (``path``) or the hub.
+    """Load each subset from local files (``path``) or the hub. The arguments are the ``dataset.*``
+    settings and the run's seed, with no defaults here: :func:`loader_args` of a composed config, or
+    :func:`t2exp.config.schema.dataset_args` (the schema's defaults).
 
     ``source='auto'`` uses local files where ``path`` holds that subset and the hub otherwise.
     Questions are narrowed in this order: the corpus subsample's, the fold's (``t2exp.data.folds``),
