@@ -282,6 +282,33 @@ def test_a_long_module_and_a_long_function_are_caught(tmp_path):
     assert long_modules(tmp_path) == {"big.py"} and long_functions(tmp_path) == {"big.py:f"}
 
 
+# --- lock names ------------------------------------------------------------------------------------
+# the cell path's locks, switched with its consolidation (its own branch)
+LOCK_NAMES_PENDING = {"pipeline/cell.py", "pipeline/shard_run.py"}
+
+
+def hand_made_lock_names(folder: Path) -> set[str]:
+    """``file:line`` of every lock taken under a name written in place (a string or an f-string)
+    rather than built by :func:`t2exp.infra.cache.lock_name`."""
+    found = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("build_lock", "cell_lock"):
+                names = node.args[1:2] + [k.value for k in node.keywords if k.arg == "key"]
+                if any(isinstance(n, ast.Constant | ast.JoinedStr) for n in names):
+                    found.add(f"{path.relative_to(folder).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_every_lock_name_is_built_by_one_helper():
+    assert {f for f in hand_made_lock_names(SRC) if f.split(":")[0] not in LOCK_NAMES_PENDING} == set()
+
+
+def test_a_lock_named_in_place_is_caught(tmp_path):
+    (tmp_path / "x.py").write_text('with cell_lock(d, f"cell-{key}"):\n    pass\nwith build_lock(d, lock_name("model", t)):\n    pass\n')
+    assert hand_made_lock_names(tmp_path) == {"x.py:1"}
+
+
 # --- names with one meaning ------------------------------------------------------------------------
 def defined_twice(folder: Path) -> dict[str, list[str]]:
     """Class and type-alias names (CapWords) bound at module level in more than one module under

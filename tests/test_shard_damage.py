@@ -79,7 +79,7 @@ def test_two_collects_at_once_log_one_finished_cell_run(tmp_path):
     """Both collects start while the cell's lock is held elsewhere; once it is free, one merges
     and the other finds the cell FINISHED."""
     from t2exp.cli.collect import collect
-    from t2exp.infra.cache import cell_lock
+    from t2exp.infra.cache import cell_lock, lock_name
 
     cache, track, cell = _unmerged_cell(tmp_path)
     waits, logger = _Waits(), logging.getLogger("t2exp")
@@ -87,7 +87,7 @@ def test_two_collects_at_once_log_one_finished_cell_run(tmp_path):
     said: list[str] = []
     threads = [threading.Thread(target=lambda: said.append(collect(cell))) for _ in range(2)]
     try:
-        with cell_lock(cache / "locks", f"cell-{cell.name}"):
+        with cell_lock(cache / "locks", lock_name("cell", cell.name)):
             for t in threads:
                 t.start()
             for _ in threads:

@@ -214,7 +214,7 @@ def test_a_signal_while_a_new_store_is_created_leaves_one_the_next_run_opens(tmp
     assert len(seen) == nth, "the migrations never reached the chosen step: nothing was interrupted"
     exp_id = ensure_tracking(uri, "t2exp", None)
     assert exp_id and MlflowClient(tracking_uri=uri).get_experiment_by_name("t2exp").experiment_id == exp_id
-    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db.init.lock"]
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db-init.lock"]
 
 
 _KILL_AT_STEP = """
@@ -242,7 +242,7 @@ def test_a_process_killed_while_it_creates_a_new_store_leaves_nothing_the_next_r
     proc = subprocess.run([sys.executable, "-c", _KILL_AT_STEP, uri], capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert ensure_tracking(uri, "t2exp", None)
-    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db.init.lock"]
+    assert sorted(p.name for p in db.parent.iterdir()) == ["mlflow.db", "mlflow.db-init.lock"]
 
 
 def test_a_half_migrated_store_with_no_run_is_one_line_saying_it_can_be_deleted(tmp_path):

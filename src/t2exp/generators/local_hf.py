@@ -19,7 +19,7 @@ from pathlib import Path
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
 from t2exp.infra import model_hub
-from t2exp.infra.cache import build_lock, content_key
+from t2exp.infra.cache import build_lock, content_key, lock_name
 from t2exp.infra.contained import remove_file, remove_tree
 from t2exp.infra.devices import resolve_device, resolve_dtype
 
@@ -107,7 +107,7 @@ class TransformersGenerator:
             return str(self.model_id)
         tag = (self.sha256 or "gguf")[:12]
         hf_dir = self.models_dir / f"{tag}-hf"
-        with build_lock(self.models_dir / "locks", f"model-{tag}"):
+        with build_lock(self.models_dir / "locks", lock_name("model", tag)):
             if (hf_dir / "config.json").exists():
                 return str(hf_dir)
             log.info(

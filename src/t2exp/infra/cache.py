@@ -222,6 +222,12 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def lock_name(kind: str, key: str, *detail: str | int) -> str:
+    """A lock's name, ``<kind>-<key>`` and its details dash-joined: ``cell-<key>``,
+    ``cell-<key>-shard-0-of-3``, ``cell-<key>-run``, ``model-<tag>``, ``mlflow.db-init``."""
+    return "-".join(map(str, (kind, key, *detail)))
+
+
 @contextmanager
 def build_lock(lock_dir: str | Path, key: str, timeout: float = 3600.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an inter-process lock for building the artefact ``key``; when another process holds

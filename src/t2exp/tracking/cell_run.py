@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from t2exp.infra.cache import build_lock
+from t2exp.infra.cache import build_lock, lock_name
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, ensure_tracking
 
 log = logging.getLogger("t2exp")
@@ -51,7 +51,7 @@ def open_cell_run(
     parent; ``any_parent``: any), created with ``params`` and ``subsets`` as its inputs when there
     is none. Under a file lock: the shards of one attempt share one run."""
     uri, experiment, art = str(tracking["uri"]), str(tracking["experiment"]), tracking.get("artifact_location")
-    with build_lock(lock_dir, f"cell-{key}-run", timeout=600):
+    with build_lock(lock_dir, lock_name("cell", key, "run"), timeout=600):
         exp_id = ensure_tracking(uri, experiment, art)
         parent = os.environ.get(PARENT_ENV) or None
         from mlflow.tracking import MlflowClient

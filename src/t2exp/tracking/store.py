@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import OS_FAULTS, TrackingError, one_line, os_error_line
-from t2exp.infra.cache import build_lock
+from t2exp.infra.cache import build_lock, lock_name
 from t2exp.infra.contained import remove_file
 from t2exp.infra.mlflow_store import SQLITE_PREFIX, sqlite_path
 
@@ -43,7 +43,7 @@ def open_client(uri: str) -> Any:
     new = False  # set under the lock: only a store this process began may be removed
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
-        with build_lock(db.parent, f"{db.name}.init", timeout=INIT_LOCK_TIMEOUT):
+        with build_lock(db.parent, lock_name(db.name, "init"), timeout=INIT_LOCK_TIMEOUT):
             new = not db.exists() or db.stat().st_size == 0
             if new:
                 _create(db)
