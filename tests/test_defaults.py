@@ -4,9 +4,9 @@ has no default that differs from its schema's; the run-level helpers take theirs
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
-import re
 import shutil
 from pathlib import Path
 
@@ -325,19 +325,63 @@ def test_a_plugin_option_without_a_schema_may_carry_meta():
         check_untyped("rag_method", OmegaConf.create({"_target_": "t2exp.methods.base.Base", "name": "mine", "metta": {}}))
 
 
-# a schema default restated as a literal fallback in code: `k: int = 3`, cfg.get("k", 3),
-# get("answer_mode", "direct"), Sampling(max_tokens=160), get("trace_limit", 500)
-LITERAL_FALLBACKS = re.compile(r'\bk: int = \d|get\("k", \d|"answer_mode", "direct"|Sampling\(max_tokens=\d|"trace_limit", \d')
+# a schema default restated as a literal in code, read by ``ast``: a fallback (``cfg.get("k", 3)``,
+# ``getattr(cfg, "k", 3)``), a parameter default (``def f(k: int = 3)``), a keyword argument
+# (``Sampling(max_tokens=160)``), a function named for the setting that returns it (``def common_k():
+# return 3``) or the metric it names (``"mrr_at_3"``); code reads the owner (``Config.k``, ...)
+def owned() -> dict[str, object]:
+    from t2exp.config.generators import AUX_MAX_TOKENS, GeneratorConfig
+    from t2exp.config.schema import TrackingConfig
+
+    return {
+        "k": Config.k,
+        "answer_mode": GeneratorConfig.answer_mode,
+        "max_tokens": AUX_MAX_TOKENS,
+        "trace_limit": TrackingConfig.trace_limit,
+    }
+
+
+def _literal(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is not None
+
+
+def _restates(node: ast.AST, own: dict[str, object]) -> bool:
+    """Whether ``node`` restates an owned default (or the metric that names k): any literal as a
+    fallback for an owned name; as a parameter default or a keyword argument, the owned value."""
+    if isinstance(node, ast.Constant):
+        return node.value == f"mrr_at_{Config.k}"
+    if isinstance(node, ast.Call):
+        args = node.args
+        name = args[0] if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and len(args) == 2 else None
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(args) == 3:
+            name = args[1]
+        if isinstance(name, ast.Constant) and name.value in own and _literal(args[-1]):
+            return True
+        return any(k.arg in own and _literal(k.value) and k.value.value == own[k.arg] for k in node.keywords)  # type: ignore[attr-defined]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        a = node.args
+        params = [*zip(a.args[len(a.args) - len(a.defaults) :], a.defaults, strict=True), *zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+        if any(p.arg in own and _literal(d) and d.value == own[p.arg] for p, d in params):  # type: ignore[union-attr]
+            return True
+        named = [n for n in own if n in node.name.split("_") or node.name.endswith(n)]
+        returns = [r.value for r in ast.walk(node) if isinstance(r, ast.Return)]
+        return any(_literal(r) and r.value == own[n] for n in named for r in returns)  # type: ignore[union-attr]
+    return False
 
 
 def literal_fallbacks(src: Path) -> list[str]:
-    return [
-        f"{p.relative_to(src).as_posix()}:{n}: {line.strip()}"
-        for p in sorted(src.rglob("*.py"))
-        if not p.relative_to(src).as_posix().startswith("config/")
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-        if LITERAL_FALLBACKS.search(line)
-    ]
+    """``file:line: code`` of every restated default under ``src`` (config/, the owner, left out)."""
+    own, found = owned(), []
+    for p in sorted(src.rglob("*.py")):
+        rel = p.relative_to(src).as_posix()
+        if rel.startswith("config/"):
+            continue
+        text = p.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if _restates(node, own):
+                found.append((node.lineno, f"{rel}:{node.lineno}: {lines[node.lineno - 1].strip()}"))
+    return [line for _, line in sorted(found)]
 
 
 def test_fallbacks_read_the_schema():
@@ -350,8 +394,20 @@ def test_fallbacks_read_the_schema():
 
 def test_a_literal_fallback_is_caught(tmp_path):
     (tmp_path / "tracking").mkdir()
-    (tmp_path / "tracking" / "x.py").write_text("def f(k: int = 3): ...\nk = cfg.get('k', 3)\nk = cfg.get(\"k\", 3)\n")
-    assert literal_fallbacks(tmp_path) == ["tracking/x.py:1: def f(k: int = 3): ...", 'tracking/x.py:3: k = cfg.get("k", 3)']
+    code = [
+        "def f(k: int = 3): ...",
+        "k = cfg.get('k', 3)",
+        'k = cfg.get("k", 3)',
+        'k = getattr(cfg, "k", 3)',
+        'metric = "mrr_at_3"',
+        "def common_k(runs):",
+        "    return 3",
+        "s = Sampling(max_tokens=160)",
+        'mode = cfg.get("answer_mode", "direct")',
+        "fine = cfg.get('k', None), f(k=Config.k), cfg.get('other', 3), 'mrr_at_5 or mrr_at_3'",
+    ]
+    (tmp_path / "tracking" / "x.py").write_text("\n".join(code) + "\n")
+    assert [line.split(":")[1] for line in literal_fallbacks(tmp_path)] == ["1", "2", "3", "4", "5", "6", "8", "9"]
 
 
 def test_the_loader_takes_the_dataset_settings_without_defaults_of_its_own():
