@@ -1,20 +1,10 @@
-"""``t2exp reproduce`` (until it is wired: ``python -m t2exp.cli.reproduce``): run the conditions of
-the expected-numbers files and say, metric by metric, whether today's code still gives them.
-
-The expected numbers are data: one YAML file per table in ``expected/`` (the format and its
-loader: :mod:`t2exp.evaluation.expected`; ``--expected DIR`` for another folder).
-
-Each condition runs as a ``python -m t2exp`` subprocess (:mod:`t2exp.cli.reproduce_run`) under a
-temporary folder (``--keep DIR`` keeps them). One line per metric: ``OK`` or ``FAIL`` with the
-measured and the expected value; exit status 0 when every metric is within its tolerance, 1 when
-one is not, 2 when a run fails or the selection is wrong.
-
-    python -m t2exp.cli.reproduce --list                  # every condition, its cost and its command
-    python -m t2exp.cli.reproduce --ci                    # what CI runs (seconds)
-    python -m t2exp.cli.reproduce --cheap                 # every retrieval-only condition (18 min on 2 cores)
-    python -m t2exp.cli.reproduce reproduction            # one table
-    python -m t2exp.cli.reproduce ladder/l4_priors        # one condition
-    python -m t2exp.cli.reproduce --all --print-commands  # the commands, run nothing
+"""``t2exp reproduce`` (also ``python -m t2exp.cli.reproduce``): run conditions of the
+expected-numbers files (``expected/*.yaml``: :mod:`t2exp.evaluation.expected`; ``--expected DIR``
+for another folder) and print OK or FAIL per metric, with the measured and the expected value
+(docs/reproduction.md). Each condition runs as a ``python -m t2exp`` subprocess
+(:mod:`t2exp.cli.reproduce_run`) under a temporary folder (``--keep DIR`` keeps them). Exit status
+0 when every metric is within its tolerance, 1 when one is not, 2 when a run fails or the
+selection is wrong.
 """
 
 from __future__ import annotations

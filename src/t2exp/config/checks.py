@@ -34,10 +34,6 @@ def require(cond: bool, key: str, value: object, allowed: str) -> None:
         raise invalid(key, value, allowed)
 
 
-def is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def at_least(key: str, value: Any, lo: float, *, optional: bool = False) -> None:
     """``value >= lo`` (``None`` allowed when ``optional``)."""
     if value is None and optional:

@@ -20,10 +20,7 @@ from t2exp.text.reasoning import split_reasoning
 EPS = 1e-2
 
 _BOXED_RE = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
-_MARKER_RE = re.compile(
-    r"(?:final\s+answer|answer\s+is|answer)\s*(?:is)?\s*[:=]?",
-    re.IGNORECASE,
-)
+_MARKER_RE = re.compile(r"(?:final\s+answer|answer\s+is|answer)\s*(?:is)?\s*[:=]?", re.IGNORECASE)
 # a calendar date as a gold answer: 2016-09-23, 352-05-12, 23/09/2016, 2016/09/23, 09.23.2016
 _DATE_RE = re.compile(r"^\d{1,4}([-/.])\d{1,2}\1\d{1,4}$")
 _SCALES = {

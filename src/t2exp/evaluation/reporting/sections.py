@@ -38,15 +38,8 @@ def paper_tables(
     auto = "auto" in want
     built: dict[str, Table] = {}
     t3_metrics = ["nm", f"mrr_at_{k}"]
-    t3 = build_table(
-        "table3",
-        f"Table 3 layout: Number Match and MRR@{k}",
-        runs,
-        label_keys(runs, ["generator", "rag_method"]),
-        subsets,
-        t3_metrics,
-        source,
-    )
+    t3_keys = label_keys(runs, ["generator", "rag_method"])
+    t3 = build_table("table3", f"Table 3 layout: Number Match and MRR@{k}", runs, t3_keys, subsets, t3_metrics, source)
     if auto or "table3" in want:
         add_deltas(t3, t3_metrics, source, n_boot, seed, baseline)
         built["table3"] = t3
@@ -82,10 +75,7 @@ def paper_tables(
 def write_table(out_dir: Path, name: str, t: Table, files: list[Path]) -> list[str]:
     """``<name>.md|csv`` and its bar plot (not for readings: eight metrics side by side); the
     report's sections for it."""
-    md = render_markdown(t)
-    (out_dir / f"{name}.md").write_text(md, encoding="utf-8")
-    write_csv(t, out_dir / f"{name}.csv")
-    files += [out_dir / f"{name}.md", out_dir / f"{name}.csv"]
+    md = write_section(out_dir, name, render_markdown(t), lambda p: write_csv(t, p), files)
     if name == "readings":
         return [md]
     png = out_dir / f"{name}_bars.png"
