@@ -28,6 +28,7 @@ from t2exp.evaluation.scoring.gold import compose_config
 from t2exp.evaluation.scoring.result import ScoreResult
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.mlflow_store import Tag, move_login
+from t2exp.infra.sqlite_store import sqlite_path
 from t2exp.tracking.mlflow_run import Tracker
 
 
@@ -114,9 +115,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp score") -> int:
 
 def default_artifact_location(uri: str) -> str | None:
     """Artifacts next to a sqlite tracking DB (``<db dir>/artifacts``); the server decides otherwise."""
-    if uri.startswith("sqlite:///"):
-        return str(Path(uri[len("sqlite:///") :]).parent / "artifacts")
-    return None
+    db = sqlite_path(uri)
+    return str(db.parent / "artifacts") if db else None
 
 
 def log_to_mlflow(

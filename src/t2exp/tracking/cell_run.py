@@ -72,21 +72,16 @@ def end_cell_run(uri: str, run_id: str, status: str, error: str | None = None) -
 def adopt(uri: str, cell_run: str, shard_runs: Mapping[str, Path]) -> None:
     """Make ``shard_runs`` (from this attempt or an earlier one; each with the ``done.json`` that
     names it) children of ``cell_run``."""
-    from mlflow.exceptions import MlflowException
-
     from t2exp.errors import DataError, one_line
 
     client = open_client(uri)
     for run_id, done in shard_runs.items():
-        try:
-            client.set_tag(run_id, "mlflow.parentRunId", cell_run)
-        except MlflowException as exc:
-            if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
-                raise
+        if run_status(client, run_id) is None:
             raise DataError(
                 f"{done}: names shard run {one_line(run_id, 40)}, which is not in the cell's MLflow store (tracking.uri); "
                 f"delete {done.name} and run that shard again with resume=true: its answers are kept"
-            ) from None
+            )
+        client.set_tag(run_id, "mlflow.parentRunId", cell_run)
 
 
 def is_running(uri: str, run_id: str) -> bool:
