@@ -164,17 +164,13 @@ def _slurm(jobs: list[Job]) -> None:
 
 def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
     """Each job's run: a child of the parent run (a cell) or of a cell run (a shard), by its overrides."""
-    from t2exp.infra.mlflow_store import Tag, open_client
+    from t2exp.infra.mlflow_store import Tag, child_runs, open_client
     from t2exp.tracking.inspection import process_gone
 
     client = open_client(uri, create=False)
     try:
-        exp = client.get_run(parent).info.experiment_id
-        cells = client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
-        runs = list(cells)
-        for cell in cells:
-            if Tag.SHARDS in cell.data.tags:
-                runs += client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{cell.info.run_id}'")
+        cells = child_runs(client, parent)
+        runs = cells + [shard for cell in cells if Tag.SHARDS in cell.data.tags for shard in child_runs(client, cell.info.run_id)]
     except Exception as exc:
         raise T2ExpError(
             f"tracking.uri={uri}: the sweep's runs could not be read ({one_line(exc, 160)}); "

@@ -162,6 +162,26 @@ def run_artifact(client: Any, run_id: str, path: str) -> Iterator[Path]:
         yield Path(local)
 
 
+def search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
+    """Every run of ``experiment_id`` that ``filter_string`` selects, oldest first (all pages of MLflow's search)."""
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def child_runs(client: Any, parent_id: str, status: str | None = None) -> list[Any]:
+    """Every child run of ``parent_id`` (only those of ``status`` when given), oldest first."""
+    where = f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and attributes.status = '{status}'" if status else "")
+    return search_all(client, client.get_run(parent_id).info.experiment_id, where)
+
+
 def run_status(client: Any, run_id: str) -> str | None:
     """The status of run ``run_id`` (``RUNNING``, ``FINISHED``, ...); None when the store has no such run."""
     from mlflow.exceptions import MlflowException

@@ -24,7 +24,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import TrackingError, exit_with, one_line
-from t2exp.infra.mlflow_store import Tag, open_client
+from t2exp.infra.mlflow_store import Tag, child_runs, open_client, run_status
 from t2exp.infra.redaction import redact_overrides, redact_text
 from t2exp.infra.signals import forwarded_signal, start_sweep_signals
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
@@ -93,15 +93,13 @@ class MLflowSweepCallback(Callback):
             return
         try:
             client = open_client(str(self.uri))
-            parent = client.get_run(self.parent_id)
-            if parent.info.status != "RUNNING":
+            if run_status(client, self.parent_id) != "RUNNING":
                 return
             client.set_terminated(self.parent_id, status="KILLED" if forwarded_signal() else "FAILED")
             if forwarded_signal():
                 # the local cells were stopped by the passed-on signal, and joblib ends the other
                 # workers as soon as the first cell raises: one may be gone before it closed its run
-                running = f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'"
-                for child in client.search_runs([parent.info.experiment_id], filter_string=running):
+                for child in child_runs(client, self.parent_id, "RUNNING"):
                     client.set_terminated(child.info.run_id, status="KILLED")
         except Exception:  # best effort at interpreter exit
             pass
@@ -119,7 +117,7 @@ def close_sweep(uri: str, parent_id: str, work: Path | None = None) -> str:
     _name_cells(client, parent_id)
     _report(uri, parent_id, work)
     parent = client.get_run(parent_id)
-    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    children = child_runs(client, parent_id)
     status = "FAILED" if any(c.info.status in ("FAILED", "KILLED") for c in children) else "FINISHED"
     client.set_terminated(parent_id, status=status)
     log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", parent_id)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from t2exp.errors import T2ExpError
-from t2exp.infra.mlflow_store import Tag
+from t2exp.infra.mlflow_store import Tag, child_runs, search_all
 
 GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker", "protocol")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -74,19 +74,6 @@ class Target:
     notes: list[str] = field(default_factory=list)
 
 
-def _search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
-    out: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs(
-            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
-
-
 def _newest_per_cell(runs: list[Any]) -> list[Any]:
     keep: dict[str, Any] = {}
     for r in runs:
@@ -120,7 +107,7 @@ def resolve_target(client: Any, target: str) -> Target:
             parent = None
         if parent is not None:
             exp_id = parent.info.experiment_id
-            children = _search_all(client, exp_id, f"tags.mlflow.parentRunId = '{target}'")
+            children = child_runs(client, target)
             if not children:
                 raise ReportError(f"run {target} has no child runs; pass a sweep's parent run id or an experiment name")
             bad = [c for c in children if c.info.status != "FINISHED"]
@@ -139,7 +126,7 @@ def resolve_target(client: Any, target: str) -> Target:
         raise ReportError(f"{target!r} is neither a run id nor an MLflow experiment name at this tracking URI")
     runs = [
         r
-        for r in _search_all(client, exp.experiment_id)
+        for r in search_all(client, exp.experiment_id)
         if r.info.status == "FINISHED"
         and r.data.tags.get(Tag.SWEEP) != "parent"
         and Tag.REPORT not in r.data.tags
