@@ -182,6 +182,14 @@ def child_runs(client: Any, parent_id: str, status: str | None = None) -> list[A
     return search_all(client, client.get_run(parent_id).info.experiment_id, where)
 
 
+def cell_runs(client: Any, experiment_id: str, key: str, status: str, shards: int | None = None) -> list[Any]:
+    """The runs of the cell ``key`` (a sharded cell's of ``shards`` shards, when given) in ``status``, newest first."""
+    where = f"tags.`{Tag.CELL_KEY}` = '{key}' and attributes.status = '{status}'" + (
+        f" and tags.`{Tag.SHARDS}` = '{shards}'" if shards else ""
+    )
+    return search_all(client, experiment_id, where)[::-1]
+
+
 def run_status(client: Any, run_id: str) -> str | None:
     """The status of run ``run_id`` (``RUNNING``, ``FINISHED``, ...); None when the store has no such run."""
     from mlflow.exceptions import MlflowException

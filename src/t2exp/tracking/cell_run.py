@@ -16,20 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.infra.cache import build_lock
-from t2exp.infra.mlflow_store import Tag, open_client, run_status
+from t2exp.infra.mlflow_store import Tag, cell_runs, open_client, run_status
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, ensure_tracking
 
 log = logging.getLogger("t2exp")
-
-
-def _running(client: Any, exp_id: str, key: str, shards: int) -> list[Any]:
-    return list(
-        client.search_runs(
-            [exp_id],
-            filter_string=f"tags.`{Tag.CELL_KEY}` = '{key}' and tags.`{Tag.SHARDS}` = '{shards}' and attributes.status = 'RUNNING'",
-            order_by=["attributes.start_time DESC"],
-        )
-    )
 
 
 def open_cell_run(
@@ -51,7 +41,7 @@ def open_cell_run(
     with build_lock(lock_dir, f"cell-{key}-run", timeout=600):
         exp_id = ensure_tracking(uri, experiment, art)
         parent = os.environ.get(PARENT_ENV) or None
-        for run in _running(open_client(uri), exp_id, key, shards):
+        for run in cell_runs(open_client(uri), exp_id, key, "RUNNING", shards):
             if any_parent or run.data.tags.get("mlflow.parentRunId") == parent:
                 return str(run.info.run_id)
         tracker = Tracker(uri, experiment, art, name, {**tags, Tag.SHARDS: str(shards)})
@@ -97,7 +87,7 @@ def close_stale(uri: str, experiment_id: str, key: str, shards: int, keep: str) 
     """Other cell runs of this cell still RUNNING (attempts whose shard was killed before it could
     close them): KILLED, naming the run that completed the cell."""
     client = open_client(uri)
-    for run in _running(client, experiment_id, key, shards):
+    for run in cell_runs(client, experiment_id, key, "RUNNING", shards):
         if run.info.run_id != keep:
             client.set_tag(run.info.run_id, Tag.SUPERSEDED_BY, keep)
             client.set_terminated(run.info.run_id, status="KILLED")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import TrackingError, one_line
-from t2exp.infra.mlflow_store import Tag, open_client
+from t2exp.infra.mlflow_store import Tag, cell_runs, open_client
 from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
 from t2exp.infra.sqlite_store import driver_words, known_fault, sqlite_path
@@ -207,14 +207,9 @@ class Tracker:
 
 
 def finished_run_for(uri: str, experiment: str, artifact_location: str | None, key: str):
-    """The newest FINISHED run with ``t2exp.cell_key == key``, or None."""
+    """The newest FINISHED run of the cell ``key``, or None."""
     exp_id = ensure_tracking(uri, experiment, artifact_location)
-    runs = open_client(uri).search_runs(
-        [exp_id],
-        filter_string=f"tags.`{Tag.CELL_KEY}` = '{key}' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
+    runs = cell_runs(open_client(uri), exp_id, key, "FINISHED")
     return runs[0] if runs else None
 
 
