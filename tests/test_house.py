@@ -332,3 +332,46 @@ def test_a_name_defined_twice_is_caught(tmp_path):
     (tmp_path / "a.py").write_text("Hits = list[tuple[str, float]]\nclass Table: ...\nLIMIT = 3\n")
     (tmp_path / "b.py").write_text("Hits = list[tuple[str, float]]\nclass Tables: ...\nLIMIT = 3\n")
     assert defined_twice(tmp_path) == {"Hits": ["a.py", "b.py"]}
+
+
+# --- MLflow in one room: one client opener, the t2exp.* tag names ----------------------------------
+MLFLOW_ROOM = "infra/mlflow_store.py"
+NOT_TAGS = {"log", "json"}  # the files t2exp.log (reproduce) and t2exp.json (a lexical index)
+
+
+def mlflow_outside(folder: Path) -> list[str]:
+    """``file:line: what`` of each ``MlflowClient(`` call and each ``t2exp.<tag>`` string (not a
+    docstring, a logger's name or a module path) under ``folder`` outside the MLflow room."""
+    import re
+
+    modules = {p.stem for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        name = path.relative_to(folder).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        documented = (n for n in ast.walk(tree) if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef) and ast.get_docstring(n))
+        skip = {id(n.body[0].value) for n in documented}
+        for node in ast.walk(tree):
+            called = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
+            called = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else called
+            skip |= {id(a) for a in node.args} if called == "getLogger" else set()
+            if called == "MlflowClient":
+                found.append(f"{name}:{node.lineno}: MlflowClient(")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                tags = set(re.findall(r"\bt2exp\.(\w+)(?![.\w])", node.value)) - modules - NOT_TAGS
+                found += [f"{name}:{node.lineno}: t2exp.{t}" for t in sorted(tags)]
+    return [f for f in found if not f.startswith(MLFLOW_ROOM + ":")]
+
+
+def test_mlflow_is_opened_and_its_tags_are_named_in_one_room():
+    assert mlflow_outside(SRC) == []
+
+
+def test_a_second_client_or_a_tag_literal_is_caught(tmp_path):
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "mlflow_store.py").write_text('C = MlflowClient(tracking_uri=u)\nT = "t2exp.cell_key"\n')
+    (tmp_path / "cli.py").write_text(
+        '"""Reads ``t2exp.cell_key``."""\nimport logging\nlog = logging.getLogger("t2exp.cli")\n'
+        'c = mlflow.MlflowClient(tracking_uri=u)\nw = f"tags.`t2exp.sweep_dir` = {x}"\np = "t2exp.cli.score"\nf = "t2exp.log"\n'
+    )
+    assert mlflow_outside(tmp_path) == ["cli.py:4: MlflowClient(", "cli.py:5: t2exp.sweep_dir"]

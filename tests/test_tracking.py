@@ -277,7 +277,7 @@ def test_a_database_mlflow_did_not_begin_is_never_called_half_migrated(tmp_path)
     another program's SQLite database, or a file that is not SQLite, is not."""
     import sqlite3
 
-    from t2exp.tracking.store import half_migrated
+    from t2exp.infra.sqlite_store import half_migrated
 
     other = tmp_path / "notes.db"
     with sqlite3.connect(other) as conn:
@@ -535,3 +535,64 @@ def test_the_experiment_page_of_a_tracking_server_is_its_own_address_without_a_p
     assert (
         ui_line("http://u:secret@host:5000/", "3") == "inspect: open http://u:***@host:5000/#/experiments/3?workflowType=machine_learning"
     )
+
+
+def test_a_run_whose_process_ended_is_gone_even_before_it_is_reaped():
+    """``t2exp status`` tells a RUNNING run killed when its process has ended, also while that
+    process waits for its parent to reap it (a zombie keeps its id); a live process is not gone."""
+    from t2exp.infra.mlflow_store import Tag
+    from t2exp.tracking.inspection import process_gone, process_tags
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped
+        assert process_gone({**process_tags(), Tag.PID: str(proc.pid)})
+    finally:
+        proc.wait()
+    assert process_gone({**process_tags(), Tag.PID: str(proc.pid)})
+    assert not process_gone(process_tags())
+
+
+def test_a_store_fault_whose_causes_loop_back_is_still_one_line(tmp_path):
+    """An error whose chain of causes loops back on itself (a wrapper raised from the error it
+    wraps) reads as one line: what was said, the store's file and the fix."""
+    from t2exp.infra.sqlite_store import driver_words, store_fault
+
+    wrapper, driver = RuntimeError("wrapper"), ValueError("driver")
+    wrapper.__cause__, driver.__cause__ = driver, wrapper
+    assert driver_words(wrapper) == "wrapper"
+    line = store_fault("sqlite:///x/mlflow.db", tmp_path / "mlflow.db", wrapper)
+    assert "could not be opened (RuntimeError: wrapper)" in line and "\n" not in line
+
+
+@pytest.mark.parametrize("option", ["--tracking-uri", "--tracking"])
+def test_the_login_of_a_commands_tracking_uri_moves_out_of_its_lines(option, monkeypatch, capsys):
+    """A command's ``--tracking-uri`` (or the prefix of it argparse takes) with a login: the login
+    moves to MLflow's variables, and the command's lines show the URL without it."""
+    from t2exp.cli import run_command
+
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.setenv(name, "")
+    uri = f"http://me:pw-on-the-line@127.0.0.1:{_free_port()}"
+    assert run_command("report", [option, uri, "--errors", "some-run"]) == 2
+    assert os.environ["MLFLOW_TRACKING_PASSWORD"] == "pw-on-the-line"
+    assert "pw-on-the-line" not in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a thousand runs
+def test_a_sweep_of_more_cells_than_a_page_of_runs_is_failed_by_its_oldest_failed_cell(tmp_path):
+    """A sweep's end reads every cell run, past MLflow's page of 1000 runs: when its oldest cell
+    FAILED, the sweep's parent run closes FAILED."""
+    from helpers.tracking import seed_tracking
+    from t2exp.infra.mlflow_store import open_client
+    from t2exp.tracking.callbacks import close_sweep
+
+    seed_tracking(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = open_client(uri)
+    exp = client.create_experiment("t2exp", artifact_location=(tmp_path / "artifacts").as_uri())
+    parent = client.create_run(exp).info.run_id
+    for i in range(1001):
+        run = client.create_run(exp, start_time=i + 1, tags={"mlflow.parentRunId": parent})
+        client.set_terminated(run.info.run_id, "FAILED" if i == 0 else "FINISHED")
+    assert close_sweep(uri, parent, tmp_path) == "FAILED"

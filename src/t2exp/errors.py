@@ -37,6 +37,16 @@ def one_line(text: object, limit: int | None = None) -> str:
     return s if limit is None or len(s) <= limit else s[: limit - 1] + "…"
 
 
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions behind it (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
 def exit_with(message: str, status: int = 2) -> NoReturn:
     """End the process with the one line a user reads (``t2exp: error: ...``); callers redact first."""
     print(f"t2exp: error: {one_line(message)}", file=sys.stderr)

@@ -20,18 +20,4 @@ COMMANDS = {
 def run_command(name: str, argv: Sequence[str]) -> int:
     """Run the command ``name`` with ``argv`` (its arguments); its exit status."""
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(_without_login(argv), prog=f"t2exp {name}"))
-
-
-def _without_login(argv: Sequence[str]) -> list[str]:
-    """``argv`` with the ``user:password@`` of a ``--tracking-uri`` server moved to MLflow's own
-    variables (as the app does with ``tracking.uri``), so no line or file of the command holds it."""
-    from t2exp.infra.mlflow_store import move_login
-
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg.startswith("--tracking-uri="):
-            out[i] = "--tracking-uri=" + move_login(arg.partition("=")[2])
-        elif arg == "--tracking-uri" and i + 1 < len(out):
-            out[i + 1] = move_login(out[i + 1])
-    return out
+    return int(module.main(list(argv), prog=f"t2exp {name}"))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from t2exp.cli.sweep_target import sweep_path
 from t2exp.errors import DataError, T2ExpError, one_line, os_error_line
+from t2exp.infra.mlflow_store import move_login
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -34,7 +35,7 @@ log = logging.getLogger("t2exp")
 def build_parser(prog: str = "t2exp collect") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Merge the finished shards of sharded cells (shards=N) into each cell's result.")
     p.add_argument("targets", nargs="+", metavar="TARGET", help="a cell's run dir, a shard job's or sweep's Hydra dir, or a parent run id")
-    p.add_argument("--tracking-uri", help="where a parent run id is (default: the app config's tracking.uri)")
+    p.add_argument("--tracking-uri", type=move_login, help="where a parent run id is (default: the app config's tracking.uri)")
     return p
 
 
@@ -108,9 +109,8 @@ def _cell_config(run_dir: Path) -> DictConfig:
 def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:
     """A submit-and-return sweep: merge its sharded cells and close its parent run once every job
     has ended (see the module's doc); the exit status."""
-    from mlflow.tracking import MlflowClient
-
     from t2exp.cli.status import load_sweep, table
+    from t2exp.infra.mlflow_store import open_client, run_status
     from t2exp.tracking.callbacks import close_sweep
 
     sweep = load_sweep(sweep_dir, tracking_uri)
@@ -129,7 +129,7 @@ def collect_sweep(sweep_dir: Path, tracking_uri: str | None, prog: str) -> int:
         status = max(status, _collect_one(run_dir, prog))
     parent = sweep.parent_run
     if parent:
-        now = MlflowClient(tracking_uri=sweep.tracking_uri).get_run(parent).info.status
+        now = run_status(open_client(sweep.tracking_uri, create=False), parent)
         if now == "RUNNING":
             now = close_sweep(sweep.tracking_uri, parent, sweep.work)
             print(

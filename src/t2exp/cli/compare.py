@@ -17,6 +17,7 @@ from t2exp.evaluation.listing import SHOW, check_out, parse_show, render_questio
 from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.paired import Comparison
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.infra.mlflow_store import move_login
 from t2exp.infra.paths import default_tracking_uri
 
 
@@ -57,7 +58,10 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
     p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples and permutation sign patterns (default {N_BOOT})")
     p.add_argument("--seed", type=int, default=CI_SEED)
     p.add_argument(
-        "--tracking-uri", default=default_tracking_uri(), help="MLflow tracking URI (default: mlruns/mlflow.db in the current directory)"
+        "--tracking-uri",
+        type=move_login,
+        default=default_tracking_uri(),
+        help="MLflow tracking URI (default: mlruns/mlflow.db in the current directory)",
     )
     p.add_argument("--format", choices=("table", "json"), default="table")
     return p

@@ -17,7 +17,7 @@ from t2exp.evaluation.diagnosis import breakdown, render
 from t2exp.evaluation.reporting.build import report
 from t2exp.evaluation.reporting.runs import ReportError
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
-from t2exp.infra.mlflow_store import open_for_reading
+from t2exp.infra.mlflow_store import move_login, open_client
 from t2exp.infra.paths import default_tracking_uri
 
 
@@ -39,7 +39,9 @@ def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
         metavar="RUN",
         help="instead of tables: where one run's answers go wrong (a run id or a predictions.jsonl path); t2exp.evaluation.diagnosis",
     )
-    p.add_argument("--tracking-uri", default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory")
+    p.add_argument(
+        "--tracking-uri", type=move_login, default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory"
+    )
     p.add_argument("--out", type=Path, help="output directory (default: outputs/reports/<target> in the current directory)")
     p.add_argument("--k", type=int, help="MRR@k of the Table 3 layout (default: the runs' k when they share one, else 3)")
     p.add_argument(
@@ -65,7 +67,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp report") -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
     try:
         if args.errors:
-            return _errors(lambda: open_for_reading(args.tracking_uri), args.errors)
+            return _errors(lambda: open_client(args.tracking_uri, "--tracking-uri", create=False), args.errors)
         if not args.target:
             raise ReportError("give a TARGET (a sweep's parent run id or an experiment name), or --errors RUN")
         result = report(

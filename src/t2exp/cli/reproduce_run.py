@@ -65,9 +65,9 @@ def _mlflow_metrics(work: Path, run_id: str | None) -> dict[str, float]:
     db = work / "mlruns" / "mlflow.db"
     if run_id is None or not db.is_file():
         return {}
-    from mlflow.tracking import MlflowClient
+    from t2exp.infra.mlflow_store import open_client
 
-    return dict(MlflowClient(tracking_uri=f"sqlite:///{db}").get_run(run_id).data.metrics)
+    return dict(open_client(f"sqlite:///{db}", create=False).get_run(run_id).data.metrics)
 
 
 def lookup(metrics_json: dict[str, Any], name: str) -> float | None:

@@ -27,6 +27,8 @@ from t2exp.evaluation.scoring.compute import score
 from t2exp.evaluation.scoring.gold import compose_config
 from t2exp.evaluation.scoring.result import ScoreResult
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.infra.mlflow_store import Tag, move_login
+from t2exp.infra.sqlite_store import sqlite_path
 from t2exp.tracking.mlflow_run import Tracker
 
 
@@ -64,7 +66,7 @@ def build_parser(prog: str = "t2exp score") -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=CI_SEED, help=f"bootstrap seed (default {CI_SEED}, as the app)")
     p.add_argument("--mlflow", action="store_true", help="log params and metrics as one MLflow run")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: the config's tracking.uri)")
+    p.add_argument("--tracking-uri", type=move_login, help="MLflow tracking URI (default: the config's tracking.uri)")
     p.add_argument("--experiment", help="MLflow experiment (default: the config's tracking.experiment)")
     p.add_argument("--artifact-location", help="artifact root for a new experiment (default: next to a sqlite DB)")
     p.add_argument("--run-name", help="MLflow run name (default: score-<file name>)")
@@ -113,9 +115,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp score") -> int:
 
 def default_artifact_location(uri: str) -> str | None:
     """Artifacts next to a sqlite tracking DB (``<db dir>/artifacts``); the server decides otherwise."""
-    if uri.startswith("sqlite:///"):
-        return str(Path(uri[len("sqlite:///") :]).parent / "artifacts")
-    return None
+    db = sqlite_path(uri)
+    return str(db.parent / "artifacts") if db else None
 
 
 def log_to_mlflow(
@@ -123,7 +124,7 @@ def log_to_mlflow(
 ) -> str:
     """Log params, metrics (the app's names plus the counts) and ``score.json`` as one run; its id."""
     name = run_name or f"score-{Path(result.source).stem or 'predictions'}"
-    tags = {"t2exp.kind": "score", "t2exp.predictions": result.source}
+    tags = {Tag.KIND: "score", Tag.PREDICTIONS: result.source}
     tracker = Tracker(uri, experiment, artifact_location or default_artifact_location(uri), name, tags)
     status = "FAILED"
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import DataError, T2ExpError, one_line
+from t2exp.infra.mlflow_store import move_login
 
 SLURM_ENDED_BAD = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 STATES = ("done", "running", "failed", "unknown", "pending")
@@ -81,7 +82,7 @@ class Sweep:
 def build_parser(prog: str = "t2exp status") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Every job of a sweep: done, running, failed or pending.")
     p.add_argument("target", metavar="SWEEP", help="a sweep directory or its MLflow parent run id")
-    p.add_argument("--tracking-uri", help="where a parent run id is (default: the app config's tracking.uri)")
+    p.add_argument("--tracking-uri", type=move_login, help="where a parent run id is (default: the app config's tracking.uri)")
     return p
 
 
@@ -118,7 +119,7 @@ def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str
     from omegaconf import OmegaConf
 
     from t2exp.cli.sweep_jobs import expected_jobs, parent_run
-    from t2exp.infra.mlflow_store import open_for_reading
+    from t2exp.infra.mlflow_store import open_client
     from t2exp.infra.redaction import redact_overrides
 
     dirs = sorted(
@@ -133,7 +134,7 @@ def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str
         )
     config = dirs[0] / ".hydra" / "config.yaml" if dirs else sweep_dir / "multirun.yaml"
     uri = tracking_uri or str(OmegaConf.load(config).tracking.uri)
-    parent = parent_run(open_for_reading(uri, "--tracking-uri" if tracking_uri else "tracking.uri"), sweep_dir)
+    parent = parent_run(open_client(uri, "--tracking-uri" if tracking_uri else "tracking.uri", create=False), sweep_dir)
     return {"tracking_uri": uri, "parent_run": parent, "jobs": [{"num": n, "overrides": o} for n, o in sorted(jobs.items())]}
 
 
@@ -163,19 +164,13 @@ def _slurm(jobs: list[Job]) -> None:
 
 def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
     """Each job's run: a child of the parent run (a cell) or of a cell run (a shard), by its overrides."""
-    from mlflow.tracking import MlflowClient
-
-    from t2exp.tracking.cell_run import SHARDS_TAG
+    from t2exp.infra.mlflow_store import Tag, child_runs, open_client
     from t2exp.tracking.inspection import process_gone
 
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri, create=False)
     try:
-        exp = client.get_run(parent).info.experiment_id
-        cells = client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
-        runs = list(cells)
-        for cell in cells:
-            if SHARDS_TAG in cell.data.tags:
-                runs += client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{cell.info.run_id}'")
+        cells = child_runs(client, parent)
+        runs = cells + [shard for cell in cells if Tag.SHARDS in cell.data.tags for shard in child_runs(client, cell.info.run_id)]
     except Exception as exc:
         raise T2ExpError(
             f"tracking.uri={uri}: the sweep's runs could not be read ({one_line(exc, 160)}); "
@@ -183,7 +178,7 @@ def _mlflow(jobs: list[Job], uri: str, parent: str) -> None:
         ) from None
     by_overrides: dict[str, Any] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):  # the latest attempt wins
-        by_overrides[run.data.tags.get("t2exp.overrides", "")] = run
+        by_overrides[run.data.tags.get(Tag.OVERRIDES, "")] = run
     for job in jobs:
         found = by_overrides.get(job.overrides)
         job.mlflow = found.info.status if found is not None else None

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+from t2exp.infra.mlflow_store import Tag
+
 
 def expected_jobs(sweep_dir: Path) -> list[list[str]]:
     """The overrides of every job of the sweep in ``sweep_dir``, in job order, as Hydra's basic
@@ -44,10 +46,10 @@ def parent_run(client: Any, sweep_dir: Path) -> str | None:
     experiments = [e.experiment_id for e in client.search_experiments()]
     for value in wanted:
         literal = filter_literal(value)
-        where = "tags.`t2exp.sweep` = 'parent'" + (f" and tags.`t2exp.sweep_dir` = {literal}" if literal else "")
+        where = f"tags.`{Tag.SWEEP}` = 'parent'" + (f" and tags.`{Tag.SWEEP_DIR}` = {literal}" if literal else "")
         newest = ["attributes.start_time DESC"]
         runs = client.search_runs(experiments, filter_string=where, order_by=newest, max_results=1 if literal else 5000)
-        found = [r for r in runs if r.data.tags.get("t2exp.sweep_dir") == value]
+        found = [r for r in runs if r.data.tags.get(Tag.SWEEP_DIR) == value]
         if found:
             return str(found[0].info.run_id)
     return None

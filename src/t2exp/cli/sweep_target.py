@@ -22,15 +22,15 @@ def sweep_path(target: str, tracking_uri: str | None) -> Path:
 
 def _sweep_dir(run_id: str, tracking_uri: str | None) -> Path:
     from t2exp.evaluation.scoring.gold import compose_config
-    from t2exp.infra.mlflow_store import open_for_reading
+    from t2exp.infra.mlflow_store import Tag, open_client
 
     uri = tracking_uri or str(compose_config("bundled").tracking.uri)
-    client = open_for_reading(uri, "--tracking-uri" if tracking_uri else "tracking.uri")  # a server that answers, a store that exists
+    client = open_client(uri, "--tracking-uri" if tracking_uri else "tracking.uri", create=False)  # a store that exists
     try:
         run = client.get_run(run_id)
     except Exception as exc:
         raise DataError(f"{run_id}: no such MLflow run at {uri} ({one_line(exc, 120)}); pass --tracking-uri") from None
-    sweep_dir = run.data.tags.get("t2exp.sweep_dir")
+    sweep_dir = run.data.tags.get(Tag.SWEEP_DIR)
     if not sweep_dir:
-        raise DataError(f"{run_id}: not a sweep's parent run (no t2exp.sweep_dir tag); give the cell's run directory instead")
+        raise DataError(f"{run_id}: not a sweep's parent run (no {Tag.SWEEP_DIR} tag); give the cell's run directory instead")
     return Path(sweep_dir)

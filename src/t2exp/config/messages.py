@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from t2exp.config.checks import not_a_setting
-from t2exp.errors import ConfigError, one_line
+from t2exp.errors import ConfigError, causes, one_line
 
 _KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "a string"}
 
@@ -43,14 +43,7 @@ def config_error(exc: BaseException, cfg: Any = None) -> ConfigError:
 def omegaconf_cause(exc: BaseException) -> OmegaConfBaseException | None:
     """The OmegaConf error behind ``exc`` (Hydra's composition errors chain it as the cause, or
     only as the context when a YAML of the config search path failed to merge), else None."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, OmegaConfBaseException):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
+    return next((c for c in causes(exc) if isinstance(c, OmegaConfBaseException)), None)
 
 
 def _override_value(exc: BaseException, key: str) -> Any:

@@ -36,7 +36,7 @@ from t2exp.evaluation.paired import (
 from t2exp.evaluation.reporting.runs import RunInfo, resolve_target
 from t2exp.evaluation.reporting.tables import select_baseline
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm_header
-from t2exp.infra.mlflow_store import open_for_reading
+from t2exp.infra.mlflow_store import open_client
 from t2exp.infra.paths import default_tracking_uri
 
 
@@ -56,12 +56,12 @@ def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
 
 def lazy_client(tracking_uri: str | None) -> Callable[[], Any]:
     """The MLflow client of ``tracking_uri``, opened on first use (only a run id needs one; a
-    store that does not exist is not created: :func:`open_for_reading`)."""
+    store that does not exist is not created)."""
     clients: list[Any] = []
 
     def client() -> Any:
         if not clients:
-            clients.append(open_for_reading(tracking_uri or default_tracking_uri()))
+            clients.append(open_client(tracking_uri or default_tracking_uri(), "--tracking-uri", create=False))
         return clients[0]
 
     return client

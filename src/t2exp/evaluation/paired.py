@@ -17,7 +17,6 @@ and the questions on which the two differ, sorted by effect
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.questions import QuestionDiff, QuestionKey, by_effect, index_by_question, question_differences, question_record
 from t2exp.evaluation.scoring.predictions import logged_rows, read_predictions
 from t2exp.evaluation.stats import CI_SEED, N_BOOT, holm, paired_bootstrap, permutation_test
+from t2exp.infra.mlflow_store import run_artifact
 
 OVERALL = "overall"
 OTHER_QUESTIONS = "other questions"  # why a pair that must share its questions was not compared
@@ -42,14 +42,8 @@ class CompareError(T2ExpError):
 
 def load_run_predictions(client: Any, run_id: str) -> list[dict[str, Any]]:
     """The ``predictions.jsonl`` artifact of an MLflow run."""
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            path = client.download_artifacts(run_id, "predictions.jsonl", tmp)
-        except Exception as exc:  # MLflow raises several types for a missing run/artifact
-            raise CompareError(
-                f"run {run_id}: cannot download predictions.jsonl ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-            ) from None
-        return read_logged(Path(path), f"run {run_id}: predictions.jsonl")
+    with run_artifact(client, run_id, "predictions.jsonl") as path:
+        return read_logged(path, f"run {run_id}: predictions.jsonl")
 
 
 def read_logged(path: Path, label: str | None = None) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
-"""Reaching an MLflow tracking store before the first MLflow call: a server is checked to answer
-(:func:`check_server`, used by the app and every command), and a command that only reads runs
-opens the store with :func:`open_for_reading`, which never creates one.
+"""MLflow in one room: the one client t2exp opens (:func:`open_client`), the names of the
+``t2exp.*`` tags it sets (:class:`Tag`), and reading a run back (:func:`run_artifact`,
+:func:`run_status`). A server is checked to answer (:func:`check_server`) before any work starts.
 
 MLflow's REST client retries a failed request 7 times with a doubling backoff (minutes of silence
 when the server is gone), and MLflow creates an empty store at a ``sqlite:///`` path or a
@@ -10,13 +10,15 @@ directory that does not exist (a mistyped path reads as "no such run").
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from t2exp.errors import TrackingError, one_line
 from t2exp.infra.redaction import register_secret
+from t2exp.infra.sqlite_store import first_open, sqlite_path
 
 # a command retries a few times and then says so in one line; a value the user set wins
 HTTP_RETRY_DEFAULTS = {
@@ -101,17 +103,6 @@ def move_login(uri: str, environ: MutableMapping[str, str] | None = None) -> str
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-SQLITE_PREFIX = "sqlite:///"
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///PATH`` tracking URI, else None (also in memory)."""
-    if not uri.startswith(SQLITE_PREFIX):
-        return None
-    path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
-    return Path(path) if path and path != ":memory:" else None
-
-
 def local_store(uri: str) -> Path | None:
     """The file or directory of a local store: ``sqlite:///PATH``, ``file:PATH`` or a bare path;
     None for a server or a database elsewhere (``http://``, ``postgresql://``, ``sqlite://`` in memory)."""
@@ -123,18 +114,89 @@ def local_store(uri: str) -> Path | None:
     return Path(uri) if not parsed.scheme or len(parsed.scheme) == 1 else None  # a bare path (C:\\ on Windows)
 
 
-def open_for_reading(uri: str, key: str = "--tracking-uri") -> Any:
-    """An ``MlflowClient`` of the existing store at ``uri``, for a command that reads runs: a
-    server must answer (:func:`check_server`), a local store must exist. Raises ``TrackingError``
-    naming the URI and the fix; nothing is created."""
-    if uri.startswith(("http://", "https://")):
+class Tag:
+    """The ``t2exp.*`` tags of a run (and of a question's trace): their names live here only."""
+
+    CELL_KEY = "t2exp.cell_key"  # what resume=true finds a FINISHED cell by
+    OVERRIDES = "t2exp.overrides"  # the cell's overrides, redacted
+    ERROR = "t2exp.error"  # why the run failed
+    SHARDS, SHARD, SHARD_OF = "t2exp.shards", "t2exp.shard", "t2exp.shard_of"  # a sharded cell's run; a shard's (i/N, the cell key)
+    SUPERSEDED_BY = "t2exp.superseded_by"  # a stale cell run, KILLED: the run that completed the cell
+    RESUMED_FROM = "t2exp.resumed_from"  # a skipped cell's mirror in a sweep: the finished run
+    SWEEP, SWEEP_DIR = "t2exp.sweep", "t2exp.sweep_dir"  # a sweep's parent run ("parent") and its directory
+    REPORT = "t2exp.report"  # the run of a report
+    KIND, PREDICTIONS = "t2exp.kind", "t2exp.predictions"  # t2exp score --mlflow: "score" and the file scored
+    TUNED_ON, REPORTED_ON, SWEEP_KIND = "t2exp.tuned_on", "t2exp.reported_on", "t2exp.sweep_kind"
+    VERSION, GIT_DIRTY, HOST, PID = "t2exp.version", "t2exp.git_dirty", "t2exp.host", "t2exp.pid"
+    QUESTION_ID, SUBSET = "t2exp.question_id", "t2exp.subset"  # a question's trace
+
+
+def open_client(uri: str, key: str = "tracking.uri", *, create: bool = True) -> Any:
+    """The ``MlflowClient`` of ``uri``, the only one t2exp makes. ``create``: a new SQLite store is
+    created (:func:`first_open`); else (a command that reads runs) a server must answer, a local
+    store must exist and nothing is created. Raises ``TrackingError`` naming ``key``, the URI and the fix."""
+    from mlflow.tracking import MlflowClient
+
+    if not create and uri.startswith(("http://", "https://")):
         check_server(uri, key)
-    path = local_store(uri)
+    path = None if create else local_store(uri)
     if path is not None and not path.exists():
         raise TrackingError(
             f"{key}={uri}: no MLflow store at {path} (nothing was created); give the store your runs were "
             f"logged to (a run's default: mlruns/mlflow.db under the directory it was started from)"
         )
-    from mlflow.tracking import MlflowClient
+    with first_open(uri) if create else nullcontext():
+        return MlflowClient(tracking_uri=uri)
 
-    return MlflowClient(tracking_uri=uri)
+
+@contextmanager
+def run_artifact(client: Any, run_id: str, path: str) -> Iterator[Path]:
+    """The artifact ``path`` of run ``run_id``, downloaded to a temporary directory for the block."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            local = client.download_artifacts(run_id, path, tmp)
+        except Exception as exc:  # MLflow raises several types for a missing run/artifact
+            raise TrackingError(f"run {run_id}: cannot download {path} ({type(exc).__name__}: {one_line(exc, 200)})") from None
+        yield Path(local)
+
+
+def search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
+    """Every run of ``experiment_id`` that ``filter_string`` selects, oldest first (all pages of MLflow's search)."""
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def child_runs(client: Any, parent_id: str, status: str | None = None) -> list[Any]:
+    """Every child run of ``parent_id`` (only those of ``status`` when given), oldest first."""
+    where = f"tags.mlflow.parentRunId = '{parent_id}'" + (f" and attributes.status = '{status}'" if status else "")
+    return search_all(client, client.get_run(parent_id).info.experiment_id, where)
+
+
+def cell_runs(client: Any, experiment_id: str, key: str, status: str, shards: int | None = None) -> list[Any]:
+    """The runs of the cell ``key`` (a sharded cell's of ``shards`` shards, when given) in ``status``, newest first."""
+    where = f"tags.`{Tag.CELL_KEY}` = '{key}' and attributes.status = '{status}'" + (
+        f" and tags.`{Tag.SHARDS}` = '{shards}'" if shards else ""
+    )
+    return search_all(client, experiment_id, where)[::-1]
+
+
+def run_status(client: Any, run_id: str) -> str | None:
+    """The status of run ``run_id`` (``RUNNING``, ``FINISHED``, ...); None when the store has no such run."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(client.get_run(run_id).info.status)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        return None

@@ -12,14 +12,14 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from t2exp.errors import ConfigError, one_line
+from t2exp.errors import ConfigError, causes, one_line
 
 T = TypeVar("T")
 
 
 def _missing_model(exc: BaseException) -> bool:
     """An error that means "the weights are not here and cannot be fetched"."""
-    names = {type(e).__name__ for e in _chain(exc)}
+    names = {type(e).__name__ for e in causes(exc)}
     if names & {
         "LocalEntryNotFoundError",
         "RepositoryNotFoundError",
@@ -29,18 +29,8 @@ def _missing_model(exc: BaseException) -> bool:
         "EntryNotFoundError",
     }:
         return True
-    text = " ".join(str(e) for e in _chain(exc))
+    text = " ".join(str(e) for e in causes(exc))
     return isinstance(exc, OSError) and ("huggingface.co" in text or "is not a local folder" in text or "offline" in text.lower())
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    out, seen = [], set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        out.append(e)
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return out
 
 
 def is_path(model: str) -> bool:

@@ -89,6 +89,16 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+def process_ended(pid: int) -> bool:
+    """No process has ``pid`` now, or only one that has ended and waits for its reaper (a zombie)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # there, another user's
+        return False
+
+
 def stop_process(proc: subprocess.Popen[bytes], grace: float, *, term_group: bool, kill_wait: float = 10.0) -> signal.Signals | None:
     """SIGTERM ``proc`` (the leader of its own process group), then SIGKILL its whole group if it is
     still there ``grace`` seconds later (waiting at most ``kill_wait`` more); the last signal sent

@@ -17,6 +17,7 @@ from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.generators import Sampling
+from t2exp.infra.mlflow_store import Tag
 from t2exp.pipeline.predictions import write_leaderboard, write_predictions
 from t2exp.pipeline.shards import Layout, merged_counts, merged_rows
 from t2exp.pipeline.steps import Components, Parts, Result, Settings, _score
@@ -85,7 +86,7 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         logged.record(result, c.parts.prompts.used)
         status = "FINISHED"
     except T2ExpError as exc:
-        tracker.set_tags({"t2exp.error": str(exc)})
+        tracker.set_tags({Tag.ERROR: str(exc)})
         raise
     finally:
         tracker.finish(status)

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from t2exp.config import to_dict
 from t2exp.data.records import Subset
 from t2exp.infra.cache import atomic_write_text, cell_lock
+from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.redaction import redact_overrides, redact_value
 from t2exp.pipeline.build import build_components
 from t2exp.pipeline.cell import finished_cell, run_and_log
@@ -135,7 +136,7 @@ def _answer(
         layout.write_done(i, {"shard": i, "shards": n, "run_id": None, "cell_run": cell_run, "metrics": {}, "prompts": {}, "spans": {}})
         return Result(metrics={}, predictions_path=layout.predictions(i), skipped=True)
     shard = Components(parts=parts, settings=dataclasses.replace(components.settings, run_dir=layout.dir(i)), stop=components.stop)
-    tags = {runs.SHARD_TAG: f"{i}/{n}", runs.SHARD_OF_TAG: cell.key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
+    tags = {Tag.SHARD: f"{i}/{n}", Tag.SHARD_OF: cell.key, Tag.OVERRIDES: " ".join(redact_overrides(list(overrides or [])))}
     try:
         result = run_and_log(cfg, overrides, signals, cell, shard, tags=tags, parent=cell_run, name=f"{run_name(cfg)}-shard{i}of{n}")
     except BaseException as exc:

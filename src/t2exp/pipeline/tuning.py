@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 from t2exp.errors import ConfigError
+from t2exp.infra.mlflow_store import Tag
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def log_parent(
     }
     tracker.log_params(params)
     tracker.log_metrics({k: v for k, v in (("tune/tune_score", tune_value), ("tune/eval_score", eval_value)) if v is not None})
-    tracker.set_tags({"t2exp.tuned_on": tuned_on, "t2exp.reported_on": reported_on, "t2exp.sweep_kind": "tune"})
+    tracker.set_tags({Tag.TUNED_ON: tuned_on, Tag.REPORTED_ON: reported_on, Tag.SWEEP_KIND: "tune"})
 
 
 def check_folds(config: Any, held_out: bool) -> None:

@@ -24,6 +24,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp.errors import TrackingError, exit_with, one_line
+from t2exp.infra.mlflow_store import Tag, child_runs, open_client, run_status
 from t2exp.infra.redaction import redact_overrides, redact_text
 from t2exp.infra.signals import forwarded_signal, start_sweep_signals
 from t2exp.tracking.mlflow_run import PARENT_ENV, ensure_tracking
@@ -38,18 +39,16 @@ class MLflowSweepCallback(Callback):
         self.detached = False  # hydra.launcher.wait=false: the parent outlives this process
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from mlflow.tracking import MlflowClient
-
         tr = config.tracking
         self.uri = str(tr.uri)
         task = cast(list[str], OmegaConf.to_container(config.hydra.overrides.task, resolve=False)) or []
         overrides = redact_text(" ".join(redact_overrides(task)))  # the same redaction as every child's tags
         try:
             exp_id = ensure_tracking(self.uri, str(tr.experiment), tr.get("artifact_location"))
-            run = MlflowClient(tracking_uri=self.uri).create_run(
+            run = open_client(self.uri).create_run(
                 exp_id,
                 run_name=f"sweep {overrides}"[:250],
-                tags={"t2exp.sweep": "parent", "t2exp.sweep_dir": str(config.hydra.sweep.dir), "t2exp.overrides": overrides},
+                tags={Tag.SWEEP: "parent", Tag.SWEEP_DIR: str(config.hydra.sweep.dir), Tag.OVERRIDES: overrides},
             )
         except TrackingError as exc:  # the store cannot be opened: its own line names the file and the fix
             exit_with(redact_text(str(exc)))
@@ -93,18 +92,14 @@ class MLflowSweepCallback(Callback):
         if self.parent_id is None or self.detached:
             return
         try:
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(tracking_uri=self.uri)
-            parent = client.get_run(self.parent_id)
-            if parent.info.status != "RUNNING":
+            client = open_client(str(self.uri))
+            if run_status(client, self.parent_id) != "RUNNING":
                 return
             client.set_terminated(self.parent_id, status="KILLED" if forwarded_signal() else "FAILED")
             if forwarded_signal():
                 # the local cells were stopped by the passed-on signal, and joblib ends the other
                 # workers as soon as the first cell raises: one may be gone before it closed its run
-                running = f"tags.mlflow.parentRunId = '{self.parent_id}' and attributes.status = 'RUNNING'"
-                for child in client.search_runs([parent.info.experiment_id], filter_string=running):
+                for child in child_runs(client, self.parent_id, "RUNNING"):
                     client.set_terminated(child.info.run_id, status="KILLED")
         except Exception:  # best effort at interpreter exit
             pass
@@ -116,15 +111,13 @@ def close_sweep(uri: str, parent_id: str, work: Path | None = None) -> str:
     by the launching process, or by ``t2exp status``/``t2exp collect`` after a submit-and-return
     sweep; the report's files go under ``work`` (the sweep's ``paths.work``; default the current
     directory). The parent's status, returned."""
-    from mlflow.tracking import MlflowClient
-
     from t2exp.tracking.summary import ui_line
 
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri)
     _name_cells(client, parent_id)
     _report(uri, parent_id, work)
     parent = client.get_run(parent_id)
-    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+    children = child_runs(client, parent_id)
     status = "FAILED" if any(c.info.status in ("FAILED", "KILLED") for c in children) else "FINISHED"
     client.set_terminated(parent_id, status=status)
     log.info("sweep done: MLflow parent run %s (its report: artifacts report/ of that run)", parent_id)

@@ -23,6 +23,7 @@ from t2exp.errors import T2ExpError, TrackingError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import headline_metrics, metric_label
 from t2exp.infra.cache import atomic_write_text, read_jsonl
+from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.option_meta import without_meta
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.infra.signals import Interrupted
@@ -52,7 +53,7 @@ def run_name(cfg: DictConfig) -> str:
 
 def cell_tags(key: str, overrides: list[str] | None) -> dict[str, str]:
     """The tags of a cell's MLflow run: its key (what ``resume=true`` finds it by) and its overrides."""
-    return {"t2exp.cell_key": key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
+    return {Tag.CELL_KEY: key, Tag.OVERRIDES: " ".join(redact_overrides(list(overrides or [])))}
 
 
 def cell_params(resolved: Mapping[str, Any], subsets: Sequence[Subset]) -> dict[str, Any]:
@@ -194,10 +195,10 @@ def cell_run(
             f"{exc}; the predictions so far are kept in {run_dir}: run the same command again to resume and log them"
         ) from None
     except T2ExpError as exc:
-        tracker.set_tags({"t2exp.error": str(exc)})
+        tracker.set_tags({Tag.ERROR: str(exc)})
         raise
     except Exception as exc:
-        tracker.set_tags({"t2exp.error": f"{type(exc).__name__}: {exc}"[:2000]})
+        tracker.set_tags({Tag.ERROR: f"{type(exc).__name__}: {exc}"[:2000]})
         raise
     finally:
         closing()

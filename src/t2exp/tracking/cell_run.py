@@ -16,23 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.infra.cache import build_lock, lock_name
+from t2exp.infra.mlflow_store import Tag, cell_runs, open_client, run_status
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, ensure_tracking
 
 log = logging.getLogger("t2exp")
-
-SHARDS_TAG = "t2exp.shards"
-SHARD_TAG = "t2exp.shard"
-SHARD_OF_TAG = "t2exp.shard_of"
-
-
-def _running(client: Any, exp_id: str, key: str, shards: int) -> list[Any]:
-    return list(
-        client.search_runs(
-            [exp_id],
-            filter_string=f"tags.`t2exp.cell_key` = '{key}' and tags.`{SHARDS_TAG}` = '{shards}' and attributes.status = 'RUNNING'",
-            order_by=["attributes.start_time DESC"],
-        )
-    )
 
 
 def open_cell_run(
@@ -54,12 +41,10 @@ def open_cell_run(
     with build_lock(lock_dir, lock_name("cell", key, "run"), timeout=600):
         exp_id = ensure_tracking(uri, experiment, art)
         parent = os.environ.get(PARENT_ENV) or None
-        from mlflow.tracking import MlflowClient
-
-        for run in _running(MlflowClient(tracking_uri=uri), exp_id, key, shards):
+        for run in cell_runs(open_client(uri), exp_id, key, "RUNNING", shards):
             if any_parent or run.data.tags.get("mlflow.parentRunId") == parent:
                 return str(run.info.run_id)
-        tracker = Tracker(uri, experiment, art, name, {**tags, SHARDS_TAG: str(shards)})
+        tracker = Tracker(uri, experiment, art, name, {**tags, Tag.SHARDS: str(shards)})
         tracker.log_params(params)
         tracker.log_inputs(subsets)
         log.info("MLflow run %s (%s) for the cell, sharded %d ways; each shard logs a child run", tracker.run_id, name, shards)
@@ -70,57 +55,39 @@ def end_cell_run(uri: str, run_id: str, status: str, error: str | None = None) -
     """Close the cell run (a shard failed or was stopped: FAILED or KILLED), noting why."""
     tracker = Tracker.attach(uri, run_id)
     if error:
-        tracker.set_tags({"t2exp.error": error[:2000]})
+        tracker.set_tags({Tag.ERROR: error[:2000]})
     tracker.finish(status)
 
 
 def adopt(uri: str, cell_run: str, shard_runs: Mapping[str, Path]) -> None:
     """Make ``shard_runs`` (from this attempt or an earlier one; each with the ``done.json`` that
     names it) children of ``cell_run``."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
     from t2exp.errors import DataError, one_line
 
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri)
     for run_id, done in shard_runs.items():
-        try:
-            client.set_tag(run_id, "mlflow.parentRunId", cell_run)
-        except MlflowException as exc:
-            if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
-                raise
+        if run_status(client, run_id) is None:
             raise DataError(
                 f"{done}: names shard run {one_line(run_id, 40)}, which is not in the cell's MLflow store (tracking.uri); "
                 f"delete {done.name} and run that shard again with resume=true: its answers are kept"
-            ) from None
+            )
+        client.set_tag(run_id, "mlflow.parentRunId", cell_run)
 
 
 def is_running(uri: str, run_id: str) -> bool:
     """``run_id`` is RUNNING (False for a run this store does not hold)."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    try:
-        return MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "RUNNING"
-    except MlflowException as exc:
-        if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
-            raise
-        return False
+    return run_status(open_client(uri), run_id) == "RUNNING"
 
 
 def is_finished(uri: str, run_id: str) -> bool:
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri).get_run(run_id).info.status == "FINISHED"
+    return run_status(open_client(uri), run_id) == "FINISHED"
 
 
 def close_stale(uri: str, experiment_id: str, key: str, shards: int, keep: str) -> None:
     """Other cell runs of this cell still RUNNING (attempts whose shard was killed before it could
     close them): KILLED, naming the run that completed the cell."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    for run in _running(client, experiment_id, key, shards):
+    client = open_client(uri)
+    for run in cell_runs(client, experiment_id, key, "RUNNING", shards):
         if run.info.run_id != keep:
-            client.set_tag(run.info.run_id, "t2exp.superseded_by", keep)
+            client.set_tag(run.info.run_id, Tag.SUPERSEDED_BY, keep)
             client.set_terminated(run.info.run_id, status="KILLED")

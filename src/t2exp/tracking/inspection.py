@@ -20,6 +20,8 @@ from typing import Any
 
 from t2exp.evaluation.metrics import question_metric_names
 from t2exp.evaluation.questions import index_by_question
+from t2exp.infra.mlflow_store import Tag
+from t2exp.infra.signals import process_ended
 from t2exp.tracking.genai import rationale
 
 # the experiment kind: "custom_model_development" is the runs table in MLflow UIs that open an
@@ -43,7 +45,7 @@ def code_version() -> dict[str, str]:
 
     tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": "python -m t2exp"}
     try:
-        tags["t2exp.version"] = version("t2exp")
+        tags[Tag.VERSION] = version("t2exp")
     except PackageNotFoundError:
         pass
     here = Path(__file__).resolve().parent
@@ -54,36 +56,28 @@ def code_version() -> dict[str, str]:
             dirty = subprocess.run(
                 ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
             )
-            tags["t2exp.git_dirty"] = str(bool(dirty.stdout.strip())).lower()
+            tags[Tag.GIT_DIRTY] = str(bool(dirty.stdout.strip())).lower()
     except (OSError, subprocess.SubprocessError):  # no git here: the version tag says what ran
         pass
     return tags
 
 
 def process_tags() -> dict[str, str]:
-    """Where a run's process runs (``t2exp.host``, ``t2exp.pid``): :func:`process_gone` reads them back."""
+    """Where a run's process runs (its host and pid): :func:`process_gone` reads them back."""
     import os
     import socket
 
-    return {"t2exp.host": socket.gethostname(), "t2exp.pid": str(os.getpid())}
+    return {Tag.HOST: socket.gethostname(), Tag.PID: str(os.getpid())}
 
 
 def process_gone(tags: Mapping[str, str]) -> bool:
     """The process of a run with ``tags`` (:func:`process_tags`) is known to have ended: it ran
-    on this host and no process has its id now. False where that cannot be told (another host)."""
-    import os
+    on this host and has ended (:func:`~t2exp.infra.signals.process_ended`). False where that
+    cannot be told (another host)."""
     import socket
 
-    pid = tags.get("t2exp.pid", "")
-    if tags.get("t2exp.host") != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # there, another user's
-        return False
-    return False
+    pid = tags.get(Tag.PID, "")
+    return tags.get(Tag.HOST) == socket.gethostname() and pid.isdigit() and process_ended(int(pid))
 
 
 def dataset_entities(subsets: Sequence[Any]) -> list[Any]:
@@ -168,7 +162,7 @@ def log_traces(
             experiment_id=experiment_id,
             run_id=run_id,
             inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
-            tags={"t2exp.question_id": str(r["id"]), "t2exp.subset": str(r.get("subset"))},
+            tags={Tag.QUESTION_ID: str(r["id"]), Tag.SUBSET: str(r.get("subset"))},
             start_time_ns=min((t[0] for t in times.values()), default=None),
         )
         tid, pid = root.trace_id, root.span_id

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.errors import TrackingError, one_line
+from t2exp.infra.mlflow_store import Tag, cell_runs, open_client
 from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
-from t2exp.infra.mlflow_store import sqlite_path
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
+from t2exp.infra.sqlite_store import driver_words, known_fault, sqlite_path
 from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, process_tags, set_experiment_kind
-from t2exp.tracking.store import driver_words, known_fault, open_client
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def ensure_tracking(uri: str, experiment: str, artifact_location: str | None) -> str:
     """Set the tracking URI, check a server answers, open the store (a new SQLite store is created
-    under its lock: ``tracking.store.open_client``) and create the experiment if needed; returns
+    under its lock: ``infra.mlflow_store.open_client``) and create the experiment if needed; returns
     the experiment id. Every MLflow call of a run comes after this one."""
     import mlflow
 
@@ -207,14 +207,9 @@ class Tracker:
 
 
 def finished_run_for(uri: str, experiment: str, artifact_location: str | None, key: str):
-    """The newest FINISHED run with ``t2exp.cell_key == key``, or None."""
+    """The newest FINISHED run of the cell ``key``, or None."""
     exp_id = ensure_tracking(uri, experiment, artifact_location)
-    runs = open_client(uri).search_runs(
-        [exp_id],
-        filter_string=f"tags.`t2exp.cell_key` = '{key}' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
+    runs = cell_runs(open_client(uri), exp_id, key, "FINISHED")
     return runs[0] if runs else None
 
 
@@ -229,7 +224,7 @@ def mirror_into_sweep(uri: str, experiment: str, artifact_location: str | None, 
     if not parent or done.data.tags.get("mlflow.parentRunId") == parent:
         return None
     keep = {k: v for k, v in done.data.tags.items() if not k.startswith("mlflow.") or k in MIRRORED_MLFLOW_TAGS}
-    mirror = Tracker(uri, experiment, artifact_location, run_name, {**keep, "t2exp.resumed_from": done.info.run_id})
+    mirror = Tracker(uri, experiment, artifact_location, run_name, {**keep, Tag.RESUMED_FROM: done.info.run_id})
     mirror.log_params(done.data.params)
     mirror.log_metrics(done.data.metrics)
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,6 +10,7 @@ from typing import Any
 
 from t2exp.evaluation.reporting.runs import RunInfo
 from t2exp.evaluation.reporting.tables import swept_keys
+from t2exp.infra.mlflow_store import child_runs
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ def sweep_names(runs: Sequence[RunInfo]) -> dict[str, str]:
 def name_sweep_cells(client: Any, parent_id: str) -> dict[str, str]:
     """Renames the child runs of the sweep ``parent_id`` to :func:`sweep_names` (every child,
     finished or not, so the names tell all of them apart). Returns the new names."""
-    parent = client.get_run(parent_id)
-    children = client.search_runs([parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'", max_results=5000)
+    children = child_runs(client, parent_id)
     names = sweep_names([RunInfo.from_mlflow(c) for c in children])
     for c in children:
         if c.data.tags.get("mlflow.runName") != names[c.info.run_id]:

@@ -29,7 +29,7 @@ from t2exp.evaluation.reporting.tuning import build_tuning, render_tuning, write
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.evaluation.tabular import md_escape
 from t2exp.infra.contained import inside, safe_segment
-from t2exp.infra.mlflow_store import open_for_reading
+from t2exp.infra.mlflow_store import Tag, open_client
 from t2exp.infra.paths import default_tracking_uri, work_dir
 
 TABLES = ("auto", "table3", "table4", "readings")
@@ -128,7 +128,7 @@ def log_report(client: Any, target: Target, result: ReportResult) -> str:
     if target.parent_id is not None:
         run_id = target.parent_id
     else:
-        run = client.create_run(target.experiment_id, run_name="report", tags={"t2exp.report": "1", "mlflow.runName": "report"})
+        run = client.create_run(target.experiment_id, run_name="report", tags={Tag.REPORT: "1", "mlflow.runName": "report"})
         run_id = run.info.run_id
     for f in result.files:
         client.log_artifact(run_id, str(f), "report")
@@ -144,9 +144,7 @@ def report_parent(tracking_uri: str, parent_id: str, work: Path | None = None) -
     end does on its own; ``t2exp report PARENT_ID`` does the same by hand); its files go to
     ``outputs/reports/<parent id>`` under ``work`` (the sweep's ``paths.work``; default the
     current directory)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = open_client(tracking_uri)
     target = resolve_target(client, parent_id)
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))
     result = make_report(target, default_out_dir(parent_id, work), source)
@@ -185,7 +183,7 @@ def report(
         raise ReportError("--k must be >= 1")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise ReportError(f"--out {out}: a file, not a folder; give a folder for the report's files (it is made when missing)")
-    client = open_for_reading(tracking_uri or default_tracking_uri())  # the runs' store: never a new one
+    client = open_client(tracking_uri or default_tracking_uri(), "--tracking-uri", create=False)  # the runs' store: never a new one
     resolved = resolve_target(client, target)
     source = CellSource(lambda run_id: load_run_predictions(client, run_id))
     names = [t.strip() for t in tables.split(",")] if isinstance(tables, str) else list(tables)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from t2exp.errors import T2ExpError
+from t2exp.infra.mlflow_store import Tag, child_runs, search_all
 
 GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker", "protocol")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -34,7 +35,7 @@ class RunInfo:
             name=tags.get("mlflow.runName", run.info.run_id[:8]),
             params=dict(run.data.params),
             metrics=dict(run.data.metrics),
-            overrides=parse_overrides(tags.get("t2exp.overrides", "")),
+            overrides=parse_overrides(tags.get(Tag.OVERRIDES, "")),
             start_time=int(run.info.start_time or 0),
         )
 
@@ -73,23 +74,10 @@ class Target:
     notes: list[str] = field(default_factory=list)
 
 
-def _search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
-    out: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs(
-            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
-
-
 def _newest_per_cell(runs: list[Any]) -> list[Any]:
     keep: dict[str, Any] = {}
     for r in runs:
-        key = r.data.tags.get("t2exp.cell_key") or r.info.run_id
+        key = r.data.tags.get(Tag.CELL_KEY) or r.info.run_id
         if key not in keep or (r.info.start_time or 0) >= (keep[key].info.start_time or 0):
             keep[key] = r
     return sorted(keep.values(), key=lambda r: r.info.start_time or 0)
@@ -119,7 +107,7 @@ def resolve_target(client: Any, target: str) -> Target:
             parent = None
         if parent is not None:
             exp_id = parent.info.experiment_id
-            children = _search_all(client, exp_id, f"tags.mlflow.parentRunId = '{target}'")
+            children = child_runs(client, target)
             if not children:
                 raise ReportError(f"run {target} has no child runs; pass a sweep's parent run id or an experiment name")
             bad = [c for c in children if c.info.status != "FINISHED"]
@@ -138,11 +126,11 @@ def resolve_target(client: Any, target: str) -> Target:
         raise ReportError(f"{target!r} is neither a run id nor an MLflow experiment name at this tracking URI")
     runs = [
         r
-        for r in _search_all(client, exp.experiment_id)
+        for r in search_all(client, exp.experiment_id)
         if r.info.status == "FINISHED"
-        and r.data.tags.get("t2exp.sweep") != "parent"
-        and "t2exp.report" not in r.data.tags
-        and "t2exp.shard" not in r.data.tags
+        and r.data.tags.get(Tag.SWEEP) != "parent"
+        and Tag.REPORT not in r.data.tags
+        and Tag.SHARD not in r.data.tags
     ]  # a sharded cell's shard runs: the cell's run reports it
     if not runs:
         raise ReportError(

@@ -1,9 +1,9 @@
-"""Opening an MLflow tracking store: the first MLflow call a process makes on a store.
+"""A SQLite tracking store's first open in a process (:func:`first_open`, under which
+:func:`t2exp.infra.mlflow_store.open_client` makes the call).
 
 MLflow creates and migrates a new SQLite store on first use (the client's constructor does it),
 and two processes doing that at once break each other (``table already exists``, ``duplicate
-column``). :func:`open_client` is the one place a t2exp process makes that call: for a SQLite
-store it happens under a lock next to the file, once per process and store (MLflow keeps the
+column``): it happens under a lock next to the file, once per process and store (MLflow keeps the
 opened store for the process). A fault opening the file (not SQLite, a schema of another MLflow
 version, a disk that fills while the store is created, no permission) is one ``TrackingError``
 naming the file and the fix; a new store whose creation failed is removed (it holds no run).
@@ -19,26 +19,36 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from t2exp.errors import OS_FAULTS, TrackingError, one_line, os_error_line
+from t2exp.errors import OS_FAULTS, TrackingError, causes, one_line, os_error_line
 from t2exp.infra.cache import build_lock, lock_name
 from t2exp.infra.contained import remove_file
-from t2exp.infra.mlflow_store import SQLITE_PREFIX, sqlite_path
 
+SQLITE_PREFIX = "sqlite:///"
 _OPENED: set[str] = set()  # the SQLite stores this process has opened (MLflow caches each one)
 INIT_LOCK_TIMEOUT = 600  # seconds a process waits for another one creating the same store
 
 
-def open_client(uri: str) -> Any:
-    """An ``MlflowClient`` of ``uri``; a SQLite store is opened (created, migrated) under its lock
-    the first time this process opens it. Raises ``TrackingError`` naming the file and the fix."""
-    from mlflow.tracking import MlflowClient
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` tracking URI, else None (also in memory)."""
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
 
+
+@contextmanager
+def first_open(uri: str) -> Iterator[None]:
+    """The block that opens the store ``uri``: a SQLite store opened first in this process is
+    opened under its lock, a new one created whole before it. Raises ``TrackingError`` naming the
+    file and the fix."""
     db = sqlite_path(uri)
     if db is None or uri in _OPENED:
-        return MlflowClient(tracking_uri=uri)
+        yield
+        return
     _forget_engine(db)  # one kept from an open cut off earlier in this process holds a broken transaction
     new = False  # set under the lock: only a store this process began may be removed
     try:
@@ -47,28 +57,18 @@ def open_client(uri: str) -> Any:
             new = not db.exists() or db.stat().st_size == 0
             if new:
                 _create(db)
-            client = MlflowClient(tracking_uri=uri)
+            yield
     except Exception as exc:
         _forget_engine(db)
         if new:
             _remove_half_made(db)
-        stop = _stop_behind(exc)
+        stop = next((e for e in causes(exc) if not isinstance(e, Exception)), None)  # Ctrl-C or SIGTERM behind a clean-up's error
         if stop is not None:
             raise stop from None
         half = None if new else half_migrated(db)
         line = f"tracking.uri={uri}: {db} {half}" if half else store_fault(uri, db, exc, removed=new and not db.exists())
         raise TrackingError(line) from None
     _OPENED.add(uri)
-    return client
-
-
-def _stop_behind(exc: BaseException) -> BaseException | None:
-    """The Ctrl-C or SIGTERM (``Interrupted``) that stopped MLflow's migrations, when the library's
-    clean-up after it raised another error (alembic's: a rolled-back transaction); else None."""
-    seen: BaseException | None = exc
-    while seen is not None and isinstance(seen, Exception):
-        seen = seen.__cause__ or seen.__context__
-    return seen
 
 
 _CREATING = ".creating-"  # a new store's name while MLflow migrates it: mlflow.db.creating-<pid>
@@ -180,13 +180,8 @@ _SCHEMA = re.compile(r"found version (\w+), but expected (\w+)")
 def driver_words(exc: BaseException) -> str:
     """What the database driver said, as one line: SQLAlchemy's and MLflow's wrappers of its error
     (``orig``, somewhere down the chain of causes) quote the SQL first and cut it off."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        orig = getattr(seen, "orig", None)
-        if orig is not None:
-            return one_line(orig)
-        seen = seen.__cause__ or seen.__context__
-    return one_line(exc)
+    origs = [o for e in causes(exc) if (o := getattr(e, "orig", None)) is not None]
+    return one_line(origs[0] if origs else exc)
 
 
 def known_fault(uri: str, db: Path, exc: BaseException) -> str | None:
@@ -210,10 +205,8 @@ def store_fault(uri: str, db: Path, exc: BaseException, removed: bool = False) -
     if known:
         return f"tracking.uri={uri}: {known}{gone}"
     what = one_line(driver_words(exc), 160)
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, OSError):
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(cause, OSError):
+    cause = next((e for e in causes(exc) if isinstance(e, OSError)), None)
+    if cause is not None:
         if cause.filename is None:
             cause.filename = str(db)
         return f"tracking.uri={uri}: {os_error_line(cause)}{gone}"
