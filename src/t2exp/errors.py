@@ -74,6 +74,13 @@ def os_error_line(exc: OSError) -> str:
     return f"{where}: {fault}; {advice}"
 
 
+def command_error(prog: str, problem: object) -> int:
+    """Print a subcommand's one error line (``<prog>: error: ...``; an OSError names path and fix); exit status 2."""
+    line = os_error_line(problem) if isinstance(problem, OSError) else one_line(problem)
+    print(f"{prog}: error: {line}", file=sys.stderr)
+    return 2
+
+
 @contextmanager
 def naming(path: str | PathLike[str]) -> Iterator[None]:
     """A write through a file object (``f.write``, ``flush``, ``fsync``) fails with an ``OSError``

@@ -1,27 +1,16 @@
-"""Choosing the answer: program grounding and self-consistency voting over a generator's samples.
+"""Choosing the answer among a generator's samples (``generator.sampling.samples`` > 1: the main
+answer plus ``samples - 1`` drawn at ``sample_temperature``), each parsed by the answer mode:
 
-A generation may carry extra samples (``generator.sampling.samples`` > 1: the main, usually
-greedy, answer plus ``samples - 1`` drawn at ``sample_temperature``; ``Generation.extra["samples"]``).
-Each candidate is parsed by the answer mode (:func:`t2exp.answering.answers.parse_answer`), then:
+- **grounding** (``generator.grounding``): a program is grounded when every number literal it uses is
+  a number of the evidence read (``$1,234.5`` → 1234.5), up to a factor of 100 or 1000, or one of
+  ``CONSTANTS``. ``off``; ``check``: recorded only; ``prefer``: when any candidate is grounded,
+  only grounded candidates vote.
+- **runaway guard**: a degenerate answer (``0.000…0`` until ``max_tokens``) does not vote while
+  another candidate has a value.
+- **voting**: candidates grouped by Number Match against each other; the largest group wins, ties go
+  to the earliest candidate's group, and its earliest candidate is the answer.
 
-- **grounding** (``generator.grounding``): a program is *grounded* when every number literal it
-  uses (:func:`t2exp.answering.safe_exec.program_literals`) is a number of the evidence the generator read
-  (:func:`t2exp.answering.context.terms`: ``$1,234.5`` → 1234.5, ``(12.3)%`` → 12.3), up to a factor of 100
-  or 1000 (a percentage written as a fraction, a table in thousands), or one of the constants
-  arithmetic on reports needs (``CONSTANTS``: 1 for growth, 2-4 for averages, 12 months, 100 for
-  percent, ...). A program that copies a number not in the evidence has read it wrong or made it up.
-  ``off``: not checked; ``check``: recorded per question (``grounded``) but the choice ignores it;
-  ``prefer``: when any candidate is grounded, only grounded candidates take part in the vote.
-- **runaway guard**: a candidate whose answer is degenerate (:func:`t2exp.text.numbers.is_degenerate`,
-  e.g. ``0.000…0`` written until ``max_tokens``) does not vote while any other candidate has a value.
-- **voting**: the candidates with a value are grouped by Number Match against each other
-  (:func:`t2exp.text.numbers.number_match`, the equality the score uses); the largest group
-  wins and ties go to the group of the earliest candidate (the main answer). The answer is that
-  group's earliest candidate. With one sample this is just the main answer.
-
-Recorded with the prediction: ``grounded`` (the chosen program, None outside program mode or
-when off), ``candidates`` (how many parsed to a number), ``vote_share`` (the winning group's
-share of them), and ``sample_answers`` (each candidate's answer string) when samples were drawn.
+Recorded: ``grounded``, ``candidates`` (how many parsed), ``vote_share`` and ``sample_answers``.
 """
 
 from __future__ import annotations

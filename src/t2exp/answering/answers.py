@@ -1,24 +1,15 @@
 """Answer modes: how the generator is asked for the answer and how its text becomes a number.
 
-- ``direct``: the final number only ("Final answer: <number>").
-- ``cot``: reasoning, then a "Final answer:" line.
-- ``program``: an arithmetic expression over numbers quoted from the context ("Program: <expr>"),
-  evaluated by ``t2exp.answering.safe_eval``; when no program parses, the number in the text is used.
-- ``code``: Program-of-Thoughts with named inputs: a short Python program in a code block that
-  assigns each number it needs to a variable named after it, then computes ``answer`` from them
-  (run by :func:`t2exp.answering.safe_exec.safe_exec`, whose docstring lists what it allows). A code
-  block that does not run is no answer; a reply without a code block is read as in ``program``
-  mode.
-- ``json``: the T²-RAGBench authors' answer: one JSON object ``{"reasoning_steps": [str],
-  "final_formula": str, "computed_formula": str}`` (``ANSWER_SCHEMA``), requested as structured
-  output where the backend supports it (``response_format`` on OpenAI-compatible servers, vLLM's
-  structured outputs in process); the local transformers generator has no constrained decoding,
-  so its text is read for the first JSON object. The answer is ``computed_formula`` read as the
-  authors read it, with bare ``float()``; invalid JSON, a missing key or a non-float
-  ``computed_formula`` is no answer (NM 0), and so is a runaway reply (only its first
-  ``MAX_JSON_CHARS`` characters are read, and only objects nested at most ``MAX_JSON_DEPTH``
-  deep). ``final_formula`` is kept and, when ``safe_eval`` can evaluate it, its value too
-  (``final_formula_value``).
+- ``direct``: the final number only; ``cot``: reasoning, then a "Final answer:" line.
+- ``program``: an arithmetic expression over numbers quoted from the context, evaluated by
+  ``t2exp.answering.safe_eval``; when none parses, the number in the text is used.
+- ``code``: a short Python program in a code block naming each input number, computing ``answer``
+  (:func:`t2exp.answering.safe_exec.safe_exec`); a block that does not run is no answer, a reply
+  without one is read as in ``program`` mode.
+- ``json``: the T²-RAGBench authors' object (``ANSWER_SCHEMA``), structured output where the backend
+  has it; the answer is ``computed_formula`` read with bare ``float()``. Invalid JSON, a missing key,
+  a non-float value or a runaway reply (``MAX_JSON_CHARS``, ``MAX_JSON_DEPTH``) is no answer (NM 0);
+  ``final_formula`` and its value (``final_formula_value``) are kept.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
-"""What the generator reads of each document handed to it (``context.mode``).
+"""What the generator reads of each document handed to it (``context.*``; docs/config/context.md).
 
-- ``full``: the whole document, as indexed (the T²-RAGBench authors' setting).
-- ``focused``: the document's tables, whole, plus the ``context.sentences`` sentences of its prose
-  that share the most (IDF-weighted) terms with the question, all in document order. A FinQA or
-  TAT-DQA document is ~1,050 prompt tokens; its tables and three sentences are about a third of
-  that, and prompt length is what generation on a CPU pays for (``benchmarks/main_job.py``).
-
-Tables are the lines holding a Markdown row (``| ... |``); FinQA glues its table into the prose
-(``... ( in millions ) ._|  | ... |_the volume ...``), so the text before the first ``|`` of a row
-stays with the table as its caption when the row opens the table, and the text after its last
-``|`` goes back to the prose. Sentences end at ``.``/``!``/``?`` followed by a space or at a line
-break. The selection is lexical and deterministic: the question's words and numbers (``2019``,
-``1,234.5`` → ``1234.5``) weighted by their IDF over the document's own sentences.
-
-``context.tables`` then says how the tables read: as the document has them (``markdown``) or each
-row as one line naming its values by column (``rows``, :func:`t2exp.answering.table_text.with_rows`).
-
-``context.documents`` says how many of the k retrieved documents the generator reads, best first
-(null: all k). Retrieval metrics still look at the k; a small generator handed several documents
-answers from the wrong one more often than the retriever ranks it first (benchmarks/README.md §7).
-
-``context.header`` says whether each document opens with the report it comes from
-(``company_year``: :func:`t2exp.index.documents.heading`, e.g. ``Report: Entergy, 2011``) or not
-(``none``). T²-RAGBench questions name the company and the report year; the documents themselves
-mostly do not, so a generator handed several retrieved documents cannot tell which one the
-question is about without the header.
+- ``mode=full``: the whole document, as indexed; ``focused``: its tables, whole, plus the
+  ``context.sentences`` prose sentences sharing the most IDF-weighted terms with the question
+  (words and numbers, ``1,234.5`` → ``1234.5``), in document order.
+  Tables are the lines holding a Markdown row; FinQA glues its table into the prose, so the text
+  before a row's first ``|`` stays with the table as its caption when the row opens it, and the text
+  after its last ``|`` goes back to the prose. Sentences end at ``.``/``!``/``?`` plus a space, or a line break.
+- ``tables``: ``markdown`` or ``rows`` (:func:`t2exp.answering.table_text.with_rows`);
+  ``documents``: how many of the k retrieved documents are read (null: all);
+  ``header``: ``company_year`` opens each with its report (:func:`t2exp.index.documents.heading`), or ``none``.
 """
 
 from __future__ import annotations

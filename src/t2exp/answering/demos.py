@@ -1,21 +1,12 @@
 """Retrieved demonstrations: worked answers of similar questions shown before the real one.
 
-A *pool* is a JSON Lines file in ``<paths.prompts>/demos/`` (``generator.demos=<name>`` reads
-``demos/<name>.jsonl``); each line is one solved question::
+A pool is ``<paths.prompts>/demos/<name>.jsonl`` (``generator.demos=<name>``), one solved question a line::
 
     {"id": "...", "context_id": "...", "subset": "FinQA", "question": "...", "answer": "<the answer text>"}
 
-For each question the ``generator.demos_k`` pool questions most like it are shown, best last
-(nearest the real question), through the answer template's ``demos`` variable. Likeness is the
-IDF-weighted overlap of the two questions' words over the pool (numbers and the question's company
-name ignored: they say whose report and which year, not what is asked), ties broken by pool
-order, so the choice is deterministic.
-
-A demonstration never comes from the question itself or from its document: pool entries with
-the question's ``id`` or ``context_id`` are skipped, so a pool built from a benchmark's own
-questions cannot hand a question its answer, nor numbers of the report it reads.
-``benchmarks/demos.py`` builds the shipped pools from answers that scored on questions outside
-the report sample.
+The ``generator.demos_k`` most alike (IDF-weighted word overlap, numbers and company names ignored;
+ties by pool order) go into the template's ``demos``, best last. Entries with the question's ``id``
+or ``context_id`` are skipped, so a pool never hands a question its answer or its report's numbers.
 """
 
 from __future__ import annotations

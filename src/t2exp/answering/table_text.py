@@ -1,19 +1,11 @@
-"""How the generator sees a document's tables (``context.tables``).
+"""How the generator sees a document's tables (``context.tables``): ``markdown`` as they are, or
+``rows``: each data row one line naming every value by its column
+(``net cash used ...: 2010 = -319 ( 319 ); 2009 = -1518 ( 1518 )``), so no ``|`` counting is needed.
 
-- ``markdown``: as the document has them (the T²-RAGBench contexts hold Markdown tables).
-- ``rows``: each data row as one line that names every value by its column,
-  ``net cash used for investing activities: 2010 = -319 ( 319 ); 2009 = -1518 ( 1518 )``, so a
-  value no longer has to be matched to its column header by counting ``|`` separators, which is
-  where small models pick the wrong year.
-
-A table is a run of consecutive Markdown rows (:func:`t2exp.answering.context.split` finds them and keeps a
-caption with its first row). Its header is every row above the ``|---|`` separator plus the rows
-right below it whose first cell is empty (TAT-DQA's multi-row headers); a column's name is its
-header cells joined. Header rows shorter or longer than the data rows are aligned at their right
-end (the value columns); a header row with a single text spans the columns and becomes a caption
-line. FinQA's pandas index column (an empty header over 0, 1, 2, ...) is
-dropped. The label column's own header (``( in millions )``) stays as a line above the rows. A
-table without a separator or without data rows is left as it is.
+A table is a run of Markdown rows (:func:`t2exp.answering.context.split`). Its header: the rows above
+``|---|`` plus those right below with an empty first cell (TAT-DQA), joined per column and aligned at
+their right end; a single-text header row becomes a caption line. FinQA's pandas index column is
+dropped; the label column's header stays above the rows. Tables without separator or data are left as is.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from t2exp.errors import T2ExpError, one_line, os_error_line
+from t2exp.errors import T2ExpError, command_error
 from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table, format_table
 from t2exp.evaluation.listing import SHOW, check_out, parse_show, render_questions, write_records
 from t2exp.evaluation.metrics import metric_label
@@ -122,12 +122,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp compare") -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
     try:
         _run(args)
-    except T2ExpError as exc:
-        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # --out not writable, a full disk: the path, the fault, the fix
-        print(f"{prog}: error: {os_error_line(exc)}", file=sys.stderr)
-        return 2
+    except (T2ExpError, OSError) as exc:  # OSError: --out not writable, a full disk
+        return command_error(prog, exc)
     return 0
 
 

@@ -1,19 +1,10 @@
-"""What Hydra itself raises around the app's task, as the one line a user reads.
+"""What Hydra raises around the app's task (its output directory, ``.hydra/*.yaml``, a failed sweep
+cell), as the one line a user reads instead of Hydra's traceback (:func:`guard_hydra`):
 
-Hydra makes the run's output directory and writes ``.hydra/*.yaml`` before the task runs (a
-sweep's ``multirun.yaml`` before any cell), and re-raises a failed cell of a sweep in the
-launching process; it prints any exception of these as a traceback and exits 1, before
-``python -m t2exp`` sees it. :func:`guard_hydra` wraps Hydra's reporter while the app runs:
-
-- a file-system fault (``paths.work`` read-only, a full disk under ``hydra.run.dir``) is
-  :func:`t2exp.errors.os_error_line` naming the path (Hydra's output directory when the OS
-  names none: a write through a file object), exit 2;
-- a ``hydra/launcher=local_parallel`` sweep whose launching process was sent SIGTERM/SIGINT (passed
-  on to its cells, which stop as a run does) ends with one line and exit 128 + the signal;
-- a cell process of such a sweep killed by SIGKILL (the out-of-memory killer: joblib's
-  ``TerminatedWorkerError``) is one line saying so and to resume with ``resume=true``, exit 2.
-
-Anything else is Hydra's to report, as before.
+- a file-system fault: :func:`t2exp.errors.os_error_line` naming the path, exit 2;
+- a ``local_parallel`` sweep sent SIGTERM/SIGINT (passed on to its cells): one line, exit 128 + signal;
+- a cell killed by SIGKILL (the OOM killer, joblib's ``TerminatedWorkerError``): one line, resume
+  with ``resume=true``, exit 2. Anything else is Hydra's to report.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from t2exp.errors import T2ExpError, os_error_line
+from t2exp.errors import T2ExpError, command_error
 from t2exp.evaluation.comparisons import load_source
 from t2exp.evaluation.diagnosis import breakdown, render
 from t2exp.evaluation.reporting.build import report
@@ -82,12 +82,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp report") -> int:
             baseline=args.baseline,
             pairs=args.pairs,
         )
-    except T2ExpError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # --out not writable, a full disk: the path, the fault, the fix
-        print(f"{prog}: error: {os_error_line(exc)}", file=sys.stderr)
-        return 2
+    except (T2ExpError, OSError) as exc:  # OSError: --out not writable, a full disk
+        return command_error(prog, exc)
     print((result.out_dir / "report.md").read_text(encoding="utf-8"))
     print("files:\n" + "\n".join(f"  {f}" for f in result.files), file=sys.stderr)
     if result.logged_to:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from t2exp.cli.reproduce_run import PROG, RunResult, run_condition
-from t2exp.errors import T2ExpError, os_error_line
+from t2exp.errors import T2ExpError, command_error
 from t2exp.evaluation.expected import Condition, ExpectedError, ExpectedTable, default_expected_dir, load_tables, select
 from t2exp.infra.contained import inside, remove_tree
 from t2exp.infra.signals import Interrupted, signal_exit_status
@@ -108,21 +108,15 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
             return 0
         conds = select(tables, args.names, every=args.all, cheap=args.cheap, ci=args.ci)
     except ExpectedError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
+        return command_error(prog, exc)
     if not conds:
-        print(
-            f"{prog}: error: nothing selected: name a table or condition, or give --ci, --cheap or --all (--list shows them)",
-            file=sys.stderr,
-        )
-        return 2
+        return command_error(prog, "nothing selected: name a table or condition, or give --ci, --cheap or --all (--list shows them)")
     if args.print_commands:
         _print_commands(conds)
         return 0
     problem = _check_paths(args, conds)
     if problem:
-        print(f"{prog}: error: {problem}", file=sys.stderr)
-        return 2
+        return command_error(prog, problem)
     args.prog, args.timeout = prog, None if args.timeout is None else _seconds(args.timeout)
     return _run(conds, args)
 
@@ -171,12 +165,8 @@ def _run(conds: Sequence[Condition], args: argparse.Namespace) -> int:
         kept = f"outputs kept under {root}" if args.keep else "the temporary folder was removed (--keep DIR keeps the outputs)"
         print(f"{args.prog}: interrupted by {exc}; {kept}", file=sys.stderr)
         return exc.exit_status
-    except OSError as exc:  # --keep not writable, a full disk, an interpreter that cannot be started
-        print(f"{args.prog}: error: {os_error_line(exc)}", file=sys.stderr)
-        return 2
-    except T2ExpError as exc:  # a folder outside the root (OutsideRoot): nothing was removed
-        print(f"{args.prog}: error: {exc}", file=sys.stderr)
-        return 2
+    except (OSError, T2ExpError) as exc:  # --keep not writable, a full disk; OutsideRoot: nothing was removed
+        return command_error(args.prog, exc)
     finally:
         restore()
         if root is not None and args.keep is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from t2exp.config.schema import Config
-from t2exp.errors import T2ExpError, one_line
+from t2exp.errors import T2ExpError, command_error, one_line
 from t2exp.evaluation.scoring.compute import score
 from t2exp.evaluation.scoring.gold import compose_config
 from t2exp.evaluation.scoring.result import ScoreResult
@@ -108,8 +108,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp score") -> int:
                 raise T2ExpError(f"--mlflow: cannot log to {uri} ({type(exc).__name__}: {one_line(exc, 200)})") from None
             print(f"{prog}: logged MLflow run {run_id} (experiment {experiment!r}) to {uri}", file=sys.stderr)
     except T2ExpError as exc:
-        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return command_error(prog, exc)
     return 0
 
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from t2exp.errors import DataError, T2ExpError, one_line
+from t2exp.errors import DataError, T2ExpError, command_error, one_line
 from t2exp.infra.mlflow_store import move_login
 
 SLURM_ENDED_BAD = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
@@ -233,8 +232,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "t2exp status") -> int:
     try:
         sweep = load_sweep(sweep_dir_of(args.target, args.tracking_uri), args.tracking_uri)
     except T2ExpError as exc:
-        print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return command_error(prog, exc)
     print(table(sweep))
     if sweep.ended():
         print(f"every job has ended: `t2exp collect {sweep.sweep_dir}` merges what is left and closes the sweep's parent run")

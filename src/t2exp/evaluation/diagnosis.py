@@ -1,32 +1,19 @@
-"""Where answers go wrong: each scored prediction of a run gets one error category.
+"""Where answers go wrong: each scored prediction of a run gets one error category
+(``t2exp report --errors RUN``, per subset). The first category that fits, in this order:
 
-``t2exp report --errors RUN`` (a run id or a ``predictions.jsonl`` path) prints the
-breakdown per subset. The categories are tried in this order; the first that fits is the one:
+- ``correct``: ``nm`` = 1; ``not_retrieved``: the gold document is not among the first
+  ``n_contexts`` of ``retrieved`` (none for runs without retrieval);
+- ``no_number``: nothing parsed to a number; ``runaway``: degenerate (``0.0000…``) or cut at ``max_tokens``;
+- ``near_miss``: within 5 % of the gold after NM's power-of-ten normalisation;
+- ``growth_vs_level``: matches 1 + gold, 100 + gold or their differences from 1 / 100;
+  ``inverted``: matches 1 / gold;
+- ``ungrounded``: the program uses a number not in the evidence (``grounded`` = false);
+- ``wrong_lookup``: a single number copied from the evidence; ``wrong_operation``: a program over
+  the evidence's numbers that computes something else; ``wrong_value``: any other wrong number.
 
-- ``correct``: Number Match holds (``nm`` = 1).
-- ``not_retrieved``: the gold document was not among the documents the generator read (the
-  first ``n_contexts`` of ``retrieved``): an end-to-end miss that retrieval, not the answer, owns.
-  Runs without retrieval (``pretrained_only``) have none.
-- ``no_number``: nothing parsed to a number (no program, invalid JSON, prose only).
-- ``runaway``: a degenerate prediction (:func:`numbers.is_degenerate`, e.g. ``0.0000…``) or an
-  answer cut off at ``max_tokens``.
-- ``near_miss``: within 5 % of the gold after NM's power-of-ten normalisation: the right
-  computation with rounded inputs or a rounded result.
-- ``growth_vs_level``: the prediction matches 1 + gold, 100 + gold or their differences from
-  1 / 100: a level (137.8 for an index that started at 100) where a change was asked, or the
-  reverse.
-- ``inverted``: the prediction matches 1 / gold: the ratio the wrong way round.
-- ``ungrounded``: the program uses a number that is not in the evidence the generator read
-  (``grounded`` = false; recorded when ``generator.grounding`` is ``check`` or ``prefer``).
-- ``wrong_lookup``: the program is a single number copied from the evidence, not the answer.
-- ``wrong_operation``: a program over numbers of the evidence that computes something else.
-- ``wrong_value``: any other wrong number (``direct``/``cot`` answers carry no program).
-
-The categories are read off the numbers, so they are heuristics: Number Match ignores powers of
-ten, and a wrong answer can match 1 + gold or 1 / gold by coincidence (a gold of 1 makes 2 a
-``growth_vs_level``). Read them as where to look, next to the predictions themselves.
-Questions whose gold is not numeric are not scored (``nm`` is None) and not counted. Sign and
-powers of ten never make an answer wrong (Number Match ignores them), so they are no category.
+Heuristics read off the numbers (a gold of 1 makes 2 a ``growth_vs_level``): where to look, not a
+verdict. Questions with a non-numeric gold (``nm`` None) are not counted; sign and powers of ten are
+no category (Number Match ignores them).
 """
 
 from __future__ import annotations

@@ -1,26 +1,20 @@
-"""The expected-numbers files (``expected/*.yaml``): Pyserini-style reproductions as data.
-
-The expected numbers are data, one YAML file per table in ``expected/`` at the repository root
-(``--expected DIR`` for another folder). Each file lists conditions: a name, the overrides of one
-``python -m t2exp`` run, the metrics it is expected to log and a tolerance (in the metric's own
-unit, percentage points). A file looks like this::
+"""The expected-numbers files (``expected/*.yaml``, or ``--expected DIR``): reproductions as data, one
+file per table, checked here (one line per error naming the file and field), run by ``t2exp reproduce``
+and rendered into the docs. Tolerances are in the metric's unit (percentage points). A file::
 
     title: The default run's retrieval
     command: python -m t2exp generator=none      # how the table was made, for the reader
     measured: 2026-12-04, 2 CPU cores            # when and where (shown in the docs)
-    checked: "2026-12-04, every metric OK"       # the last full t2exp reproduce of the file (shown in the docs)
+    checked: "2026-12-04, every metric OK"       # the last full t2exp reproduce of the file
     retrieval_only: true                         # no generator: a cheap condition (--cheap)
     tolerance: 0.1                               # default for every metric of every condition
     metrics: {avg/mrr_at_3: Avg MRR@3, avg/recall_at_1: Avg R@1}   # the columns, in order
     conditions:
       - name: default-retrieval
         overrides: [generator=none]
-        ci: true                                 # CI runs it (tests/test_reproduce.py)
+        ci: true                                 # CI runs it
         expected: {avg/mrr_at_3: 95.8, avg/recall_at_1: 91.7}
         intervals: {avg/mrr_at_3: [87.5, 100.0]} # 95 % CIs, shown in the docs, not checked
-
-Read here (checked, one line per error naming the file and the field), run by ``t2exp reproduce``
-(``t2exp.cli.reproduce``) and rendered into the docs by the same loader.
 """
 
 from __future__ import annotations

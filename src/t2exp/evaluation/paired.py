@@ -1,18 +1,11 @@
-"""The one comparison engine: runs compared question by question (:func:`compare_pairs`, its
-result :class:`Comparisons`). ``t2exp compare`` (two runs, or every cell of a sweep against a
-baseline: :mod:`t2exp.evaluation.comparisons`), the report's Δ columns, its all-pairs table and its
-ablation ladder (:mod:`t2exp.evaluation.reporting`) are views of it.
+"""The one comparison engine: runs compared question by question (:func:`compare_pairs`, its result
+:class:`Comparisons`); ``t2exp compare`` and the report's Δ columns, all-pairs table and ladder are views of it.
 
-Each pair's prediction rows (read as ``t2exp score`` reads them: a row repeating a question is
-dropped, the first kept) are paired by (subset, question id); only questions present in both, with
-a value for the metric in both (the evaluator's :func:`~t2exp.evaluation.metrics.question_value`:
-a retrieval metric a run did not log for its own k is recomputed from its ranking), are compared,
-and the dropped ones are counted. Per subset and over all paired questions (question-weighted,
-like ``avg``): mean A, mean B, the difference A - B with a paired bootstrap 95 % CI and the
-two-sided paired permutation (sign-flip) p-value (:mod:`t2exp.evaluation.stats`), in percent; each
-p Holm-corrected over the pairs compared (:func:`t2exp.evaluation.stats.holm`, per subset row);
-and the questions on which the two differ, sorted by effect
-(:func:`~t2exp.evaluation.questions.by_effect`).
+Rows (a repeated question dropped, the first kept) are paired by (subset, question id); only
+questions with a metric value in both (:func:`~t2exp.evaluation.metrics.question_value`) count, the
+dropped ones are counted. Per subset and overall, in percent: both means, A - B with a paired
+bootstrap 95 % CI, the sign-flip p (:mod:`t2exp.evaluation.stats`), Holm-corrected over the pairs,
+and the questions that differ by effect.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Paired significance statistics for comparing two systems on the same questions.
-
-Both functions take two equally long vectors of per-question scores (``a[i]`` and ``b[i]`` belong
-to the same question) and work on the differences ``d = a - b``:
-
-- :func:`paired_bootstrap`: the mean difference with a percentile bootstrap CI, resampling
-  questions (pairs) with replacement.
-- :func:`permutation_test`: a two-sided paired permutation test. Under H0 (no difference) the sign
-  of each ``d[i]`` is exchangeable, so the null distribution of ``|mean(d)|`` comes from random sign
-  flips. When ``2**n`` is at most ``n_perm`` every sign pattern is enumerated (an exact p-value);
-  otherwise ``n_perm`` seeded random patterns are drawn and ``p = (1 + #{>= observed}) / (1 + n_perm)``
-  (never 0, a valid p-value for a Monte Carlo test).
-
-Values are returned in the units of the inputs (per-question metrics are 0/1 or a reciprocal rank:
-multiply by 100 for percent). Deterministic for a given ``seed``.
+"""Paired significance statistics on two equally long vectors of per-question scores (``d = a - b``):
+:func:`paired_bootstrap` (mean difference, percentile bootstrap CI over questions) and
+:func:`permutation_test` (two-sided sign-flip test: exact when ``2**n <= n_perm``, else ``n_perm``
+seeded patterns and ``p = (1 + #{>= observed}) / (1 + n_perm)``). Values in the inputs' units;
+deterministic for a given ``seed``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""One config, several backends: ``_target_: t2exp.generators.factory.make_generator``.
-
-A model config (``conf/generator/llama33_70b.yaml``) holds the settings of every backend that
-can run it and a ``backend`` key choosing one:
-
-- ``openai``: :class:`~t2exp.generators.openai_compat.OpenAICompatGenerator`, any server
-  speaking the OpenAI chat-completions API at ``base_url`` (or OpenAI itself without one);
-- ``vllm``: :class:`~t2exp.generators.vllm_backend.VLLMGenerator`, in-process vLLM;
-- ``vllm_server``: :class:`~t2exp.generators.vllm_server.VLLMServerGenerator`, a vLLM server
-  started for the run.
-
-Keys that another backend takes (``tensor_parallel_size`` with ``backend=openai``,
-``base_url`` with ``backend=vllm``) are dropped; a key no backend takes is a ``ConfigError``,
-so typos are not silently ignored.
+"""One config, several backends (``_target_: t2exp.generators.factory.make_generator``): a model config
+holds every backend's settings and ``backend`` picks ``openai`` (:class:`~t2exp.generators.openai_compat.OpenAICompatGenerator`),
+``vllm`` (:class:`~t2exp.generators.vllm_backend.VLLMGenerator`) or ``vllm_server``
+(:class:`~t2exp.generators.vllm_server.VLLMServerGenerator`). Another backend's keys are dropped; a
+key no backend takes is a ``ConfigError``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Field-aware, passage-level BM25 (``rag_method.lexical=fielded``), batched.
-
-Each document is scored over fields: its body and metadata fields (company name, ticker, report
-year, sector, ...) kept apart and weighted, BM25F-style (Robertson & Zaragoza's simple BM25F):
+"""Field-aware, passage-level BM25 (``rag_method.lexical=fielded``), batched; Robertson & Zaragoza's BM25F:
 
     tf~(t, u) = sum_f  w_f * tf_f(t, u) / ((1 - b_f) + b_f * len_f(u) / avglen_f)
     score(q, u) = sum_{t in q} idf(t) * tf~(t, u) / (k1 + tf~(t, u))
     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))        (Lucene's, always positive)
 
-with ``b_f = b`` for the body and 0 for the (short) metadata fields. With ``passage_words`` the
-body is cut into windows of that many words (each with the document's metadata fields) and a
-document scores the ``max`` or the ``sum`` of its passages' scores: a long filing is found by its
-one matching table instead of being diluted by length. Every term weight is precomputed into one
-sparse matrix, so a batch of queries is one sparse product.
+``b_f = b`` for the body, 0 for the metadata fields. With ``passage_words`` the body is cut into
+windows (each with the metadata) and a document scores the ``max`` or ``sum`` of its passages.
+Term weights are one sparse matrix: a batch of queries is one sparse product.
 """
 
 from __future__ import annotations

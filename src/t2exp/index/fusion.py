@@ -1,30 +1,17 @@
-"""Fusing a dense and a lexical ranking into one.
+"""Fusing a dense and a lexical ranking into one (``alpha``: 1 = pure dense, 0 = pure BM25).
 
-``relative_score``: per list, scores are min-max normalised to [0, 1] over the retrieved
-candidates, then combined as ``alpha * dense + (1 - alpha) * bm25`` (a document missing from a
-list contributes 0 there). This is Weaviate's relativeScoreFusion, so ``alpha`` means the same in
-both stores: 1 = pure dense, 0 = pure BM25.
-``rrf``: reciprocal rank fusion, ``alpha / (rrf_k + rank_dense) + (1 - alpha) / (rrf_k + rank_bm25)``
-(ranks from 1, as in the RRF paper, rrf_k = 60). Weaviate's rankedFusion has the same weights but
-counts ranks from 0 (``weight / (60 + rank0)``), so near-ties can order differently.
-``paper``: the T²-RAGBench authors' hybrid procedure (``HybridBM25RAG`` in their ``encourage``
-library): the dense list is the retriever's top-k, the lexical list is **every document of the
-corpus** in BM25 order with its score (``fuse_paper``); each document scores ``alpha * (1 - pos /
-len(dense)) + (1 - alpha) * sparse``, ``pos`` its 0-based dense position (the term is 0 outside the
-dense list), ``sparse`` its BM25 score over the query's best (for a positive score) or, for a
-document with BM25 score 0, a fallback just below the smallest positive normalised score that
-falls with its BM25 position: ``0.9 * min_positive * (1 - bm25_pos / n_docs)``.
-``paper_rank``: the same formula over two **cut** lists (each retriever's top ``candidate_depth``;
-a document missing from the lexical list gets no BM25 term, and there is no zero-score fallback).
-Not the authors' procedure: a documented variant (the ablation ladder's former l0).
-``alpha`` 1 / 0 return the dense / lexical list unchanged (raw scores) for every fusion but
-``paper``. Equal fused scores keep the dense order (a document's first position in the dense
-list, then in the lexical list).
-
-Fused scores of the two fusions live on different scales (relative score in [0, 1], RRF below
-``1 / (rrf_k + 1)``, single lists raw); ``unit_scale`` maps any of them onto [0, 1] so that a
-method adding boosts (``metadata_hybrid``) means the same boost under every fusion and alpha.
-Values are checked by the config schema (``t2exp.config``), not here.
+``relative_score``: per list, scores min-max normalised over the candidates, then
+``alpha * dense + (1 - alpha) * bm25`` (0 for a missing document): Weaviate's relativeScoreFusion.
+``rrf``: ``alpha / (rrf_k + rank_dense) + (1 - alpha) / (rrf_k + rank_bm25)``, ranks from 1
+(Weaviate's rankedFusion counts from 0, so near-ties can order differently).
+``paper``: the T²-RAGBench authors' ``HybridBM25RAG``: the dense top-k and **every document** in BM25
+order (``fuse_paper``); a document scores ``alpha * (1 - pos / len(dense)) + (1 - alpha) * sparse``
+(``pos`` 0-based, 0 outside the dense list), ``sparse`` its BM25 score over the best, or for a zero
+BM25 score ``0.9 * min_positive * (1 - bm25_pos / n_docs)``.
+``paper_rank``: the same formula over two cut lists of ``candidate_depth``, no zero-score fallback.
+``alpha`` 1 / 0 return one list unchanged (raw scores) for all but ``paper``; ties keep the dense order.
+``unit_scale`` maps any fusion's scores onto [0, 1], so ``metadata_hybrid``'s boosts mean the same
+under every fusion and alpha. Values are checked by the config schema, not here.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""BM25 indexes and the tokenisers they read text with.
+"""BM25 indexes and their tokenisers (``TOKENIZERS``).
 
-Tokenisers (``TOKENIZERS``):
+- ``paper``: the T²-RAGBench authors' lower-cased whitespace split (``$1,234`` stays glued);
+- ``alnum``: LanceDB's FTS ``simple`` tokenizer (lower case, ASCII folding, letter/digit runs,
+  tokens over 40 bytes dropped): ``$1,234`` gives ``1`` and ``234``;
+- ``numeric``: numbers first as one token each (``$1,234`` → ``1234``, ``(12.3)`` → ``12.3``), then ``alnum``.
 
-- ``paper``: the T²-RAGBench authors' lower-cased whitespace split (``2019,`` and ``$1,234`` stay
-  glued to their punctuation);
-- ``alnum``: LanceDB's FTS ``simple`` tokenizer as configured by the store (lower case, ASCII
-  folding, runs of Unicode letters/digits, tokens over 40 bytes dropped): ``$1,234`` gives ``1``
-  and ``234``;
-- ``numeric``: numbers first, as one token each with thousands separators, currency signs and
-  brackets dropped (``$1,234`` → ``1234``, ``(12.3)`` → ``12.3``, ``2019,`` → ``2019``), then
-  ``alnum`` on the rest.
-
-Indexes, per query the top-k ``(context_id, score)`` with a positive score, best first:
-
-- ``bm25s`` (default, fast, batched): bm25s's Lucene-style IDF, always positive;
-- ``rank_bm25``: ``rank_bm25.BM25Okapi`` with its defaults (k1 1.5, b 0.75, negative IDF floored at
-  0.25 x the mean IDF) — what the T²-RAGBench authors' code uses. On identical tokens the two
-  differ by several MRR@3 points on FinQA (benchmarks/README.md).
-
-``BM25sIndex(tokenizer="alnum", k1=1.2, b=0.75, scale=2.2)`` reproduces LanceDB's FTS scores
-(``LanceDBStore`` answers batches of queries with it; tests/test_lexical.py checks the equality).
+Indexes return per query the top-k ``(context_id, score)`` with a positive score: ``bm25s`` (default;
+Lucene IDF) or ``rank_bm25`` (``BM25Okapi``'s defaults, as the authors' code). ``BM25sIndex(tokenizer="alnum",
+k1=1.2, b=0.75, scale=2.2)`` reproduces LanceDB's FTS scores.
 """
 
 from __future__ import annotations

@@ -1,26 +1,15 @@
-"""Exact top-k BM25 without scoring every posting: MaxScore-style pruning over precomputed impacts.
+"""Exact top-k BM25 without scoring every posting: MaxScore-style pruning over bm25s's precomputed
+impacts (bm25s itself sums every posting of a query's terms, a cost that grows with the corpus).
 
-bm25s stores one precomputed score (impact) per (term, document) in a column-compressed matrix and
-answers a query by adding up the full postings of its terms into an array the size of the corpus,
-so its cost grows with the corpus (the common words' postings grow with it). :class:`ImpactIndex`
-returns the same top k, with the same scores, from a fraction of the postings:
+1. postings are also kept sorted by impact; a term's upper bound is its first impact (times its count);
+2. ``theta``: the k-th best full score among the first k documents of each term (a lower bound);
+3. the terms with the smallest bounds that sum below ``theta`` are non-essential: only looked up;
+4. of each essential term's impact-sorted posting, the prefix with
+   ``impact >= theta - (sum of bounds - own bound)`` gives the candidates;
+5. candidates are scored in full by binary search in the document-sorted postings; best k returned
+   (ties by document order).
 
-1. every posting is also kept sorted by impact, so a term's best documents are its first entries,
-   and its upper bound is its first impact (times the term's count in the query);
-2. a threshold ``theta``: the k-th best full score among the first k documents of each query term
-   (a lower bound of the true k-th score);
-3. terms sorted by upper bound: the smallest ones whose bounds add up to less than ``theta`` are
-   *non-essential* — a document holding only those cannot reach the top k — and are only looked up,
-   never scanned;
-4. from each essential term's impact-sorted posting only the prefix whose impact can still reach
-   ``theta`` with the best possible contribution of every other term
-   (``impact >= theta - (sum of bounds - own bound)``) becomes a candidate;
-5. candidates get their full score by binary search in each term's document-sorted posting, and
-   the best k (ties by document order) are returned.
-
-Every document whose score reaches the true k-th score holds an essential term and lies in the
-prefix of every term it holds, so the result is exact (tests/test_maxscore.py compares it with
-the exhaustive sum on random corpora).
+Exact: a document reaching the true k-th score holds an essential term and lies in each prefix.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""A SQLite tracking store's first open in a process (:func:`first_open`, under which
-:func:`t2exp.infra.mlflow_store.open_client` makes the call).
-
-MLflow creates and migrates a new SQLite store on first use (the client's constructor does it),
-and two processes doing that at once break each other (``table already exists``, ``duplicate
-column``): it happens under a lock next to the file, once per process and store (MLflow keeps the
-opened store for the process). A fault opening the file (not SQLite, a schema of another MLflow
-version, a disk that fills while the store is created, no permission) is one ``TrackingError``
-naming the file and the fix; a new store whose creation failed is removed (it holds no run).
-
-A new store is created and migrated under a temporary name beside the file and renamed into place
-once whole (:func:`_create`): a signal or a kill in the middle of MLflow's migrations leaves no
-half-migrated store under the name every later run opens. One made half-way by MLflow itself (or an
-earlier t2exp) is one line saying so, and that it can be deleted when it holds no run.
+"""A SQLite tracking store's first open in a process (:func:`first_open`, used by
+:func:`t2exp.infra.mlflow_store.open_client`): MLflow's create-and-migrate runs under a lock beside the
+file, once per process and store, in a temporary file renamed into place when whole (:func:`_create`),
+so a kill never leaves a half-migrated store. A fault opening it is one ``TrackingError`` naming the
+file and the fix; a new store whose creation failed is removed.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""Hybrid: BM25 and dense rankings fused (``t2exp.index.fusion``).
+"""Hybrid: BM25 and dense rankings fused (``t2exp.index.fusion``), each list ``max(k, candidate_depth)`` long.
 
-``lexical=store`` uses the store's native BM25 (and its hybrid query); ``lexical=bm25s`` /
-``rank_bm25`` use an in-memory BM25 index (``t2exp.index.lexical``; default the paper's tokenisation,
-lower-cased whitespace split) and ``lexical=fielded`` a field-aware, passage-level one
-(``t2exp.index.fielded``), set by ``bm25`` (``rag_method.bm25.*``), fused with the store's dense ranking
-by the same fusion function. Both candidate lists have ``max(k, candidate_depth)`` entries; with
-``alpha=0`` (and an in-memory BM25) nothing is embedded, neither the corpus nor the query: the
-lexical ranking is the result.
-
-``fusion=paper`` is the T²-RAGBench authors' procedure (``t2exp.index.fusion.fuse_paper``): the dense
-list is the run's top-k (``k``, not ``candidate_depth``), the lexical list every document of the
-corpus with its BM25 score; the fused order is returned to the retrieval depth, so its first k are
-the authors' top-k and R@5 reads the same order further down.
+``lexical=store``: the store's BM25 (and hybrid query); ``bm25s`` / ``rank_bm25``: an in-memory index
+(``t2exp.index.lexical``); ``fielded``: ``t2exp.index.fielded`` (``rag_method.bm25.*``). With
+``alpha=0`` and an in-memory BM25 nothing is embedded. ``fusion=paper``
+(``t2exp.index.fusion.fuse_paper``): the dense top-k and every document's BM25 score, returned to the
+retrieval depth (its first k are the authors' top-k).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""Metadata-aware hybrid (beyond the paper).
+"""Metadata-aware hybrid (beyond the paper): documents indexed with their metadata prepended
+(``document.variant=metadata_prefix``); fused candidates (mapped onto [0, 1] by
+``t2exp.index.fusion.unit_scale``) get an additive boost when the question names the document's
+company (normalised name or ticker) and its report year or one of the ``year_window`` years before.
 
-Documents are indexed with their metadata prepended (``document.variant=metadata_prefix``, set by
-``conf/rag_method/metadata_hybrid.yaml``), and fused hybrid candidates get an additive boost when
-the question names the document's company (normalised name, legal suffixes dropped, or its
-ticker) and when it names the report year or one of the ``year_window`` years before it (reports
-discuss prior years). Boosts are added to the fused scores mapped onto [0, 1]
-(``t2exp.index.fusion.unit_scale``), so a boost means the same under relative-score fusion, RRF and
-alpha 0 / 1.
-
-``company_match=filter`` uses the company mention as a filter instead: when the question names the
-company of some candidates, only those stay (the year boost still applies). A wrong filter costs
-the whole question, so its cost is counted, not hidden: ``metadata_filtered_questions`` and
-``metadata_filter_dropped_gold`` (questions whose gold document was a candidate and was filtered
-out; the gold is read for this count only, never for ranking).
+``company_match=filter`` keeps only the named company's candidates instead (the year boost still
+applies); its cost is counted: ``metadata_filtered_questions`` and ``metadata_filter_dropped_gold``
+(the gold is read for this count only, never for ranking).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""Embedded default store: LanceDB (in-process, persistent, no server).
+"""Embedded default store: LanceDB (in-process, persistent). Dense: cosine vector search (1 - distance);
+BM25: LanceDB's full-text index; hybrid: ``t2exp.index.fusion`` over both lists, as in Weaviate.
 
-Dense search is LanceDB's vector search with cosine distance (score = 1 - distance); BM25 is
-LanceDB's native full-text index; hybrid is our fusion (``t2exp.index.fusion``) over both candidate
-lists, so ``alpha`` means what it means in Weaviate.
-
-LanceDB answers one full-text query per call (~150-300 queries/s). With ``lexical_batch`` (the
-default) ``bm25`` answers a whole batch in one call from a mirror of the FTS index: bm25s over the
-FTS tokenizer's tokens with the FTS's BM25 parameters (``FTS_K1``, ``FTS_B``), whose scores equal LanceDB's
-(tests/test_lexical.py), built by ``finalize`` and saved next to the table. The mirror answers each
-query from part of the postings (``t2exp.index.maxscore``: exact top k, pruned like the FTS's own
-search), so its cost does not grow with every common word's posting list. ``finalize`` also
-compacts the table (``build_index`` appends one fragment per batch of documents) and removes the
-superseded files before the FTS index is built.
+LanceDB answers one FTS query per call; with ``lexical_batch`` (default) ``bm25`` answers a batch at
+once from a mirror of the FTS index (bm25s with ``FTS_K1``/``FTS_B``, equal scores, pruned by
+``t2exp.index.maxscore``), built by ``finalize`` beside the table. ``finalize`` also compacts the
+table's fragments before the FTS index is built.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
-"""Production store: Weaviate (server) through weaviate-client v4.
+"""Production store: Weaviate (server) through weaviate-client v4, imported lazily.
 
-One collection per index key, vectors self-provided (our embedder), cosine HNSW. Dense search is
-``near_vector`` (score = 1 - cosine distance), BM25 is Weaviate's keyword search over ``text``,
-hybrid is either Weaviate's own ``query.hybrid`` (``native_hybrid=true``) or ``t2exp.index.fusion.fuse``
-over the ``near_vector`` and ``bm25`` candidate lists, exactly like ``LanceDBStore``. In both modes
-``alpha=1`` is exactly ``dense()`` and ``alpha=0`` exactly ``bm25()``. In between the two modes
-agree when both see every candidate (a corpus of at most ``candidate_depth`` objects): Weaviate's
-sub-searches return at least 100 candidates where ours return ``candidate_depth``, which changes
-relativeScoreFusion's min-max normalisation on larger corpora, and its rankedFusion counts ranks
-from 0 where ``fuse(..., "rrf")`` counts from 1. Weaviate has no batched query call, so the
-batched methods issue one request per query.
+One collection per index key, our own vectors, cosine HNSW. Dense is ``near_vector`` (1 - cosine
+distance), BM25 Weaviate's keyword search over ``text``, hybrid either Weaviate's ``query.hybrid``
+(``native_hybrid=true``) or ``t2exp.index.fusion.fuse`` over both candidate lists as in
+``LanceDBStore``; ``alpha`` 1 / 0 are exactly ``dense()`` / ``bm25()``. The two hybrids agree on
+corpora of at most ``candidate_depth`` objects (Weaviate's sub-searches take at least 100 and its
+rankedFusion counts ranks from 0). No batched queries: one request per query.
 
-A build is complete when ``finalize()`` has written ``t2exp:complete rows=N`` into the collection
-description and the collection still holds N objects; such a collection is reused as is (no
-inserts). Anything else under the same name is an interrupted build and is dropped.
-
-``weaviate`` is imported lazily: ``import t2exp`` works without the ``weaviate`` extra.
+A build is complete when ``finalize()`` wrote ``t2exp:complete rows=N`` into the collection's
+description and it still holds N objects (reused as is); anything else is dropped and rebuilt.
 """
 
 from __future__ import annotations

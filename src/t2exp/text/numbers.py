@@ -255,25 +255,12 @@ def _runaway(number: str) -> bool:
 
 
 def is_degenerate(text: object, value: object = None) -> bool:
-    """A degenerate prediction: a runaway number rather than an answer.
-
-    True when any of:
-
-    - the answer text ``text`` holds a written number (digits, ``,`` separators and ``.`` inside
-      it; the sign is not part of it) of at least ``DEGENERATE_DIGITS`` (15) digits that is a
-      runaway: 15 or more digits before the decimal point ("123456789012345",
-      "1,234,567,890,123,456"), or more than one ``.``, or a fraction that is not exactly
-      Python's shortest round-trip form of its float (``repr(float(s)) != s``:
-      "0.000000000000000", "0.33333333333333333333", "12.50000000000000"). A fraction of 15 or more
-      digits that *is* such a form ("24.691358024691358", "0.3333333333333333") is what a computed
-      float prints and is not degenerate: 584 of the 883 bundled FinQA gold answers are written so;
-    - ``text`` read by :func:`bare_float` is nan or ±inf ("nan", "inf", "1e999");
-    - the parsed ``value`` (a number) is nan or ±inf.
-
-    ``None`` text and value (no prediction) is not degenerate; a finite number given as ``text``
-    (a numeric submitted prediction) is not either. The count per subset and per run is logged as
-    ``<subset>/degenerate_predictions`` and ``degenerate_predictions``.
-    """
+    """A runaway number rather than an answer: ``text`` holds a written number of ``DEGENERATE_DIGITS``
+    (15) or more digits with 15+ before the point, more than one ``.``, or a fraction that is not
+    Python's shortest float form (``repr(float(s)) != s``: "0.000000000000000", "12.50000000000000";
+    "0.3333333333333333" is what a computed float prints, as most FinQA golds, and is fine); or
+    ``text`` (by :func:`bare_float`) or ``value`` is nan or ±inf. None, or a finite number as ``text``,
+    is not degenerate. Logged as ``degenerate_predictions`` (per subset too)."""
     if value is not None and not isinstance(value, bool):
         try:
             if not math.isfinite(float(value)):  # type: ignore[arg-type]

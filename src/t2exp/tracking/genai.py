@@ -1,23 +1,16 @@
-"""T²-RAGBench's metrics for ``mlflow.genai.evaluate``: scorers any MLflow user can run on their
-own RAG app, and the benchmark's questions as MLflow evaluation data::
+"""T²-RAGBench's metrics for ``mlflow.genai.evaluate``: scorers for any RAG app, and the benchmark's
+questions as evaluation data::
 
-    import mlflow
     from t2exp.tracking.genai import evaluation_data, scorers
 
     def my_rag(question: str) -> dict:
-        ...  # retrieve, generate
         return {"answer": "12.5", "retrieved": ["<context_id>", ...]}  # or the answer string alone
 
     result = mlflow.genai.evaluate(data=evaluation_data("bundled"), predict_fn=my_rag, scorers=scorers(k=3))
-    result.metrics  # {"nm/mean": ..., "mrr_at_3/mean": ..., "recall_at_1/mean": ...}
 
-Each scorer gives one question's value, computed by the functions ``t2exp score`` uses (the
-predictions reader of :mod:`t2exp.evaluation.scoring.predictions` and
-:func:`t2exp.evaluation.metrics.question_metrics`): 1 or 0 for the Number Match readings and
-Recall@r, the reciprocal rank for MRR@k. MLflow's mean of a metric is therefore ``t2exp score``'s
-question-weighted ``avg`` divided by 100. A question without a numeric gold answer gets no NM
-value (left out of the mean, as ``t2exp score`` leaves it out of NM); an app that returns no
-``retrieved`` list gets no retrieval values.
+Each scorer gives one question's value as ``t2exp score`` computes it (1/0, or the reciprocal rank),
+so MLflow's mean is ``t2exp score``'s ``avg`` / 100; no numeric gold: no NM value; no ``retrieved``: no
+retrieval values.
 """
 
 from __future__ import annotations
