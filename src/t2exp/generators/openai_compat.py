@@ -22,7 +22,7 @@ from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling
 from t2exp.generators.concurrency import generate_concurrently
 from t2exp.infra.cache import content_key
 from t2exp.infra.redaction import register_secret
-from t2exp.infra.remote import Failure, backoff_delay, import_client, retry_after_seconds, with_retries
+from t2exp.infra.remote import Failure, Retrying, import_client, retry_after_seconds
 from t2exp.text.reasoning import CLOSE_TAG, OPEN_TAG, split_reasoning
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class _Malformed(Exception):
     """The server answered 2xx but the body is not a chat completion."""
 
 
-class OpenAICompatGenerator:
+class OpenAICompatGenerator(Retrying):
     """Chat completions via the official ``openai`` client, one request per prompt."""
 
     def __init__(
@@ -252,15 +252,7 @@ class OpenAICompatGenerator:
             raise Cancelled()  # the run is stopping: this prompt is not sent
 
         def retried(call: Callable[[], Any]) -> Any:
-            return with_retries(
-                call,
-                self._classify,
-                self.max_retries,
-                lambda attempt, retry_after: backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max),
-                self._error_line,
-                f"generator={self.name}",
-                abort=stop,
-            )
+            return self.retried(call, self._classify, self._error_line, f"generator={self.name}", abort=stop)
 
         kwargs = self._request(messages, sampling)
         gen = retried(lambda: self._attempt(kwargs))

@@ -1,15 +1,9 @@
 """Calls to remote services (hosted embedders, rerankers, OpenAI-protocol generators), once for all:
-the key, the client library, and one bounded retry loop (tenacity).
-
-- :func:`resolve_api_key`: the argument, else the first set variable of the provider's; a
-  missing key is one :class:`ConfigError` line naming the component's ``api_key`` setting;
-- :func:`import_client`: client libraries are imported lazily; a missing one is a
-  :class:`ConfigError` that says ``pip install 't2exp[api]'``;
-- :func:`with_retries`: the client libraries' own retries are switched off, so the retry count is
-  ours and bounded: a :class:`Failure` that is retryable (408/429/5xx, no response at all, or what
-  the caller's ``classify`` says) is retried ``max_retries`` times with :func:`backoff_delay`
-  (``backoff_base * 2**attempt`` seconds with jitter, at least ``Retry-After``, capped), then the
-  user sees one :class:`RemoteError` line; ``abort`` (an event) ends the retrying at once.
+:func:`resolve_api_key` (a missing key is one ``ConfigError`` line), :func:`import_client` (lazy;
+a missing library says ``pip install 't2exp[api]'``) and :func:`with_retries`, the one bounded retry
+loop (the libraries' own are off): a retryable :class:`Failure` (408/429/5xx, no response, or what
+``classify`` says) is retried ``max_retries`` times with :func:`backoff_delay`, then one
+:class:`RemoteError` line; ``abort`` ends it at once.
 """
 
 from __future__ import annotations
@@ -192,6 +186,33 @@ def with_retries(
         abandoned = abort is not None and abort.is_set()
         attempts = None if abandoned else retrying.statistics.get("attempt_number", 1)
         raise RemoteError(error_line(failed.failure, attempts)) from failed.__cause__
+
+
+class Retrying:
+    """A remote client's bounded retries: its ``max_retries``, ``backoff_base`` and ``backoff_max``
+    (seconds), and :meth:`retried`, which counts each request sent (``requests_sent``)."""
+
+    max_retries: int
+    backoff_base: float
+    backoff_max: float
+    requests_sent: int = 0
+
+    def retried(
+        self,
+        call: Callable[[], Any],
+        classify: Callable[[BaseException], Failure | None],
+        error_line: Callable[[Failure, int | None], str],
+        label: str,
+        abort: threading.Event | None = None,
+    ) -> Any:
+        def counted() -> Any:
+            self.requests_sent += 1
+            return call()
+
+        def delay(attempt: int, retry_after: float | None) -> float:
+            return backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max)
+
+        return with_retries(counted, classify, self.max_retries, delay, error_line, label, abort=abort)
 
 
 def backoff_delay(attempt: int, retry_after: float | None, base: float, cap: float) -> float:

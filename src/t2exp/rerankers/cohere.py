@@ -7,16 +7,15 @@ bounded (429/5xx/transport) and end in one ``RemoteError`` line.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from t2exp.embedders.cohere_embedder import cohere_failure
 from t2exp.errors import one_line
-from t2exp.infra.remote import Failure, backoff_delay, import_client, resolve_api_key, with_retries
+from t2exp.infra.remote import Failure, Retrying, import_client, resolve_api_key
 from t2exp.rerankers import TruncationCounter
 
 
-class CohereReranker:
+class CohereReranker(Retrying):
     provider = "cohere"
     key_envs = ("CO_API_KEY",)
 
@@ -43,8 +42,6 @@ class CohereReranker:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.trunc = TruncationCounter(max_chars)
-        self.requests_sent = 0
-        self._sleep = time.sleep
         key = resolve_api_key(name, api_key, self.key_envs, group="reranker")
         cohere = import_client("cohere", provider, group="reranker")
         self._api_error = import_client("cohere.core.api_error", provider, group="reranker").ApiError
@@ -68,20 +65,7 @@ class CohereReranker:
         kwargs: dict[str, Any] = {"model": self.model_id, "query": query, "documents": docs, "top_n": len(docs)}
         if self.max_tokens_per_doc:
             kwargs["max_tokens_per_doc"] = self.max_tokens_per_doc
-
-        def call() -> Any:
-            self.requests_sent += 1
-            return self._client.rerank(**kwargs)
-
-        resp = with_retries(
-            call,
-            self._failure,
-            self.max_retries,
-            lambda a, ra: backoff_delay(a, ra, self.backoff_base, self.backoff_max),
-            self._error_line,
-            "cohere rerank",
-            sleep=self._sleep,
-        )
+        resp = self.retried(lambda: self._client.rerank(**kwargs), self._failure, self._error_line, "cohere rerank")
         scores = [float("-inf")] * len(docs)
         for r in resp.results:
             scores[r.index] = float(r.relevance_score)
