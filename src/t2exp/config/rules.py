@@ -85,6 +85,10 @@ def check_overrides(cfg: DictConfig, overrides: list[str]) -> None:
         )
 
 
+def _require_generator(gen: Any, why: str) -> None:
+    require(_built(gen), "generator", None if gen is None else gen.get("name"), f"a generator, not none ({why}): {options('generator')}")
+
+
 def check_rules(cfg: DictConfig) -> None:
     for group in ("rag_method", "embedder", "store", "reranker", "generator"):
         node = cfg.get(group)
@@ -107,22 +111,12 @@ def check_rules(cfg: DictConfig) -> None:
             f"one of {options('reranker')} (rag_method={name} rescores candidates with it)",
         )
         if getattr(target_class(rr._target_, "reranker._target_"), "needs_generator", False):
-            require(
-                _built(gen),
-                "generator",
-                None if gen is None else gen.get("name"),
-                f"a generator, not none (reranker={rr.get('name')} grades candidates with it): {options('generator')}",
-            )
+            _require_generator(gen, f"reranker={rr.get('name')} grades candidates with it")
     candidates = cfg.rag_method.get("candidates")
     if candidates is not None:
         require(candidates >= k, "rag_method.candidates", candidates, f"null (max(3k, k + 2)) or an integer >= k ({k})")
     if getattr(method, "needs_generator", False):
-        require(
-            _built(gen),
-            "generator",
-            None if gen is None else gen.get("name"),
-            f"a generator, not none (rag_method={name} writes text with it): {options('generator')}",
-        )
+        _require_generator(gen, f"rag_method={name} writes text with it")
     if _built(gen):
         _check_backend(gen)
     store = cfg.get("store")

@@ -1,24 +1,15 @@
-"""Shared plumbing for embedders behind a remote API (OpenAI, Gemini, Cohere).
-
-A provider module subclasses :class:`RemoteEmbedder` and supplies three things: a client built
-from the resolved key, one batch call (texts → list of vectors), and a way to read an exception
-as an HTTP status. Everything else lives here once:
-
-- the API key is resolved in the constructor (argument, else the provider's env vars) and a
-  missing key is a one-line :class:`ConfigError` before any request;
-- client libraries are imported lazily (``import t2exp`` never needs them);
-- requests run under :func:`t2exp.infra.remote.with_retries` (the one retry loop of every remote
-  call): the user sees one :class:`RemoteError` line (provider, status, base_url, hint);
-- texts are sent in batches of ``batch_size`` (checked against the provider's per-request
-  limit), vectors come back float32 and unit length, in input order.
+"""Shared plumbing for embedders behind a remote API: a provider module subclasses
+:class:`RemoteEmbedder` with a client built from the key, one batch call and a reader of its
+exceptions. Here once: the key resolved up front (a missing one is a one-line ``ConfigError``),
+lazy client imports, bounded retries ending in one ``RemoteError`` line, batches of ``batch_size``,
+float32 unit-length vectors in input order.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
@@ -26,7 +17,7 @@ import numpy as np
 
 from t2exp.errors import ConfigError, RemoteError, one_line
 from t2exp.infra.cache import content_key
-from t2exp.infra.remote import Failure, backoff_delay, resolve_api_key, with_retries
+from t2exp.infra.remote import Failure, Retrying, resolve_api_key
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +38,7 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-class RemoteEmbedder:
+class RemoteEmbedder(Retrying):
     """Base class: batching, bounded retries, normalisation, fingerprint, token estimate."""
 
     provider: ClassVar[str]
@@ -60,7 +51,7 @@ class RemoteEmbedder:
         name: str,
         model: str,
         *,
-        provider: str,
+        provider: str = "",  # the config's key; the class names its provider
         dim: int = 0,
         max_tokens: int = 512,
         batch_size: int = 64,
@@ -74,6 +65,7 @@ class RemoteEmbedder:
         document_template: str = "{text}",
         dimensions: int | None = None,
         revision: str | None = None,
+        options: dict[str, object] | None = None,
     ) -> None:
         self.name = name
         self.model_id = model
@@ -90,8 +82,7 @@ class RemoteEmbedder:
         self.query_template = query_template
         self.document_template = document_template
         self.revision = revision
-        self.requests_sent = 0
-        self._sleep: Callable[[float], None] = time.sleep
+        self.options = options or {}  # provider options that change the vectors (task types): in the fingerprint
         key = resolve_api_key(name, api_key, self.key_envs)
         self._client = self._make_client(key)
 
@@ -108,17 +99,11 @@ class RemoteEmbedder:
         """Read a client exception as a Failure; None means "not a remote failure" (re-raised)."""
         raise NotImplementedError
 
-    def _role_options(self) -> dict[str, object]:
-        """Provider options that change the vectors (task types, input types); part of the fingerprint."""
-        return {}
-
     # --- Embedder protocol ------------------------------------------------------------------------
 
     @property
     def fingerprint(self) -> str:
-        return content_key(
-            "remote", self.provider, self.model_id, self._configured_dim, self.dimensions, self.revision, self._role_options()
-        )[:16]
+        return content_key("remote", self.provider, self.model_id, self._configured_dim, self.dimensions, self.revision, self.options)[:16]
 
     @property
     def endpoint(self) -> str:
@@ -141,7 +126,7 @@ class RemoteEmbedder:
             return np.zeros((0, self.dim or 1), dtype=np.float32)
         rows: list[np.ndarray] = []
         for batch in batched(texts, self.batch_size):
-            vectors = self._with_retries(partial(self._embed_batch, batch, role))
+            vectors = self.retried(partial(self._embed_batch, batch, role), self._failure, self._error_line, f"{self.provider} embeddings")
             if len(vectors) != len(batch):
                 raise RemoteError(
                     f"embedder={self.name} ({self.provider}): {self.endpoint} returned {len(vectors)} vectors for "
@@ -156,24 +141,6 @@ class RemoteEmbedder:
                 raise ConfigError(f"embedder.dim={self.dim}: {self.provider} model {self.model_id} returned {arr.shape[1]}-d vectors")
             rows.append(unit_rows(arr))
         return np.concatenate(rows, axis=0)
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_delay(attempt, retry_after, self.backoff_base, self.backoff_max)
-
-    def _with_retries(self, call: Callable[[], list[Sequence[float]]]) -> list[Sequence[float]]:
-        def count_and_call() -> list[Sequence[float]]:
-            self.requests_sent += 1
-            return call()
-
-        return with_retries(
-            count_and_call,
-            self._failure,
-            self.max_retries,
-            self._delay,
-            self._error_line,
-            f"{self.provider} embeddings",
-            sleep=self._sleep,
-        )
 
     def _error_line(self, failure: Failure, attempts: int | None) -> str:
         status = failure.status

@@ -39,19 +39,12 @@ class CohereEmbedder(RemoteEmbedder):
         name: str,
         model: str,
         *,
-        provider: str = "cohere",
         query_input_type: str = "search_query",
         document_input_type: str = "search_document",
         truncate: str | None = None,
         **kwargs: Any,
     ) -> None:
-        self.query_input_type = query_input_type
-        self.document_input_type = document_input_type
-        self.truncate = truncate
-        super().__init__(name, model, provider=provider, **kwargs)
-
-    def _role_options(self) -> dict[str, object]:
-        return {"query": self.query_input_type, "document": self.document_input_type, "truncate": self.truncate}
+        super().__init__(name, model, options={"query": query_input_type, "document": document_input_type, "truncate": truncate}, **kwargs)
 
     @property
     def endpoint(self) -> str:
@@ -73,11 +66,11 @@ class CohereEmbedder(RemoteEmbedder):
         kwargs: dict[str, Any] = {
             "model": self.model_id,
             "texts": texts,
-            "input_type": self.query_input_type if role == "query" else self.document_input_type,
+            "input_type": self.options[role],
             "embedding_types": ["float"],
         }
-        if self.truncate is not None:
-            kwargs["truncate"] = self.truncate
+        if self.options["truncate"] is not None:
+            kwargs["truncate"] = self.options["truncate"]
         if self.dimensions is not None:
             kwargs["output_dimension"] = self.dimensions
         resp = self._client.embed(**kwargs)

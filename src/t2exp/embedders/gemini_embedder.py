@@ -38,21 +38,9 @@ class GeminiEmbedder(RemoteEmbedder):
     default_base_url = "https://generativelanguage.googleapis.com"
 
     def __init__(
-        self,
-        name: str,
-        model: str,
-        *,
-        provider: str = "gemini",
-        query_task_type: str = "RETRIEVAL_QUERY",
-        document_task_type: str = "RETRIEVAL_DOCUMENT",
-        **kwargs: Any,
+        self, name: str, model: str, *, query_task_type: str = "RETRIEVAL_QUERY", document_task_type: str = "RETRIEVAL_DOCUMENT", **kw: Any
     ) -> None:
-        self.query_task_type = query_task_type
-        self.document_task_type = document_task_type
-        super().__init__(name, model, provider=provider, **kwargs)
-
-    def _role_options(self) -> dict[str, object]:
-        return {"query": self.query_task_type, "document": self.document_task_type}
+        super().__init__(name, model, options={"query": query_task_type, "document": document_task_type}, **kw)
 
     def _make_client(self, api_key: str) -> Any:
         genai = import_client("google.genai", self.provider)
@@ -73,7 +61,7 @@ class GeminiEmbedder(RemoteEmbedder):
 
     def _embed_batch(self, texts: list[str], role: str) -> list[Sequence[float]]:
         config = self._types.EmbedContentConfig(
-            task_type=self.query_task_type if role == "query" else self.document_task_type,
+            task_type=self.options[role],
             output_dimensionality=self.dimensions,
         )
         resp = self._client.models.embed_content(model=self.model_id, contents=texts, config=config)

@@ -21,9 +21,6 @@ class OpenAIEmbedder(RemoteEmbedder):
     max_batch = 2048  # inputs per request (OpenAI also caps a request at 300k tokens in total)
     default_base_url = "https://api.openai.com/v1"
 
-    def __init__(self, name: str, model: str, *, provider: str = "openai", **kwargs: Any) -> None:
-        super().__init__(name, model, provider=provider, **kwargs)
-
     def _make_client(self, api_key: str) -> Any:
         self._openai = import_client("openai", self.provider)
         # max_retries=0: the bounded retry loop in RemoteEmbedder is the only one.
