@@ -55,7 +55,14 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
         help=f"list the first N questions that differ, largest effect first (default {SHOW}; 0: none; all)",
     )
     p.add_argument("--out", type=Path, metavar="FILE.csv|FILE.jsonl", help="write every question that differs to this file")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples and permutation sign patterns (default {N_BOOT})")
+    add_shared_args(p, "bootstrap resamples and permutation sign patterns")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    return p
+
+
+def add_shared_args(p: argparse.ArgumentParser, n_boot_help: str) -> None:
+    """The options ``t2exp compare`` and ``t2exp report`` share: the paired statistics' resamples and seed, the store."""
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"{n_boot_help} (default {N_BOOT})")
     p.add_argument("--seed", type=int, default=CI_SEED)
     p.add_argument(
         "--tracking-uri",
@@ -63,8 +70,6 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
         default=default_tracking_uri(),
         help="MLflow tracking URI (default: mlruns/mlflow.db in the current directory)",
     )
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    return p
 
 
 def _print_questions(c: Comparison, show: int | None) -> None:

@@ -11,14 +11,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from t2exp.cli.compare import add_shared_args
 from t2exp.errors import T2ExpError, command_error
 from t2exp.evaluation.comparisons import load_source
 from t2exp.evaluation.diagnosis import breakdown, render
 from t2exp.evaluation.reporting.build import report
 from t2exp.evaluation.reporting.runs import ReportError
-from t2exp.evaluation.stats import CI_SEED, N_BOOT
-from t2exp.infra.mlflow_store import move_login, open_client
-from t2exp.infra.paths import default_tracking_uri
+from t2exp.infra.mlflow_store import open_client
 
 
 def _errors(client: Callable[[], Any], source: str) -> int:
@@ -39,9 +38,6 @@ def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
         metavar="RUN",
         help="instead of tables: where one run's answers go wrong (a run id or a predictions.jsonl path); t2exp.evaluation.diagnosis",
     )
-    p.add_argument(
-        "--tracking-uri", type=move_login, default=default_tracking_uri(), help="default: mlruns/mlflow.db in the current directory"
-    )
     p.add_argument("--out", type=Path, help="output directory (default: outputs/reports/<target> in the current directory)")
     p.add_argument("--k", type=int, help="MRR@k of the Table 3 layout (default: the runs' k when they share one, else 3)")
     p.add_argument(
@@ -56,8 +52,7 @@ def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
         "e.g. 'rag_method=base' (default: the row with the best average)",
     )
     p.add_argument("--pairs", action="store_true", help="also compare every two rows (pairs.md|csv), Holm-corrected over all pairs")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"resamples / sign patterns for 'Δ vs' (default {N_BOOT})")
-    p.add_argument("--seed", type=int, default=CI_SEED)
+    add_shared_args(p, "resamples / sign patterns for 'Δ vs'")
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
     return p
 

@@ -30,7 +30,6 @@ from t2exp.generators.server_process import EXIT_GRACE_SECONDS, ServerProcess, f
 from t2exp.generators.vllm_backend import INSTALL_HINT, vllm_available, vllm_fingerprint
 
 log = logging.getLogger(__name__)
-# after a failed request, how long a server that is going down may take to report its exit status
 DEFAULT_COMMAND = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 
 
