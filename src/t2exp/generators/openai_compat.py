@@ -225,22 +225,17 @@ class OpenAICompatGenerator(Retrying):
             texts.append(split_reasoning(content)[0] if self.reasoning else content)
         return texts
 
-    def _attempt_samples(self, kwargs: dict[str, Any]) -> list[str]:
-        resp = self._client.chat.completions.create(**kwargs)
-        try:
-            return self._texts(resp)
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
-
-    def _attempt(self, kwargs: dict[str, Any]) -> Generation:
+    def _attempt(self, kwargs: dict[str, Any], read: Callable[[Any], Any]) -> Any:
+        """One request, its response read by ``read`` (a Generation gets its seconds); one that does not read is malformed."""
         t0 = time.perf_counter()
         resp = self._client.chat.completions.create(**kwargs)
         try:
-            gen = self._parse(resp)
+            out = read(resp)
         except (AttributeError, TypeError, ValueError) as exc:
             raise _Malformed(f"{type(exc).__name__}: {exc}") from exc
-        gen.seconds = time.perf_counter() - t0
-        return gen
+        if isinstance(out, Generation):
+            out.seconds = time.perf_counter() - t0
+        return out
 
     def _generate_one(
         self, messages: Messages, sampling: Sampling, stop: threading.Event, should_stop: ShouldStop | None = None
@@ -255,10 +250,10 @@ class OpenAICompatGenerator(Retrying):
             return self.retried(call, self._classify, self._error_line, f"generator={self.name}", abort=stop)
 
         kwargs = self._request(messages, sampling)
-        gen = retried(lambda: self._attempt(kwargs))
+        gen = retried(lambda: self._attempt(kwargs, self._parse))
         if sampling.samples > 1:  # self-consistency: one more request drawing samples - 1 choices
             more = {**kwargs, "n": sampling.samples - 1, "temperature": sampling.sample_temperature, "seed": sampling.seed + 1}
-            gen.extra["samples"] = retried(lambda: self._attempt_samples(more))
+            gen.extra["samples"] = retried(lambda: self._attempt(more, self._texts))
         return gen
 
     # --- protocol ---------------------------------------------------------------------------------

@@ -78,8 +78,6 @@ class KVCache:
             problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError(f"integrity check: {problems[0]}")
-        self.hits = 0
-        self.misses = 0
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -113,8 +111,6 @@ class KVCache:
                 chunk = keys[i : i + 500]
                 q = f"SELECT key, value FROM {self.table} WHERE key IN ({','.join('?' * len(chunk))})"
                 out.update({k: bytes(v) for k, v in conn.execute(q, chunk)})
-        self.hits += len(out)
-        self.misses += len(keys) - len(out)
         return out
 
     def get(self, key: str) -> bytes | None:
