@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from t2exp.config.schema import Config
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.questions import QuestionDiff, QuestionKey, by_effect, index_by_question, question_differences, question_record
@@ -233,7 +234,7 @@ class Comparisons:
 
 
 def _no_value(paired: Paired, metric: str) -> str:
-    hint = "; retrieval-only runs have no nm: try --metric mrr_at_3" if metric.startswith("nm") and paired.missing_value else ""
+    hint = f"; retrieval-only runs have no nm: try --metric mrr_at_{Config.k}" if metric.startswith("nm") and paired.missing_value else ""
     return (
         f"no question has a {metric!r} value in both runs ({paired.only_a} only in A, {paired.only_b} only in B, "
         f"{paired.missing_value} without a value{hint})"
