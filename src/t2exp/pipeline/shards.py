@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from t2exp.data.records import Subset
 from t2exp.errors import ConfigError, DataError, one_line
+from t2exp.evaluation.scoring.cell_rows import Prediction
 from t2exp.infra.cache import atomic_write_text
 
 SHARDS_DIR = "shards"
@@ -36,8 +37,10 @@ SAME_IN_EVERY_SHARD = ("corpus_size", "empty_questions_skipped", "doc_truncated_
 
 
 def shard_of(cfg: DictConfig) -> tuple[int, int]:
-    """``(shard, shards)`` of a sharded job's config."""
+    """``(shard, shards)`` of a job's config (``(0, 1)``: an unsharded cell)."""
     n = int(cfg.get("shards") or 1)
+    if n <= 1:
+        return 0, 1
     i = cfg.get("shard")
     if i is None or not 0 <= int(i) < n:
         raise ConfigError(
@@ -74,7 +77,8 @@ class Layout:
         return self.root / CONFIG_FILE
 
     def dir(self, i: int) -> Path:
-        return self.root / f"{i}-of-{self.shards}"
+        """Shard ``i``'s directory (one shard: the cell's own, where an unsharded run keeps its files)."""
+        return self.run_dir if self.shards == 1 else self.root / f"{i}-of-{self.shards}"
 
     def predictions(self, i: int) -> Path:
         return self.dir(i) / "predictions.jsonl"
@@ -132,14 +136,14 @@ def _question(key: tuple[str, str]) -> str:
     return one_line(f"{key[0]}/{key[1]}", 80)
 
 
-def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
+def merged_rows(layout: Layout, subsets: list[Subset]) -> list[Prediction]:
     """Every shard's prediction rows, in the cell's question order. Raises ``DataError`` naming the
     shard file when a shard has not finished, holds a question twice or one of another shard, or
     misses one of its questions."""
     from t2exp.infra.cache import read_jsonl
 
     expected = {(s.name, q.id): shard_index(s.name, q.id, layout.shards) for s in subsets for q in s.questions}
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], Prediction] = {}
     for i in range(layout.shards):
         layout.read_done(i)
         path = layout.predictions(i)
@@ -156,7 +160,7 @@ def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
                     f"{path}: question {_question(key)} is there twice; delete one of its lines and run "
                     f"`t2exp collect` again (or delete the file and run shard={i} shards={layout.shards})"
                 )
-            found[key] = row
+            found[key] = Prediction.from_json(row)
     for key, i in expected.items():
         if key not in found:
             have = sum(1 for k, j in expected.items() if j == i and k in found)

@@ -24,11 +24,8 @@ from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Question, Subset
 from t2exp.embedders import Embedder
 from t2exp.embedders.cached import CachedEmbedder
-from t2exp.evaluation.metrics import RECALL_KS, metric_names
-from t2exp.evaluation.scoring.compute import score_rows
-from t2exp.evaluation.scoring.gold import gold_from
-from t2exp.evaluation.scoring.predictions import parse_rows
-from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.evaluation.metrics import RECALL_KS
+from t2exp.evaluation.scoring.cell_rows import score_cell
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.generators.cached import CachedGenerator
 from t2exp.index.build import Index, truncation_fraction
@@ -107,7 +104,7 @@ class Clock:
 
 def run_steps(c: Components) -> Result:
     """The chain, subset by subset: index → retrieve → generate (each prediction written as it
-    exists) → score, through the scorer ``t2exp score`` uses. Logging is the caller's."""
+    exists) → score (:func:`t2exp.evaluation.scoring.cell_rows.score_cell`). Logging is the caller's."""
     run = c.settings
     run.run_dir.mkdir(parents=True, exist_ok=True)
     services, clock = _services(c), Clock()
@@ -121,7 +118,7 @@ def run_steps(c: Components) -> Result:
         if index is not None and index.store is not None:
             index.store.close()
     written = writer.finish(c.parts.subsets, run.run_dir / "leaderboard.jsonl")
-    metrics, table = _score(written.rows, c)
+    metrics, table = score_cell(written.rows, c.parts.subsets, run.k)
     metrics.update(_counts(c, clock, written.tally, services))
     return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=written.tally.spans)
 
@@ -269,26 +266,6 @@ def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> di
         metrics["embeddings_computed"] = float(embedder.computed)
     metrics.update(c.parts.method.stats())
     return metrics
-
-
-def _score(rows: list[dict[str, Any]], c: Components) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
-    """A run's metrics: its prediction rows scored against its questions by
-    :func:`t2exp.evaluation.scoring.compute.score_rows` (what ``t2exp.score`` runs on the written
-    file), keeping the run's metrics (each subset's and the question-weighted ``avg``, with CIs)
-    and its degenerate-prediction counts; a scorer's bookkeeping (coverage, row counts) is for
-    submissions and is left out: a run answers every question it loads."""
-    subs, columns = parse_rows(rows, "run")
-    scored = score_rows(subs, columns, gold_from(c.parts.subsets), k=c.settings.k, n_boot=N_BOOT, seed=CI_SEED)
-    names = set(metric_names(c.settings.k))
-    table = {s: {n: v.__dict__ for n, v in m.items() if n in names} for s, m in scored.table.items()}
-    answered = "nm" in scored.metric_names  # a run with a generator
-    metrics = {
-        key: v
-        for key, v in scored.metrics.items()
-        if key.partition("/")[2].removesuffix("_ci_low").removesuffix("_ci_high") in names
-        or (answered and key.endswith("degenerate_predictions"))
-    }
-    return metrics, table
 
 
 def _evidence(c: Components, q: Question, hits, index) -> list[str]:
