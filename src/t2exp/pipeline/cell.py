@@ -54,7 +54,7 @@ def run_cell(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignal
     def waiting() -> None:
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", cell.key)
 
-    with cell_lock(components.settings.cache_dir / "locks", f"cell-{cell.key}", on_wait=waiting):
+    with cell_lock(components.parts.services.lock_dir, f"cell-{cell.key}", on_wait=waiting):
         return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
 
 
@@ -69,7 +69,7 @@ def _run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSign
     if skipped is not None:
         return skipped
     cell_overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith("shard=")]
-    locks, subsets = components.settings.cache_dir / "locks", components.parts.subsets
+    locks, subsets = components.parts.services.lock_dir, components.parts.subsets
     params = cell_params({**cell.resolved, "shard": None}, subsets)
     parent = runs.open_cell_run(
         cfg.tracking, key, layout.shards, run_name(cfg), cell_tags(key, cell_overrides), lock_dir=locks, params=params, subsets=subsets
@@ -113,7 +113,9 @@ def _answer_shard(
         except Exception as close_exc:  # the store is gone as well: the shard's own error is the one to read
             log.warning("the cell's MLflow run %s could not be closed: %s", parent, close_exc)
         raise
-    layout.write_done(i, {**done, "run_id": result.run_id, "metrics": result.metrics, "prompts": parts.prompts.used, "spans": result.spans})
+    layout.write_done(
+        i, {**done, "run_id": result.run_id, "metrics": result.metrics, "prompts": parts.services.prompts.used, "spans": result.spans}
+    )
     return result
 
 
@@ -151,7 +153,7 @@ def run_and_log(
         closing=signals.closing,
     ) as cell_log:
         result = run_steps(components)
-        cell_log.log(result, parts.prompts.used)
+        cell_log.log(result, parts.services.prompts.used)
     return result
 
 

@@ -15,7 +15,7 @@ from t2exp.config import to_dict
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.scoring.cell_rows import score_cell
-from t2exp.pipeline.predictions import write_leaderboard, write_predictions
+from t2exp.pipeline.predictions import write_rows
 from t2exp.pipeline.shards import Layout, merged_counts, merged_rows
 from t2exp.pipeline.steps import Result
 from t2exp.tracking import cell_run as runs
@@ -50,8 +50,7 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
     with recording(cfg, {}, {}, subsets, layout.run_dir, run_id=cell_run_id) as logged:
         records = [layout.read_done(i) for i in range(layout.shards)]
         predictions = layout.run_dir / "predictions.jsonl"
-        write_predictions(rows, predictions)
-        write_leaderboard(rows, layout.run_dir / "leaderboard.jsonl")
+        write_rows(rows, predictions, layout.run_dir / "leaderboard.jsonl")
         metrics, table = score_cell(rows, subsets, int(cfg.k))
         metrics.update(merged_counts([{k: v for k, v in r["metrics"].items() if k not in metrics} for r in records]))
         spans = {q: s for r in records for q, s in (r.get("spans") or {}).items()}

@@ -79,7 +79,7 @@ def merge_if_last(
     cell_cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str, cell_run_id: str
 ) -> Result | None:
     """Merge the cell when every shard of this attempt is done and nobody merged it yet."""
-    with cell_lock(components.settings.cache_dir / "locks", f"cell-{key}"):
+    with cell_lock(components.parts.services.lock_dir, f"cell-{key}"):
         waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run_id, str(cell_cfg.tracking.uri))]
         if waiting:
             log.info(

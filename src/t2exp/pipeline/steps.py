@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,22 +17,15 @@ from typing import Any
 
 from t2exp.answering import answers
 from t2exp.answering.context import Evidence
-from t2exp.answering.demos import Demo, DemoPool
-from t2exp.answering.prompts import PromptLibrary
+from t2exp.answering.demos import DemoPool
 from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Question, Subset
-from t2exp.embedders import Embedder
-from t2exp.embedders.cached import CachedEmbedder
 from t2exp.evaluation.metrics import RECALL_KS
 from t2exp.evaluation.scoring.cell_rows import score_cell
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
-from t2exp.generators.cached import CachedGenerator
 from t2exp.index.build import Index, truncation_fraction
 from t2exp.index.documents import heading
-from t2exp.index.store import Store
-from t2exp.infra.cache import KVCache
 from t2exp.methods import RagMethod, Services
-from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.predictions import PredictionWriter, Span, Tally
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
@@ -44,14 +36,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Parts:
-    """The objects built from config (:mod:`t2exp.pipeline.build`): the data and the components."""
+    """The objects built from config (:mod:`t2exp.pipeline.build`): the data, the method and what it
+    may use (``services``: the embedder and generator behind their caches, the store, the prompts)."""
 
     subsets: list[Subset]
     method: RagMethod
-    embedder: Embedder | None
-    store_factory: Callable[[], Store] | None
-    generator: Generator | None
-    prompts: PromptLibrary
+    services: Services
     demos: DemoPool | None = None  # retrieved demonstrations (t2exp.answering.demos)
 
 
@@ -62,11 +52,7 @@ class Settings:
     sampling: Sampling
     answer_mode: str
     k: int
-    variant: str
-    cache_dir: Path
     run_dir: Path  # where per-question predictions are appended (deterministic per cell)
-    aux_sampling: Sampling | None = None  # HyDE / summaries
-    query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
     evidence: Evidence = field(default_factory=Evidence)  # what the generator reads of each document
     answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
     grounding: str = GeneratorConfig.grounding  # program checking when choosing the answer (t2exp.answering.answer_choice)
@@ -107,7 +93,7 @@ def run_steps(c: Components) -> Result:
     exists) → score (:func:`t2exp.evaluation.scoring.cell_rows.score_cell`). Logging is the caller's."""
     run = c.settings
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    services, clock = _services(c), Clock()
+    services, clock = c.parts.services, Clock()
     writer = PredictionWriter(run.run_dir / "predictions.jsonl", c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k)
     todo = writer.todo(c.parts.subsets)
     for subset in c.parts.subsets:
@@ -121,27 +107,6 @@ def run_steps(c: Components) -> Result:
     metrics, table = score_cell(written.rows, c.parts.subsets, run.k)
     metrics.update(_counts(c, clock, written.tally, services))
     return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=written.tally.spans)
-
-
-def _services(c: Components) -> Services:
-    """The components as the methods use them: embedder and generator behind their caches
-    (embeddings committed after every embedder batch, one API request, so a failure or a kill
-    mid-corpus keeps everything embedded so far)."""
-    parts, run = c.parts, c.settings
-    embed_chunk = max(1, int(parts.embedder.batch_size)) if parts.embedder else 1
-    embedder = CachedEmbedder(parts.embedder, KVCache(run.cache_dir / "embeddings.sqlite"), chunk=embed_chunk) if parts.embedder else None
-    generator = CachedGenerator(parts.generator, KVCache(run.cache_dir / "llm.sqlite")) if parts.generator else None
-    return Services(
-        embedder=embedder,
-        store_factory=parts.store_factory,
-        generator=generator,
-        prompts=parts.prompts,
-        variant=run.variant,
-        lock_dir=run.cache_dir / "locks",
-        aux_sampling=run.aux_sampling,
-        query=run.query,
-        k=run.k,
-    )
 
 
 def _index(c: Components, subset: Subset, services: Services, clock: Clock) -> Index | None:
@@ -192,13 +157,8 @@ def _generate(
             chunk = todo[start : start + batch]
             chunk_hits = hits[start : start + batch] if hits is not None else [None] * len(chunk)
             contexts = [_evidence(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
-            spans = {"retrieve": window} if window is not None else {}
             c.stop.check()
-            if generator is None:
-                for q, h, ctx in zip(chunk, chunk_hits, contexts, strict=True):
-                    writer.write(q, h, ctx, None, spans)
-            else:
-                _answer(c, generator, Batch(chunk, chunk_hits, contexts, spans), writer, clock)
+            _answer(c, generator, Batch(chunk, chunk_hits, contexts, {"retrieve": window} if window is not None else {}), writer, clock)
 
 
 @dataclass
@@ -211,21 +171,33 @@ class Batch:
     spans: dict[str, Span]
 
 
-def _answer(c: Components, generator: Generator, b: Batch, writer: PredictionWriter, clock: Clock) -> None:
-    """One batch of questions to the generator. A stopping run writes each answer the moment it
-    arrives; a failure, a stop or a hard stop keeps every answer that arrived before it ends."""
-    prompts = [
-        answers.build_messages(c.parts.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, _demos(c, q))
-        for q, ctx in zip(b.questions, b.contexts, strict=True)
-    ]
+def _answer(c: Components, generator: Generator | None, b: Batch, writer: PredictionWriter, clock: Clock) -> None:
+    """One batch of questions to the generator (none: each row written with no answer). A stopping
+    run writes each answer the moment it arrives; a failure, a stop or a hard stop keeps every
+    answer that arrived before it ends."""
     arrived: dict[int, tuple[Generation, Span]] = {}
+
+    def write(i: int, g: Generation | None = None, window: Span | None = None) -> None:
+        spans = b.spans if window is None else {**b.spans, "generate": window}
+        writer.write(b.questions[i], b.hits[i], b.contexts[i], g, spans)
+
+    if generator is None:
+        for i in range(len(b.questions)):
+            write(i)
+        return
+    pool = c.parts.demos  # the demonstrations shown with each question (none without a pool); never its own document's
+    demos = [
+        pool.select(q.question, c.settings.demos_k, q.id, q.context_id, q.metadata.get("company_name", "")) if pool else []
+        for q in b.questions
+    ]
+    prompts = [
+        answers.build_messages(c.parts.services.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, d)
+        for q, ctx, d in zip(b.questions, b.contexts, demos, strict=True)
+    ]
     t0, wall0 = time.perf_counter(), time.time_ns()
 
-    def write(i: int, g: Generation, window: Span) -> None:
-        writer.write(b.questions[i], b.hits[i], b.contexts[i], g, {**b.spans, "generate": window})
-
     def on_answer(i: int, g: Generation) -> None:
-        arrived[i] = (g, _generate_window(g, wall0, time.time_ns()))
+        arrived[i] = (g, g.window(wall0, time.time_ns()))
         if c.stop.is_set():
             write(i, *arrived[i])
 
@@ -242,13 +214,7 @@ def _answer(c: Components, generator: Generator, b: Batch, writer: PredictionWri
     wall1 = time.time_ns()
     for i, g in enumerate(gens):
         # a generator that returns its batch at once: every answer arrived with it
-        write(i, g, arrived[i][1] if i in arrived else _generate_window(g, wall0, wall1))
-
-
-def _generate_window(g: Generation, batch_start: int, arrived: int) -> Span:
-    """The generation's real window: it ended when the answer arrived and took the model's seconds
-    for it (within its batch's window; an answer from the LLM cache took no model time)."""
-    return (arrived if g.cached else max(batch_start, arrived - int(g.seconds * 1e9)), arrived)
+        write(i, g, arrived[i][1] if i in arrived else g.window(wall0, wall1))
 
 
 def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> dict[str, float]:
@@ -276,10 +242,3 @@ def _evidence(c: Components, q: Question, hits, index) -> list[str]:
         return c.settings.evidence.all(q.question, texts)
     sources = [index.docs[cid] for cid, _ in (hits or [])[: len(texts)]]
     return c.settings.evidence.all(q.question, texts, [heading(d) for d in sources])
-
-
-def _demos(c: Components, q: Question) -> list[Demo]:
-    """The demonstrations shown with ``q`` (none without a pool); never its own document's."""
-    if c.parts.demos is None:
-        return []
-    return c.parts.demos.select(q.question, c.settings.demos_k, q.id, q.context_id, q.metadata.get("company_name", ""))

@@ -8,18 +8,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from t2exp.data.records import Subset
+from t2exp.answering import answer_choice
+from t2exp.data.records import Question, Subset
 from t2exp.evaluation.metrics import (
     CI_SEED,
     DEGENERATE,
     N_BOOT,
     NM_METRICS,
+    RECALL_KS,
     aggregate,
     degenerate_counts,
     flatten_table,
     paper_order_names,
     question_metric_names,
+    question_metrics,
 )
+from t2exp.generators import Generation
+from t2exp.methods import Ranking
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,44 @@ class Prediction:
     generate_seconds: float | None  # the model's seconds (from the LLM cache: when it was made)
     metrics: dict[str, float | None] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, q: Question, hits, contexts: list[str], gen: Generation | None, answer_mode: str, grounding: str, k: int) -> Prediction:
+        """The prediction of ``q`` from its ranked ``hits``, the ``contexts`` the generator read and
+        its generation ``gen`` (None: a retrieval-only run), its per-question metrics computed once."""
+        ranked = None if hits is None else [cid for cid, _ in hits]
+        ranking = None if hits is None else Ranking.of(hits)
+        dense, depth = (None, None) if ranking is None else (_dense_of(ranking), ranking.depth)
+        parsed = None if gen is None else answer_choice.choose(answer_mode, [gen.text, *gen.extra.get("samples", [])], contexts, grounding)
+        pred, text = (parsed.value, parsed.text) if parsed else (None, None)
+        m = question_metrics(ranked, q.context_id, k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=depth)
+        if gen is None:
+            m.update(dict.fromkeys((*NM_METRICS, DEGENERATE)))
+        return cls(
+            id=q.id,
+            subset=q.subset,
+            split=q.split,
+            context_id=q.context_id,
+            question=q.question,
+            retrieved=ranked,
+            scores=None if hits is None else [round(s, 6) for _, s in hits],
+            retrieved_dense=dense,
+            ranked_depth=depth if depth is not None and depth < max(RECALL_KS) else None,
+            n_contexts=len(contexts),
+            generation=None if gen is None else gen.text,
+            program=parsed.program if parsed else None,
+            program_error=parsed.program_error if parsed else None,
+            fields=dict(parsed.fields) if parsed else {},
+            answer_text=text,
+            prediction=pred,
+            gold=q.gold,
+            gold_raw=q.gold_raw,
+            finish_reason=None if gen is None else gen.finish_reason,
+            prompt_tokens=None if gen is None else gen.prompt_tokens,
+            completion_tokens=None if gen is None else gen.completion_tokens,
+            generate_seconds=None if gen is None else round(gen.seconds, 3),
+            metrics=m,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The row as ``predictions.jsonl`` holds it (:meth:`from_json` reads it back)."""
         out: dict[str, Any] = {}
@@ -75,6 +118,13 @@ class Prediction:
             fields={k: row[k] for k in rest if keys.index(k) < tail},
             metrics={k: row[k] for k in rest if keys.index(k) >= tail},
         )
+
+
+def _dense_of(hits: Ranking) -> list[float | None] | None:
+    dense = hits.dense
+    if not dense:
+        return None
+    return [None if cid not in dense else round(float(dense[cid]), 6) for cid, _ in hits]
 
 
 def score_cell(rows: Sequence[Prediction], subsets: Sequence[Subset], k: int) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
