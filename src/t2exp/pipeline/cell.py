@@ -47,9 +47,8 @@ def run_cell(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignal
     runs its shard (:func:`_run_shard`)."""
     cell = load_cell(cfg)
     components = build_components(cfg, signals.stop, cell)
-    i, n = shard_of(cfg)
-    if n > 1:
-        return _run_shard(cfg, overrides, signals, cell, components, i)
+    if int(cfg.get("shards") or 1) > 1:
+        return _run_shard(cfg, overrides, signals, cell, components)
 
     def waiting() -> None:
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", cell.key)
@@ -58,11 +57,12 @@ def run_cell(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignal
         return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
 
 
-def _run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components, i: int) -> Result:
-    """Answer shard ``i`` of the cell as a child run of the cell's MLflow run (a shard that
+def _run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components) -> Result:
+    """Answer shard ``cfg.shard`` of the cell as a child run of the cell's MLflow run (a shard that
     finished before, with ``resume=true``, joins it without answering), then merge the cell when
     every shard is done."""
-    key, layout = cell.key, Layout(components.settings.run_dir, int(cfg.shards))
+    i, n = shard_of(cfg)
+    key, layout = cell.key, Layout(components.settings.run_dir, n)
     cell_cfg = cell_config(cfg)
     record(cell_cfg, layout, i)
     skipped = finished_cell(cfg, key, components, mirror=i == 0)

@@ -37,10 +37,8 @@ SAME_IN_EVERY_SHARD = ("corpus_size", "empty_questions_skipped", "doc_truncated_
 
 
 def shard_of(cfg: DictConfig) -> tuple[int, int]:
-    """``(shard, shards)`` of a job's config (``(0, 1)``: an unsharded cell)."""
+    """``(shard, shards)`` of a sharded job's config."""
     n = int(cfg.get("shards") or 1)
-    if n <= 1:
-        return 0, 1
     i = cfg.get("shard")
     if i is None or not 0 <= int(i) < n:
         raise ConfigError(
