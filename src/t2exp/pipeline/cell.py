@@ -2,7 +2,7 @@
 build (the components) → run the steps → log (its MLflow run, :mod:`t2exp.tracking.cell_log`),
 under SIGTERM/SIGINT handling (:class:`t2exp.pipeline.stop.StopOnSignals`). A sharded cell's job
 runs its shard the same way, as a child run, and merges the cell when it is the last to finish
-(:mod:`t2exp.pipeline.shard_run`)."""
+(:mod:`t2exp.pipeline.shard_merge`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from t2exp.infra.cache import cell_lock
 from t2exp.infra.redaction import redact_overrides
 from t2exp.pipeline.build import build_components
 from t2exp.pipeline.identity import Cell, load_cell
-from t2exp.pipeline.shard_run import cell_config, merge_if_last, record, rejoin
+from t2exp.pipeline.shard_merge import cell_config, merge_if_last, record, rejoin
 from t2exp.pipeline.shards import Layout, shard_of, slice_subsets
 from t2exp.pipeline.steps import Components, Result, run_steps
 from t2exp.pipeline.stop import Interrupted, StopOnSignals
@@ -101,7 +101,7 @@ def _answer_shard(
     if not any(s.questions for s in parts.subsets):  # more shards than questions: nothing to answer, nothing to log
         log.info("shard %d of %d: no question of this cell falls in its slice; nothing to answer", i, n)
         layout.write_done(i, done)
-        return Result(metrics={}, predictions_path=layout.predictions(i), skipped=True)
+        return Result(metrics={}, predictions_path=layout.predictions(i))
     shard = Components(parts=parts, settings=dataclasses.replace(components.settings, run_dir=layout.dir(i)), stop=components.stop)
     tags = {runs.SHARD_TAG: f"{i}/{n}", runs.SHARD_OF_TAG: cell.key, "t2exp.overrides": " ".join(redact_overrides(list(overrides or [])))}
     try:
@@ -125,7 +125,7 @@ def finished_cell(cfg: DictConfig, key: str, components: Components, *, mirror: 
     metrics = finished_metrics(cfg, key, mirror=mirror)
     if metrics is None:
         return None
-    return Result(metrics=metrics, predictions_path=components.settings.run_dir / "predictions.jsonl", skipped=True)
+    return Result(metrics=metrics, predictions_path=components.settings.run_dir / "predictions.jsonl")
 
 
 def run_and_log(

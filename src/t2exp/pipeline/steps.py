@@ -72,9 +72,7 @@ class Components:
 class Result:
     metrics: dict[str, float]
     predictions_path: Path
-    params: dict[str, Any] = field(default_factory=dict)
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skipped: bool = False  # resume=true found this cell already FINISHED
     spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # Tally.spans: each question's stage times
     run_id: str | None = None  # the MLflow run that logged it (set by the app)
 
