@@ -136,7 +136,7 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
         metrics, table = score_cell(rows, subsets, int(cfg.k))
         metrics.update(merged_counts([{k: v for k, v in r["metrics"].items() if k not in metrics} for r in records]))
         spans = {q: s for r in records for q, s in (r.get("spans") or {}).items()}
-        result = Result(metrics=metrics, predictions_path=predictions, table=table, spans=spans)
+        result = Result(metrics=metrics, predictions_path=predictions, rows=rows, table=table, spans=spans)
         runs.adopt(uri, cell_run_id, {str(r["run_id"]): layout.done(i) for i, r in enumerate(records) if r.get("run_id")})
         logged.log(result, {name: text for r in records for name, text in (r.get("prompts") or {}).items()})
     runs.close_stale(uri, str(logged.tracker.experiment_id), key, layout.shards, keep=cell_run_id)

@@ -21,7 +21,7 @@ from t2exp.answering.demos import DemoPool
 from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Question, Subset
 from t2exp.evaluation.metrics import RECALL_KS
-from t2exp.evaluation.scoring.cell_rows import score_cell
+from t2exp.evaluation.scoring.cell_rows import Prediction, score_cell
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.index.build import Index, truncation_fraction
 from t2exp.index.documents import heading
@@ -72,6 +72,7 @@ class Components:
 class Result:
     metrics: dict[str, float]
     predictions_path: Path
+    rows: list[Prediction] = field(default_factory=list)  # every question's row (none: a cell skipped)
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
     spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # Tally.spans: each question's stage times
     run_id: str | None = None  # the MLflow run that logged it (set by the app)
@@ -104,7 +105,7 @@ def run_steps(c: Components) -> Result:
     written = writer.finish(c.parts.subsets, run.run_dir / "leaderboard.jsonl")
     metrics, table = score_cell(written.rows, c.parts.subsets, run.k)
     metrics.update(_counts(c, clock, written.tally, services))
-    return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=written.tally.spans)
+    return Result(metrics=metrics, predictions_path=writer.path, rows=written.rows, table=table, spans=written.tally.spans)
 
 
 def _index(c: Components, subset: Subset, services: Services, clock: Clock) -> Index | None:

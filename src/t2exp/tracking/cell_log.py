@@ -22,7 +22,8 @@ from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError, TrackingError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import headline_metrics, metric_label
-from t2exp.infra.cache import atomic_write_text, read_jsonl
+from t2exp.evaluation.scoring.cell_rows import Prediction
+from t2exp.infra.cache import atomic_write_text
 from t2exp.infra.option_meta import without_meta
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.infra.signals import Interrupted
@@ -39,6 +40,7 @@ class CellResult(Protocol):
 
     metrics: dict[str, float]
     predictions_path: Path
+    rows: list[Prediction]  # every question's row, in the run's question order
     table: dict[str, dict[str, Any]]
     spans: dict[str, dict[str, tuple[int, int]]]
     run_id: str | None
@@ -127,7 +129,7 @@ class CellLog:
         an MLflow table, and one trace per question: for every question with ``tracking.traces=true``,
         none with ``false``, else for at most ``tracking.trace_limit`` questions, chosen by question id
         alone (``inspection.traced_rows``: two cells over the same questions trace the same ones)."""
-        rows = list(read_jsonl(result.predictions_path))
+        rows = [r.to_json() for r in result.rows]
         on = ", ".join(f"{tabular.md_escape(s.name)} ({len(s.questions)} questions)" for s in self.subsets)
         what = f"**{tabular.md_escape(run_name(self.cfg))}** on {on}"
         self.tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, self.k), what)})

@@ -141,7 +141,7 @@ def score_cell(rows: Sequence[Prediction], subsets: Sequence[Subset], k: int) ->
     table = {s: agg.get(s, {}) for s in [*names_of, "avg"]}
     metrics = flatten_table(table)
     if answered:
-        degenerate = degenerate_counts({"subset": r.subset, DEGENERATE: r.metrics.get(DEGENERATE)} for r in rows)
+        degenerate = degenerate_counts(per_q)
         metrics.update({f"{s}/degenerate_predictions": float(degenerate.get(s, 0)) for s in names_of})
         metrics["degenerate_predictions"] = float(sum(degenerate.values()))
     return metrics, {s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()}
