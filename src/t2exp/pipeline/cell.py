@@ -107,9 +107,9 @@ def _answer_shard(
     try:
         result = run_and_log(cfg, overrides, signals, cell, shard, tags=tags, parent=parent, name=f"{run_name(cfg)}-shard{i}of{n}")
     except BaseException as exc:
-        status = "KILLED" if isinstance(exc, Interrupted) else "FAILED"
+        status, why = ("KILLED", f"interrupted by {exc}") if isinstance(exc, Interrupted) else ("FAILED", str(exc))
         try:
-            runs.end_cell_run(str(cfg.tracking.uri), parent, status, f"shard {i} of {n}: {exc}")
+            runs.end_cell_run(str(cfg.tracking.uri), parent, status, f"shard {i} of {n}: {why}")
         except Exception as close_exc:  # the store is gone as well: the shard's own error is the one to read
             log.warning("the cell's MLflow run %s could not be closed: %s", parent, close_exc)
         raise

@@ -75,18 +75,13 @@ class Layout:
         return self.root / CONFIG_FILE
 
     def dir(self, i: int) -> Path:
-        """Shard ``i``'s directory (one shard: the cell's own, where an unsharded run keeps its files)."""
-        return self.run_dir if self.shards == 1 else self.root / f"{i}-of-{self.shards}"
+        return self.root / f"{i}-of-{self.shards}"
 
     def predictions(self, i: int) -> Path:
         return self.dir(i) / "predictions.jsonl"
 
     def done(self, i: int) -> Path:
         return self.dir(i) / "done.json"
-
-    def missing(self) -> list[int]:
-        """The shards that have not finished (no ``done.json``)."""
-        return [i for i in range(self.shards) if not self.done(i).is_file()]
 
     def write_done(self, i: int, record: dict[str, Any]) -> None:
         atomic_write_text(self.done(i), json.dumps(record, sort_keys=True))
