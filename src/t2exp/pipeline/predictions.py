@@ -30,13 +30,9 @@ class Tally:
     stage times."""
 
     tokens: dict[str, float] = field(
-        default_factory=lambda: {
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "reasoning_tokens": 0,
-            "truncated_generations": 0,
-            "model_seconds": 0.0,
-        }
+        default_factory=lambda: dict.fromkeys(
+            ("prompt_tokens", "completion_tokens", "reasoning_tokens", "truncated_generations", "model_seconds"), 0
+        )
     )
     generated: int = 0
     # question id -> stage (retrieve, generate, score) -> (start, end) in ns since the epoch: the

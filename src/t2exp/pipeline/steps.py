@@ -99,7 +99,7 @@ def run_steps(c: Components) -> Result:
         c.stop.check()
         index = _index(c, subset, services, clock)
         hits, window = _retrieve(c, todo[subset.name], index, clock)
-        _generate(c, subset.name, todo[subset.name], (hits, window), index, services.generator, writer, clock)
+        _generate(c, subset.name, todo[subset.name], (hits, window), index, writer, clock)
         if index is not None and index.store is not None:
             index.store.close()
     written = writer.finish(c.parts.subsets, run.run_dir / "leaderboard.jsonl")
@@ -142,13 +142,12 @@ def _generate(
     todo: list[Question],
     retrieved: tuple[list | None, Span | None],
     index: Index | None,
-    generator: Generator | None,
     writer: PredictionWriter,
     clock: Clock,
 ) -> None:
     """Answer ``todo`` in the generator's batches and write each prediction (a retrieval-only run
     writes its rows with no answer), with its ``retrieved`` hits and their window."""
-    hits, window = retrieved
+    hits, window, generator = *retrieved, c.parts.services.generator
     batch = max(1, generator.batch_size) if generator else len(todo) or 1
     shown = writer.progress(f"generate {name}", len(todo)) if generator is not None and todo else nullcontext()
     with shown:
