@@ -87,13 +87,21 @@ class KVCache:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            fault = _SQLITE_FAULTS.get("_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2]))  # SQLITE_IOERR_WRITE
+            code = "_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2])  # SQLITE_IOERR_WRITE
+            read_only = code == "SQLITE_CANTOPEN" and not os.access(self.path.parent, os.W_OK)  # a read-only mount
+            fault = _SQLITE_FAULTS.get("SQLITE_READONLY" if read_only else code)
             if fault is not None:  # the file is fine: the disk or its permissions are not
                 raise T2ExpError(f"{self.path}: {exc}; {fault}") from None
             raise CorruptCacheError(
                 f"{self.path}: not a usable SQLite cache ({exc}); delete it (and its -wal/-shm files): it is a cache, "
                 "everything in it is recomputed"
             ) from None
+
+    def close(self) -> None:
+        """Close this thread's connection (a later call opens another)."""
+        conn, self._local.conn = getattr(self._local, "conn", None), None
+        if conn is not None:
+            conn.close()
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -44,17 +44,20 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
 def run_cell(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals) -> Result:
     """Load the cell and compute its key, build it, then (under the cell's lock: one process runs
     a cell at a time) return its FINISHED run's result or run and log it; a sharded cell's job
-    runs its shard (:func:`_run_shard`)."""
+    runs its shard (:func:`_run_shard`). The caches opened by the build are closed at the end."""
     cell = load_cell(cfg)
     components = build_components(cfg, signals.stop, cell)
-    if int(cfg.get("shards") or 1) > 1:
-        return _run_shard(cfg, overrides, signals, cell, components)
 
     def waiting() -> None:
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", cell.key)
 
-    with cell_lock(components.parts.services.lock_dir, f"cell-{cell.key}", on_wait=waiting):
-        return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
+    try:
+        if int(cfg.get("shards") or 1) > 1:
+            return _run_shard(cfg, overrides, signals, cell, components)
+        with cell_lock(components.parts.services.lock_dir, f"cell-{cell.key}", on_wait=waiting):
+            return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
+    finally:
+        components.parts.services.close()
 
 
 def _run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components) -> Result:
