@@ -177,6 +177,6 @@ def test_aux_sampling_from_the_schema_is_usable(keys):
     """The schema gives aux_sampling a `stop: null`; it must become no stop sequence, not None
     (before the fix `Sampling.as_dict()`, the LLM-cache key, raised TypeError for generator=qwq32b)."""
     components = build_components(compose_cfg("generator=qwq32b", "dataset=finqa", "dataset.limit=1"))
-    aux = components.settings.aux_sampling
+    aux = components.parts.services.aux_sampling
     assert aux is not None and aux.stop == () and aux.max_tokens == 4096 and aux.json_schema is None
     assert aux.as_dict()["stop"] == []

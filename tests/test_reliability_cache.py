@@ -82,7 +82,7 @@ def test_unusable_sqlite_cache_is_a_one_line_error(tmp_path):
     p = tmp_path / "llm.sqlite"
     p.write_bytes(b"this is not a database" * 300)
     with pytest.raises(CorruptCacheError) as e:
-        KVCache(p)
+        KVCache(p).open()
     assert str(p) in str(e.value) and "\n" not in str(e.value)
 
 

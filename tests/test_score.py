@@ -236,20 +236,18 @@ class _Generator:
 def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
     from t2exp.answering.prompts import PromptLibrary
     from t2exp.generators import Sampling
+    from t2exp.generators.cached import CachedGenerator
+    from t2exp.infra.cache import KVCache
+    from t2exp.methods import Services
     from t2exp.pipeline.steps import Components, Parts, Settings, run_steps
 
     # the app loads dataset=bundled like this (app.build_components)
     subsets = load_subsets(**dataset_args(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED))
+    generator = CachedGenerator(_Generator(bundled_sample), KVCache(tmp_path / "cache" / "llm.sqlite"))
+    services = Services(None, None, generator, PromptLibrary(ROOT / "prompts"), variant="plain", lock_dir=tmp_path / "cache" / "locks", k=3)
     comps = Components(
-        Parts(
-            subsets=subsets,
-            method=_Method(),
-            embedder=None,
-            store_factory=None,
-            generator=_Generator(bundled_sample),
-            prompts=PromptLibrary(ROOT / "prompts"),
-        ),
-        Settings(sampling=Sampling(), answer_mode="direct", k=3, variant="plain", cache_dir=tmp_path / "cache", run_dir=tmp_path / "run"),
+        Parts(subsets=subsets, method=_Method(), services=services),
+        Settings(sampling=Sampling(), answer_mode="direct", k=3, run_dir=tmp_path / "run"),
     )
     result = run_steps(comps)
     pattern = r"^(FinQA|TAT-DQA|avg)/(nm|nm_bare|nm_strict|mrr_at_3|recall_at_\d)(_ci_low|_ci_high)?$"
@@ -266,7 +264,7 @@ def test_rescoring_a_run_reproduces_its_metrics(bundled_sample, tmp_path):
 
     import t2exp.pipeline.steps as steps
 
-    assert not hasattr(steps, "aggregate")  # one scorer: a run aggregates through score_rows, as t2exp.score
+    assert not hasattr(steps, "aggregate")  # one scorer: a run aggregates through score_cell, as t2exp.score does
     rescored = score(result.predictions_path, dataset="bundled")
     assert rescored.counts.scored == 2 * LIMIT and rescored.counts.missing == rescored.counts.unknown_ids == 0
     assert {k: rescored.metrics[k] for k in wanted} == wanted  # exactly, CIs included

@@ -59,15 +59,15 @@ def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
 
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:
-        result = run(cfg, overrides, _shard_runner(cfg))
+        result = run(cfg, overrides)
     except T2ExpError as exc:
         _fail(exc)
     except OSError as exc:  # a full disk, a read-only or misplaced path: the path, the fault, the fix
         exit_with(redact_text(os_error_line(exc)))
     except Interrupted as exc:
-        msg = str(exc)
-        if msg == exc.signal_name:  # not explained by app.run: it came before the MLflow run was opened
-            msg = f"interrupted by {exc.signal_name} before the run started; nothing to resume"
+        msg = f"interrupted by {exc}"
+        if str(exc) == exc.signal_name:  # not explained by the cell: it came before the MLflow run was opened
+            msg += " before the run started; nothing to resume"
         print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
         if HydraConfig.initialized() and is_joblib_launcher(HydraConfig.get().launcher):
             # a cell in a loky worker (hydra/launcher=local_parallel): joblib ends every other
@@ -83,15 +83,6 @@ def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
     except T2ExpError as exc:
         _fail(exc)
         return None
-
-
-def _shard_runner(cfg: DictConfig) -> Any:
-    """One shard of a sharded cell (``shards`` > 1) runs through the shard runner; else None."""
-    if int(cfg.get("shards") or 1) <= 1:
-        return None
-    from t2exp.pipeline.shard_run import run_shard
-
-    return run_shard
 
 
 # --- pre-flight -------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class RemoteEmbedder(Retrying):
         provider: str = "",  # the config's key; the class names its provider
         dim: int = 0,
         max_tokens: int = 512,
-        batch_size: int = 64,
+        batch_size: int = 32,
         base_url: str | None = None,
         api_key: str | None = None,
         max_retries: int = 5,

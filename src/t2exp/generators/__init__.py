@@ -59,6 +59,11 @@ class Generation:
         self.text = valid_text(self.text)
         self.extra = {k: valid_text(v) if isinstance(v, str) else v for k, v in self.extra.items()}
 
+    def window(self, batch_start: int, arrived: int) -> tuple[int, int]:
+        """Its real window in ns: it ended when it ``arrived`` and took the model's seconds (within its
+        batch's window; an answer from the LLM cache took no model time)."""
+        return (arrived if self.cached else max(batch_start, arrived - int(self.seconds * 1e9)), arrived)
+
 
 OnResult = Callable[[int, "Generation"], None]
 ShouldStop = Callable[[], bool]

@@ -67,17 +67,26 @@ _SQLITE_FAULTS = {
 class KVCache:
     def __init__(self, path: str | Path, table: str = "kv") -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.table = table
         self._local = threading.local()
-        with self._guard():
-            conn = self._conn()
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-            conn.commit()
-            # a damaged page inside the file is found now, not halfway through a run
-            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
-            if problems != ["ok"]:
-                raise sqlite3.DatabaseError(f"integrity check: {problems[0]}")
+        self._opening = threading.Lock()
+        self._ready = False
+
+    def open(self) -> None:
+        """Create the file and its table if missing and check it (a damaged page is found when a
+        run starts, not halfway through it); the first read or write opens it as well."""
+        with self._opening:
+            if self._ready:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._guard():
+                conn = self._connect()
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+                conn.commit()
+                problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+                if problems != ["ok"]:
+                    raise sqlite3.DatabaseError(f"integrity check: {problems[0]}")
+            self._ready = True
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -85,7 +94,9 @@ class KVCache:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            fault = _SQLITE_FAULTS.get("_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2]))  # SQLITE_IOERR_WRITE
+            code = "_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2])  # SQLITE_IOERR_WRITE
+            read_only = code == "SQLITE_CANTOPEN" and not os.access(self.path.parent, os.W_OK)  # a read-only mount
+            fault = _SQLITE_FAULTS.get("SQLITE_READONLY" if read_only else code)
             if fault is not None:  # the file is fine: the disk or its permissions are not
                 raise T2ExpError(f"{self.path}: {exc}; {fault}") from None
             raise CorruptCacheError(
@@ -93,7 +104,18 @@ class KVCache:
                 "everything in it is recomputed"
             ) from None
 
+    def close(self) -> None:
+        """Close this thread's connection (a later call opens another)."""
+        conn, self._local.conn = getattr(self._local, "conn", None), None
+        if conn is not None:
+            conn.close()
+
     def _conn(self) -> sqlite3.Connection:
+        if not self._ready:
+            self.open()
+        return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60.0)

@@ -75,6 +75,18 @@ class Services:
     # None: the depth asked (a caller outside a run)
     k: int | None = None
 
+    def open(self) -> None:
+        """Open (and check) the caches before the run's first step."""
+        for cached in (self.embedder, self.generator):
+            if cached is not None:
+                cached.cache.open()
+
+    def close(self) -> None:
+        """Close the caches: their files are free once the run is done."""
+        for cached in (self.embedder, self.generator):
+            if cached is not None:
+                cached.cache.close()
+
     def generate_aux(self, prompts: list[Any], stage: str, unit: str) -> list[Any]:
         """Auxiliary LLM calls (HyDE passages, summaries) with ``aux_sampling``, shown as a stage."""
         from t2exp.infra import progress

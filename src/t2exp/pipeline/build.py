@@ -20,9 +20,12 @@ from t2exp.config import to_dict
 from t2exp.config.components import build, target_class
 from t2exp.config.generators import AUX_MAX_TOKENS, GeneratorConfig
 from t2exp.data.records import Subset
+from t2exp.embedders.cached import CachedEmbedder
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
-from t2exp.methods import RagMethod
+from t2exp.generators.cached import CachedGenerator
+from t2exp.infra.cache import KVCache
+from t2exp.methods import RagMethod, Services
 from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.identity import Cell, load_cell
 from t2exp.pipeline.steps import Components, Parts, Settings
@@ -64,8 +67,10 @@ def _sampling(cfg: DictConfig | None, answer_mode: str) -> Sampling:
 
 
 def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cell | None = None) -> Components:
-    """Build every component of ``cell`` (by default: :func:`load_cell` of ``cfg``) from config (no
-    work on the corpus yet)."""
+    """Build every component of ``cell`` (by default: :func:`load_cell` of ``cfg``) from config, the
+    embedder and generator behind their caches (embeddings committed after every embedder batch, one
+    API request, so a failure or a kill mid-corpus keeps everything embedded so far); no work on the
+    corpus yet."""
     cell = cell or load_cell(cfg)
     subsets = cell.subsets
     reranker = build_component(cfg.get("reranker"))
@@ -82,16 +87,22 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cel
     aux_sampling = _sampling(aux, answer_mode="") if aux else Sampling(max_tokens=AUX_MAX_TOKENS, seed=sampling.seed)
     cache_dir = Path(cfg.paths.cache)
     prompts = PromptLibrary(cfg.paths.prompts)
+    demos = _demo_pool(cfg, prompts) if generator else None
+    services = Services(
+        embedder=CachedEmbedder(embedder, KVCache(cache_dir / "embeddings.sqlite"), chunk=max(1, int(embedder.batch_size)))
+        if embedder
+        else None,
+        store_factory=store_factory,
+        generator=CachedGenerator(generator, KVCache(cache_dir / "llm.sqlite")) if generator else None,
+        prompts=prompts,
+        variant=str(cfg.document.variant),
+        lock_dir=cache_dir / "locks",
+        aux_sampling=aux_sampling,
+        query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
+        k=int(cfg.k),
+    )
     return Components(
-        parts=Parts(
-            subsets=subsets,
-            method=method,
-            embedder=embedder,
-            store_factory=store_factory,
-            generator=generator,
-            prompts=prompts,
-            demos=_demo_pool(cfg, prompts) if generator else None,
-        ),
+        parts=Parts(subsets=subsets, method=method, services=services, demos=demos),
         settings=Settings(
             sampling=sampling,
             answer_mode=str(gen_cfg.get("answer_mode", GeneratorConfig.answer_mode)),
@@ -99,11 +110,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cel
             grounding=str(gen_cfg.get("grounding", GeneratorConfig.grounding)),
             demos_k=int(gen_cfg.get("demos_k", GeneratorConfig.demos_k)),
             k=int(cfg.k),
-            variant=str(cfg.document.variant),
-            cache_dir=cache_dir,
             run_dir=cache_dir / "runs" / cell.key,
-            aux_sampling=aux_sampling,
-            query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
             context=ContextShaper(
                 str(cfg.context.mode), int(cfg.context.sentences), str(cfg.context.tables), str(cfg.context.header), cfg.context.documents
             ),

@@ -1,58 +1,126 @@
 """From a composed Hydra config to a tracked cell, top to bottom: load (the data) → key (once) →
 build (the components) → run the steps → log (its MLflow run, :mod:`t2exp.tracking.cell_log`),
-under SIGTERM/SIGINT handling (:class:`t2exp.pipeline.stop.StopOnSignals`)."""
+under SIGTERM/SIGINT handling (:class:`t2exp.pipeline.stop.StopOnSignals`). A sharded cell's job
+runs its shard the same way, as a child run, and merges the cell when it is the last to finish
+(:mod:`t2exp.pipeline.shard_merge`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
 
 from omegaconf import DictConfig
 
 from t2exp import config
 from t2exp.errors import ConfigError
 from t2exp.infra import progress
-from t2exp.infra.cache import cell_lock
+from t2exp.infra.cache import cell_lock, lock_name
+from t2exp.infra.mlflow_store import Tag
+from t2exp.infra.redaction import redact_overrides
 from t2exp.pipeline.build import build_components
 from t2exp.pipeline.identity import Cell, load_cell
+from t2exp.pipeline.shard_merge import cell_config, merge_if_last, record, rejoin
+from t2exp.pipeline.shards import Layout, shard_of, slice_subsets
 from t2exp.pipeline.steps import Components, Result, run_steps
 from t2exp.pipeline.stop import Interrupted, StopOnSignals
-from t2exp.tracking.cell_log import cell_params, cell_run, cell_tags, finished_metrics
+from t2exp.tracking import cell_run as runs
+from t2exp.tracking.cell_log import cell_params, cell_tags, finished_metrics, recording, run_name
 
 log = logging.getLogger("t2exp")
 
 
-CellRunner = Callable[[DictConfig, "list[str] | None", StopOnSignals], Result]
-
-
-def run(cfg: DictConfig, overrides: list[str] | None = None, runner: CellRunner | None = None) -> Result:
-    """Validate, build, run and log one cell: the whole cell, or what ``runner`` runs under the
-    same signal handling (the app passes :func:`t2exp.pipeline.shard_run.run_shard` for one shard
-    of a sharded cell). Raises ``T2ExpError`` on bad input and ``Interrupted`` on SIGTERM/SIGINT
-    (the MLflow run is then closed as KILLED)."""
+def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
+    """Validate, build, run and log one cell (or one shard of a sharded cell). Raises ``T2ExpError``
+    on bad input and ``Interrupted`` on SIGTERM/SIGINT (the MLflow run is then closed as KILLED)."""
     config.check(cfg, overrides)
     progress.quiet_libraries(progress.hydra_verbose())
     with StopOnSignals() as signals:
-        result = (runner or run_cell)(cfg, overrides, signals)
+        result = run_cell(cfg, overrides, signals)
         late = signals.stop.signal_name
         if late:  # the signal came after the last safe point: the run is complete and logged
-            exc = Interrupted(late)
-            exc.args = (f"interrupted by {late} after the run had finished; its results are logged",)
-            raise exc
+            raise Interrupted(late, "the run had finished and its results are logged")
     return result
 
 
 def run_cell(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals) -> Result:
     """Load the cell and compute its key, build it, then (under the cell's lock: one process runs
-    a cell at a time) return its FINISHED run's result or run and log it."""
+    a cell at a time) return its FINISHED run's result or run and log it; a sharded cell's job
+    runs its shard (:func:`_run_shard`). The caches opened by the build are closed at the end."""
     cell = load_cell(cfg)
     components = build_components(cfg, signals.stop, cell)
 
     def waiting() -> None:
         log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", cell.key)
 
-    with cell_lock(components.settings.cache_dir / "locks", f"cell-{cell.key}", on_wait=waiting):
-        return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
+    try:
+        if int(cfg.get("shards") or 1) > 1:
+            return _run_shard(cfg, overrides, signals, cell, components)
+        with cell_lock(components.parts.services.lock_dir, lock_name("cell", cell.key), on_wait=waiting):
+            return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
+    finally:
+        components.parts.services.close()
+
+
+def _run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components) -> Result:
+    """Answer shard ``cfg.shard`` of the cell as a child run of the cell's MLflow run (a shard that
+    finished before, with ``resume=true``, joins it without answering), then merge the cell when
+    every shard is done."""
+    i, n = shard_of(cfg)
+    key, layout = cell.key, Layout(components.settings.run_dir, n)
+    cell_cfg = cell_config(cfg)
+    record(cell_cfg, layout, i)
+    skipped = finished_cell(cfg, key, components, mirror=i == 0)
+    if skipped is not None:
+        return skipped
+    cell_overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith("shard=")]
+    locks, subsets = components.parts.services.lock_dir, components.parts.subsets
+    params = cell_params({**cell.resolved, "shard": None}, subsets)
+    parent = runs.open_cell_run(
+        cfg.tracking, key, layout.shards, run_name(cfg), cell_tags(key, cell_overrides), lock_dir=locks, params=params, subsets=subsets
+    )
+
+    def waiting() -> None:
+        log.warning("shard %d of cell %s is being run by another process; waiting for it to end, then resuming", i, key)
+
+    with cell_lock(locks, lock_name("cell", key, "shard", i, "of", layout.shards), on_wait=waiting):
+        result = rejoin(cfg, layout, i, parent, subsets) or _answer_shard(cfg, overrides, signals, cell, components, layout, i, parent)
+    return merge_if_last(cell_cfg, cell_overrides, layout, components, key, parent) or result
+
+
+def _answer_shard(
+    cfg: DictConfig,
+    overrides: list[str] | None,
+    signals: StopOnSignals,
+    cell: Cell,
+    components: Components,
+    layout: Layout,
+    i: int,
+    parent: str,
+) -> Result:
+    """Run the shard's questions as a child run of the cell run ``parent``; record it done. A shard
+    that fails or is stopped closes the cell run likewise (FAILED, KILLED), naming itself."""
+    n = layout.shards
+    parts = dataclasses.replace(components.parts, subsets=slice_subsets(components.parts.subsets, i, n))
+    done = {"shard": i, "shards": n, "cell_run": parent, "run_id": None, "metrics": {}, "prompts": {}, "spans": {}}
+    if not any(s.questions for s in parts.subsets):  # more shards than questions: nothing to answer, nothing to log
+        log.info("shard %d of %d: no question of this cell falls in its slice; nothing to answer", i, n)
+        layout.write_done(i, done)
+        return Result(metrics={}, predictions_path=layout.predictions(i))
+    shard = Components(parts=parts, settings=dataclasses.replace(components.settings, run_dir=layout.dir(i)), stop=components.stop)
+    tags = {Tag.SHARD: f"{i}/{n}", Tag.SHARD_OF: cell.key, Tag.OVERRIDES: " ".join(redact_overrides(list(overrides or [])))}
+    try:
+        result = run_and_log(cfg, overrides, signals, cell, shard, tags=tags, parent=parent, name=f"{run_name(cfg)}-shard{i}of{n}")
+    except BaseException as exc:
+        status, why = ("KILLED", f"interrupted by {exc}") if isinstance(exc, Interrupted) else ("FAILED", str(exc))
+        try:
+            runs.end_cell_run(str(cfg.tracking.uri), parent, status, f"shard {i} of {n}: {why}")
+        except Exception as close_exc:  # the store is gone as well: the shard's own error is the one to read
+            log.warning("the cell's MLflow run %s could not be closed: %s", parent, close_exc)
+        raise
+    layout.write_done(
+        i, {**done, "run_id": result.run_id, "metrics": result.metrics, "prompts": parts.services.prompts.used, "spans": result.spans}
+    )
+    return result
 
 
 def finished_cell(cfg: DictConfig, key: str, components: Components, *, mirror: bool = True) -> Result | None:
@@ -61,7 +129,7 @@ def finished_cell(cfg: DictConfig, key: str, components: Components, *, mirror: 
     metrics = finished_metrics(cfg, key, mirror=mirror)
     if metrics is None:
         return None
-    return Result(metrics=metrics, predictions_path=components.settings.run_dir / "predictions.jsonl", skipped=True)
+    return Result(metrics=metrics, predictions_path=components.settings.run_dir / "predictions.jsonl")
 
 
 def run_and_log(
@@ -77,8 +145,9 @@ def run_and_log(
 ) -> Result:
     """Run the cell's steps (or, with ``tags``/``parent``/``name``, one shard's) as one MLflow run, and log the result."""
     components.stop.check()
+    components.parts.services.open()
     parts = components.parts
-    with cell_run(
+    with recording(
         cfg,
         tags or cell_tags(cell.key, overrides),
         cell_params(cell.resolved, parts.subsets),
@@ -89,7 +158,7 @@ def run_and_log(
         closing=signals.closing,
     ) as cell_log:
         result = run_steps(components)
-        cell_log.log(result, parts.prompts.used)
+        cell_log.log(result, parts.services.prompts.used)
     return result
 
 

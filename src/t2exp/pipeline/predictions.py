@@ -10,15 +10,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from t2exp.answering import answer_choice
 from t2exp.data.records import Question, Subset
-from t2exp.evaluation.metrics import DEGENERATE, NM_METRICS, RECALL_KS, question_metrics
+from t2exp.evaluation.scoring.cell_rows import Prediction
 from t2exp.generators import Generation
 from t2exp.infra.cache import JsonlLog, atomic_write_text, jsonl_line
 from t2exp.infra.progress import Stage, stage
-from t2exp.methods import Ranking
 from t2exp.pipeline.stop import StopRequest
 
 log = logging.getLogger("t2exp.pipeline.steps")
@@ -33,13 +30,9 @@ class Tally:
     stage times."""
 
     tokens: dict[str, float] = field(
-        default_factory=lambda: {
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "reasoning_tokens": 0,
-            "truncated_generations": 0,
-            "model_seconds": 0.0,
-        }
+        default_factory=lambda: dict.fromkeys(
+            ("prompt_tokens", "completion_tokens", "reasoning_tokens", "truncated_generations", "model_seconds"), 0
+        )
     )
     generated: int = 0
     # question id -> stage (retrieve, generate, score) -> (start, end) in ns since the epoch: the
@@ -62,12 +55,12 @@ class Written:
     """What a writer hands back when the run is done: every row in the run's question order, and
     what it counted (:class:`Tally`)."""
 
-    rows: list[dict[str, Any]]
+    rows: list[Prediction]
     tally: Tally
 
 
 class PredictionWriter:
-    """Writes each question's row once (:func:`prediction_row`) to ``predictions.jsonl``: in question
+    """Writes each question's row once (:func:`prediction_of`) to ``predictions.jsonl``: in question
     order normally, as answers arrive when the run is stopping or a request failed. The rows
     already in the file (a resumed run) count as written. It counts what it writes (its
     :class:`Tally`) and advances the generate stage's progress bar (:meth:`progress`)."""
@@ -75,7 +68,7 @@ class PredictionWriter:
     def __init__(self, path: Path, stop: StopRequest, *, answer_mode: str, grounding: str, k: int) -> None:
         self.log = JsonlLog(path)
         self.path = self.log.path
-        self.done: dict[str, dict[str, Any]] = {r["id"]: r for r in self.log.read()}
+        self.done = {str(r["id"]): Prediction.from_json(r) for r in self.log.read()}
         if self.done:
             log.info("resuming: %d predictions already in %s", len(self.done), self.log.path)
         self.stop = stop
@@ -101,96 +94,36 @@ class PredictionWriter:
         """``q``'s row, unless written already; ``spans``: its retrieve and generate windows."""
         if q.id in self.done:
             return
-        t0 = time.time_ns()
-        row = prediction_row(q, hits, contexts, gen, self.answer_mode, self.grounding, self.k)
-        self._tally.spans[q.id] = {**(spans or {}), "score": (t0, time.time_ns())}
+        with self.stop.atomic():  # a second Ctrl-C between the line and its record wrote the answer twice
+            t0 = time.time_ns()
+            row = Prediction.of(q, hits, contexts, gen, self.answer_mode, self.grounding, self.k)
+            self._tally.spans[q.id] = {**(spans or {}), "score": (t0, time.time_ns())}
+            self.log.write(row.to_json())
+            self.done[q.id] = row
         if gen is not None:
             self._tally.answer(gen)
             if self._bar is not None:
                 self._bar.advance()
                 if gen.cached:
                     self._bar.tally("from the LLM cache")
-        with self.stop.atomic():  # a second Ctrl-C between the two wrote the answer twice
-            self.log.write(row)
-            self.done[q.id] = row
 
     def finish(self, subsets: Sequence[Subset], leaderboard: Path) -> Written:
         """Every question's row in the run's question order (the file rewritten in it when answers
         were written out of order: a stop, then a resume) and the ``leaderboard`` file."""
         rows = [self.done[q.id] for s in subsets for q in s.questions]
-        if list(self.done) != [r["id"] for r in rows]:
-            write_predictions(rows, self.path)
-        write_leaderboard(rows, leaderboard)
+        write_rows(rows, self.path if list(self.done) != [r.id for r in rows] else None, leaderboard)
         return Written(rows=rows, tally=self._tally)
 
 
-def prediction_row(
-    q: Question, hits, contexts: list[str], gen: Generation | None, answer_mode: str, grounding: str, k: int
-) -> dict[str, Any]:
-    """The prediction row of ``q``: what was retrieved (ids, scores, dense similarities), what the
-    generator read and answered, the chosen answer and its per-question metrics."""
-    ranked = None if hits is None else [cid for cid, _ in hits]
-    parsed = None
-    if gen is not None:
-        parsed = answer_choice.choose(answer_mode, [gen.text, *gen.extra.get("samples", [])], contexts, grounding)
-    pred = parsed.value if parsed else None
-    text = parsed.text if parsed else None
-    dense = None if hits is None else _dense_of(Ranking.of(hits))
-    depth = None if hits is None else Ranking.of(hits).depth
-    m = question_metrics(ranked, q.context_id, k, pred, q.gold, pred_text=text, dense=dense, ranked_depth=depth)
-    if gen is None:
-        for name in (*NM_METRICS, DEGENERATE):
-            m[name] = None
-    return {
-        "id": q.id,
-        "subset": q.subset,
-        "split": q.split,
-        "context_id": q.context_id,
-        "question": q.question,
-        "retrieved": ranked,
-        "scores": None if hits is None else [round(s, 6) for _, s in hits],
-        # the dense similarity of each retrieved document the method's dense retriever returned
-        # (None: BM25-only); what the authors' metrics re-sort by (methods.Ranking)
-        "retrieved_dense": dense,
-        # how many documents the method ranked, where that is fewer than R@5 reads: R@r past it is undefined
-        **({"ranked_depth": depth} if depth is not None and depth < max(RECALL_KS) else {}),
-        "n_contexts": len(contexts),
-        "generation": None if gen is None else gen.text,
-        "program": parsed.program if parsed else None,
-        "program_error": parsed.program_error if parsed else None,
-        **(parsed.fields if parsed else {}),
-        "answer_text": text,  # the model's answer string (answers.answer_text): what nm_bare reads
-        "prediction": pred,
-        "gold": q.gold,
-        "gold_raw": q.gold_raw,
-        "finish_reason": None if gen is None else gen.finish_reason,
-        "prompt_tokens": None if gen is None else gen.prompt_tokens,
-        "completion_tokens": None if gen is None else gen.completion_tokens,
-        # the model's seconds for this answer (when it came from the LLM cache: when it was made)
-        "generate_seconds": None if gen is None else round(gen.seconds, 3),
-        **m,
-    }
-
-
-def _dense_of(hits: Ranking) -> list[float | None] | None:
-    dense = hits.dense
-    if not dense:
-        return None
-    return [None if cid not in dense else round(float(dense[cid]), 6) for cid, _ in hits]
-
-
-def write_predictions(rows: list[dict[str, Any]], path: Path) -> None:
-    """``predictions.jsonl`` as a finished run leaves it: one line per question in the run's question
-    order (subset by subset, each subset's sampled order), each line as :class:`PredictionWriter`
-    wrote it. A run whose file ended up in another order (answers written as they arrived when it
-    was stopped, then resumed) and the merge of a sharded cell both end with this file."""
-    atomic_write_text(path, "".join(jsonl_line(r) for r in rows))
-
-
-def write_leaderboard(rows: list[dict[str, Any]], path: Path) -> None:
-    """The official submission format: id, subset, context_id, prediction (one JSON per line)."""
-    lines = [
-        json.dumps({"id": r["id"], "subset": r["subset"], "context_id": (r["retrieved"] or [None])[0], "prediction": r["prediction"]})
-        for r in rows
+def write_rows(rows: Sequence[Prediction], predictions: Path | None, leaderboard: Path) -> None:
+    """``predictions`` as a finished run leaves it (None: left as written): one line per question in
+    the run's question order (subset by subset, each subset's sampled order), each as
+    :class:`PredictionWriter` wrote it; and the ``leaderboard``, the official submission format (id,
+    subset, context_id, prediction). A run whose file ended up in another order (answers written as
+    they arrived when it was stopped, then resumed) and the merge of a sharded cell both end so."""
+    if predictions is not None:
+        atomic_write_text(predictions, "".join(jsonl_line(r.to_json()) for r in rows))
+    board = [
+        {"id": r.id, "subset": r.subset, "context_id": r.retrieved[0] if r.retrieved else None, "prediction": r.prediction} for r in rows
     ]
-    atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+    atomic_write_text(leaderboard, "".join(json.dumps(b) + "\n" for b in board))

@@ -1,102 +1,144 @@
-"""The merge of a sharded cell: its shards' predictions joined (every question exactly once, in the
-question order an unsharded run writes), scored through the one scorer and logged as the cell's
-MLflow run — the same files and the same logging as an unsharded run of the cell, so
-``predictions.jsonl``, ``leaderboard.jsonl`` and ``metrics.json`` are byte for byte an unsharded
-run's. Run by the last shard to finish, or by ``t2exp collect``."""
+"""A sharded cell's shards joined (``shards=N shard=i``; the app starts every shard of a cell as one
+job of a sweep; :func:`t2exp.pipeline.cell.run_cell` runs each). What a shard keeps beside its
+answers: the cell's config, and with ``resume=true`` a shard that finished before rejoins this
+attempt (its run joins this attempt's cell run), so a re-run answers only what a killed shard
+left. The last shard to finish, decided under the cell's lock, never by timing, merges the cell
+(or ``t2exp collect`` does): its shards' predictions joined (every question exactly once, in the
+question order an unsharded run writes), scored and logged as the cell's MLflow run — the same
+files and the same logging as an unsharded run, so ``predictions.jsonl``, ``leaderboard.jsonl``
+and ``metrics.json`` are byte for byte an unsharded run's."""
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
-from typing import Any, cast
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from t2exp.answering.prompts import PromptLibrary
-from t2exp.config.generators import GeneratorConfig
+from t2exp.config import to_dict
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
-from t2exp.generators import Sampling
-from t2exp.infra.mlflow_store import Tag
-from t2exp.pipeline.predictions import write_leaderboard, write_predictions
-from t2exp.pipeline.shards import Layout, merged_counts, merged_rows
-from t2exp.pipeline.steps import Components, Parts, Result, Settings, _score
+from t2exp.evaluation.scoring.cell_rows import score_cell
+from t2exp.infra.cache import atomic_write_text, cell_lock, lock_name
+from t2exp.infra.redaction import redact_value
+from t2exp.pipeline.predictions import write_rows
+from t2exp.pipeline.shards import POINTER_FILE, Layout, merged_counts, merged_rows
+from t2exp.pipeline.steps import Components, Result
 from t2exp.tracking import cell_run as runs
-from t2exp.tracking.cell_log import CellLog, cell_params, cell_tags, run_name
-from t2exp.tracking.mlflow_run import Tracker
+from t2exp.tracking.cell_log import cell_params, cell_tags, recording, run_name
 
 log = logging.getLogger("t2exp")
 
 
-def merge_view(cfg: DictConfig, subsets: list[Subset], run_dir: Path) -> Components:
-    """What scoring and logging a cell read: its data, ``k`` and run directory (no model is built)."""
-    parts = Parts(
-        subsets=subsets, method=cast(Any, None), embedder=None, store_factory=None, generator=None, prompts=PromptLibrary(cfg.paths.prompts)
-    )
-    settings = Settings(
-        sampling=Sampling(),
-        answer_mode=str(cfg.generator.get("answer_mode", GeneratorConfig.answer_mode)),
-        k=int(cfg.k),
-        variant=str(cfg.document.variant),
-        cache_dir=Path(cfg.paths.cache),
-        run_dir=run_dir,
-    )
-    return Components(parts=parts, settings=settings)
+def cell_config(cfg: DictConfig) -> DictConfig:
+    """The cell's config as its shards share it, resolved, with ``shard`` unset (the cell run logs this one)."""
+    cell = OmegaConf.create(to_dict(cfg))
+    cell.shard = None
+    return cell
 
 
-def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: list[Subset], key: str, cell_run: str | None) -> Result:
-    """Join, check, score and log the cell (``cell_run``: this attempt's; None: the RUNNING one
+def record(cell_cfg: DictConfig, layout: Layout, i: int) -> None:
+    """The cell's config (secrets redacted) beside its shards, and where the cell lives in this
+    job's Hydra output directory: what ``t2exp collect`` reads."""
+    plain = _redacted(OmegaConf.to_container(cell_cfg, resolve=True))
+    text = OmegaConf.to_yaml(OmegaConf.create({k: v for k, v in plain.items() if k != "hydra"}))
+    if not layout.config.is_file() or layout.config.read_text(encoding="utf-8") != text:
+        atomic_write_text(layout.config, text)
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        out = HydraConfig.get().runtime.output_dir
+        pointer = {"run_dir": str(layout.run_dir), "shards": layout.shards, "shard": i}
+        atomic_write_text(f"{out}/{POINTER_FILE}", json.dumps(pointer))
+
+
+def _redacted(node: object, key: str = "") -> dict:
+    if isinstance(node, dict):
+        return {k: _redacted(v, str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_redacted(v, key) for v in node]  # type: ignore[return-value]
+    return redact_value(key, node)
+
+
+def rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run_id: str, subsets: list[Subset]) -> Result | None:
+    """With ``resume=true``: a shard that finished before joins this attempt without answering
+    again, unless its predictions lack some of its questions (then it answers those)."""
+    if not cfg.get("resume") or not layout.done(i).is_file():
+        return None
+    record = layout.read_done(i)
+    lacking = layout.lacking(i, subsets)
+    if lacking:
+        log.warning("resume: shard %d of %d: %s lacks %d questions; answering them", i, layout.shards, layout.predictions(i), lacking)
+        return None
+    run_id = record["run_id"]
+    runs.adopt(str(cfg.tracking.uri), cell_run_id, {run_id: layout.done(i)} if run_id else {})
+    layout.write_done(i, {**record, "cell_run": cell_run_id})
+    log.info("resume: shard %d of %d already answered its questions (MLflow run %s); skipped", i, layout.shards, run_id)
+    return Result(metrics=dict(record["metrics"]), predictions_path=layout.predictions(i), run_id=run_id)
+
+
+def merge_if_last(
+    cell_cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str, cell_run_id: str
+) -> Result | None:
+    """Merge the cell when every shard of this attempt is done and nobody merged it yet."""
+    with cell_lock(components.parts.services.lock_dir, lock_name("cell", key)):
+        waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run_id, str(cell_cfg.tracking.uri))]
+        if waiting:
+            log.info(
+                "shard done; the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
+                ", ".join(map(str, waiting)),
+                layout.shards,
+                layout.run_dir,
+            )
+            return None
+        if runs.is_finished(str(cell_cfg.tracking.uri), cell_run_id):
+            return None  # another shard of this attempt merged it
+        return merge_cell(cell_cfg, overrides, layout, components.parts.subsets, key, cell_run_id)
+
+
+def _joins(layout: Layout, i: int, cell_run_id: str, uri: str) -> bool:
+    """Shard ``i`` is done for this attempt's merge: done in this attempt, or in an earlier one
+    that has ended (a shard re-run alone after a failed merge: the others need not run again)."""
+    if not layout.done(i).is_file():
+        return False
+    earlier = layout.read_done(i).get("cell_run")
+    return earlier == cell_run_id or not earlier or not runs.is_running(uri, str(earlier))
+
+
+def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: list[Subset], key: str, cell_run_id: str | None) -> Result:
+    """Join, check, score and log the cell (``cell_run_id``: this attempt's; None: the RUNNING one
     ``t2exp collect`` finds, or a new one). Raises ``DataError`` naming the shard file when a
     question is missing or duplicated; the cell run is then closed FAILED with that line."""
     uri = str(cfg.tracking.uri)
     try:
         rows = merged_rows(layout, subsets)  # refuses before anything is written
     except T2ExpError as exc:
-        if cell_run is not None:
-            runs.end_cell_run(uri, cell_run, "FAILED", str(exc))
+        if cell_run_id is not None:
+            runs.end_cell_run(uri, cell_run_id, "FAILED", str(exc))
         raise
-    c = merge_view(cfg, subsets, layout.run_dir)
-    if cell_run is None:
-        cell_run = runs.open_cell_run(
+    if cell_run_id is None:
+        cell_run_id = runs.open_cell_run(
             cfg.tracking,
             key,
             layout.shards,
             run_name(cfg),
             cell_tags(key, overrides),
-            lock_dir=c.settings.cache_dir / "locks",
-            params=cell_params(_plain(cfg), subsets),
+            lock_dir=Path(cfg.paths.cache) / "locks",
+            params=cell_params(to_dict(cfg), subsets),
             subsets=subsets,
             any_parent=True,
         )
-    tracker = Tracker.attach(uri, cell_run)
-    logged = CellLog(tracker, cfg, subsets, layout.run_dir)
-    status = "FAILED"
-    try:
+    with recording(cfg, {}, {}, subsets, layout.run_dir, run_id=cell_run_id) as logged:
         records = [layout.read_done(i) for i in range(layout.shards)]
-        for r in records:
-            c.parts.prompts.used.update(r.get("prompts") or {})
         predictions = layout.run_dir / "predictions.jsonl"
-        write_predictions(rows, predictions)
-        write_leaderboard(rows, layout.run_dir / "leaderboard.jsonl")
-        metrics, table = _score(rows, c)
+        write_rows(rows, predictions, layout.run_dir / "leaderboard.jsonl")
+        metrics, table = score_cell(rows, subsets, int(cfg.k))
         metrics.update(merged_counts([{k: v for k, v in r["metrics"].items() if k not in metrics} for r in records]))
         spans = {q: s for r in records for q, s in (r.get("spans") or {}).items()}
-        result = Result(metrics=metrics, predictions_path=predictions, table=table, spans=spans, run_id=cell_run)
-        runs.adopt(uri, cell_run, {str(r["run_id"]): layout.done(i) for i, r in enumerate(records) if r.get("run_id")})
-        logged.record(result, c.parts.prompts.used)
-        status = "FINISHED"
-    except T2ExpError as exc:
-        tracker.set_tags({Tag.ERROR: str(exc)})
-        raise
-    finally:
-        tracker.finish(status)
-    runs.close_stale(uri, str(tracker.experiment_id), key, layout.shards, keep=cell_run)
+        result = Result(metrics=metrics, predictions_path=predictions, rows=rows, table=table, spans=spans)
+        runs.adopt(uri, cell_run_id, {str(r["run_id"]): layout.done(i) for i, r in enumerate(records) if r.get("run_id")})
+        logged.log(result, {name: text for r in records for name, text in (r.get("prompts") or {}).items()})
+    runs.close_stale(uri, str(logged.tracker.experiment_id), key, layout.shards, keep=cell_run_id)
     log.info("merged %d shards of cell %s: %d questions", layout.shards, key, len(rows))
-    logged.print_summary(result)
     return result
-
-
-def _plain(cfg: DictConfig) -> dict[str, Any]:
-    from t2exp.pipeline.build import to_dict
-
-    return to_dict(cfg)

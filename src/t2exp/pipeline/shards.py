@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from t2exp.data.records import Subset
 from t2exp.errors import ConfigError, DataError, one_line
+from t2exp.evaluation.scoring.cell_rows import Prediction
 from t2exp.infra.cache import atomic_write_text
 
 SHARDS_DIR = "shards"
@@ -82,10 +83,6 @@ class Layout:
     def done(self, i: int) -> Path:
         return self.dir(i) / "done.json"
 
-    def missing(self) -> list[int]:
-        """The shards that have not finished (no ``done.json``)."""
-        return [i for i in range(self.shards) if not self.done(i).is_file()]
-
     def write_done(self, i: int, record: dict[str, Any]) -> None:
         atomic_write_text(self.done(i), json.dumps(record, sort_keys=True))
 
@@ -132,14 +129,14 @@ def _question(key: tuple[str, str]) -> str:
     return one_line(f"{key[0]}/{key[1]}", 80)
 
 
-def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
+def merged_rows(layout: Layout, subsets: list[Subset]) -> list[Prediction]:
     """Every shard's prediction rows, in the cell's question order. Raises ``DataError`` naming the
     shard file when a shard has not finished, holds a question twice or one of another shard, or
     misses one of its questions."""
     from t2exp.infra.cache import read_jsonl
 
     expected = {(s.name, q.id): shard_index(s.name, q.id, layout.shards) for s in subsets for q in s.questions}
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], Prediction] = {}
     for i in range(layout.shards):
         layout.read_done(i)
         path = layout.predictions(i)
@@ -156,7 +153,7 @@ def merged_rows(layout: Layout, subsets: list[Subset]) -> list[dict[str, Any]]:
                     f"{path}: question {_question(key)} is there twice; delete one of its lines and run "
                     f"`t2exp collect` again (or delete the file and run shard={i} shards={layout.shards})"
                 )
-            found[key] = row
+            found[key] = Prediction.from_json(row)
     for key, i in expected.items():
         if key not in found:
             have = sum(1 for k, j in expected.items() if j == i and k in found)

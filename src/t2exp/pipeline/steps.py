@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,25 +17,15 @@ from typing import Any
 
 from t2exp.answering import answers
 from t2exp.answering.context import ContextShaper
-from t2exp.answering.demos import Demo, DemoPool
-from t2exp.answering.prompts import PromptLibrary
+from t2exp.answering.demos import DemoPool
 from t2exp.config.generators import GeneratorConfig
 from t2exp.data.records import Question, Subset
-from t2exp.embedders import Embedder
-from t2exp.embedders.cached import CachedEmbedder
-from t2exp.evaluation.metrics import RECALL_KS, metric_names
-from t2exp.evaluation.scoring.compute import score_rows
-from t2exp.evaluation.scoring.gold import gold_from
-from t2exp.evaluation.scoring.predictions import parse_rows
-from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.evaluation.metrics import RECALL_KS
+from t2exp.evaluation.scoring.cell_rows import Prediction, score_cell
 from t2exp.generators import Cancelled, Generation, Generator, Sampling
-from t2exp.generators.cached import CachedGenerator
 from t2exp.index.build import Index, truncation_fraction
 from t2exp.index.documents import heading
-from t2exp.index.store import Store
-from t2exp.infra.cache import KVCache
 from t2exp.methods import RagMethod, Services
-from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.predictions import PredictionWriter, Span, Tally
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
@@ -47,14 +36,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Parts:
-    """The objects built from config (:mod:`t2exp.pipeline.build`): the data and the components."""
+    """The objects built from config (:mod:`t2exp.pipeline.build`): the data, the method and what it
+    may use (``services``: the embedder and generator behind their caches, the store, the prompts)."""
 
     subsets: list[Subset]
     method: RagMethod
-    embedder: Embedder | None
-    store_factory: Callable[[], Store] | None
-    generator: Generator | None
-    prompts: PromptLibrary
+    services: Services
     demos: DemoPool | None = None  # retrieved demonstrations (t2exp.answering.demos)
 
 
@@ -65,11 +52,7 @@ class Settings:
     sampling: Sampling
     answer_mode: str
     k: int
-    variant: str
-    cache_dir: Path
     run_dir: Path  # where per-question predictions are appended (deterministic per cell)
-    aux_sampling: Sampling | None = None  # HyDE / summaries
-    query: QueryBuilder = field(default_factory=QueryBuilder)  # the retrieval query of a question
     context: ContextShaper = field(default_factory=ContextShaper)  # what the generator reads of each document
     answer_prompt: str | None = None  # the answer template (None: answer_<answer_mode>)
     grounding: str = GeneratorConfig.grounding  # program checking when choosing the answer (t2exp.answering.answer_choice)
@@ -89,9 +72,8 @@ class Components:
 class Result:
     metrics: dict[str, float]
     predictions_path: Path
-    params: dict[str, Any] = field(default_factory=dict)
+    rows: list[Prediction] = field(default_factory=list)  # every question's row (none: a cell skipped)
     table: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skipped: bool = False  # resume=true found this cell already FINISHED
     spans: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)  # Tally.spans: each question's stage times
     run_id: str | None = None  # the MLflow run that logged it (set by the app)
 
@@ -107,44 +89,23 @@ class Clock:
 
 def run_steps(c: Components) -> Result:
     """The chain, subset by subset: index → retrieve → generate (each prediction written as it
-    exists) → score, through the scorer ``t2exp score`` uses. Logging is the caller's."""
+    exists) → score (:func:`t2exp.evaluation.scoring.cell_rows.score_cell`). Logging is the caller's."""
     run = c.settings
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    services, clock = _services(c), Clock()
+    services, clock = c.parts.services, Clock()
     writer = PredictionWriter(run.run_dir / "predictions.jsonl", c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k)
     todo = writer.todo(c.parts.subsets)
     for subset in c.parts.subsets:
         c.stop.check()
         index = _index(c, subset, services, clock)
         hits, window = _retrieve(c, todo[subset.name], index, clock)
-        _generate(c, subset.name, todo[subset.name], (hits, window), index, services.generator, writer, clock)
+        _generate(c, subset.name, todo[subset.name], (hits, window), index, writer, clock)
         if index is not None and index.store is not None:
             index.store.close()
     written = writer.finish(c.parts.subsets, run.run_dir / "leaderboard.jsonl")
-    metrics, table = _score(written.rows, c)
+    metrics, table = score_cell(written.rows, c.parts.subsets, run.k)
     metrics.update(_counts(c, clock, written.tally, services))
-    return Result(metrics=metrics, predictions_path=writer.path, table=table, spans=written.tally.spans)
-
-
-def _services(c: Components) -> Services:
-    """The components as the methods use them: embedder and generator behind their caches
-    (embeddings committed after every embedder batch, one API request, so a failure or a kill
-    mid-corpus keeps everything embedded so far)."""
-    parts, run = c.parts, c.settings
-    embed_chunk = max(1, int(parts.embedder.batch_size)) if parts.embedder else 1
-    embedder = CachedEmbedder(parts.embedder, KVCache(run.cache_dir / "embeddings.sqlite"), chunk=embed_chunk) if parts.embedder else None
-    generator = CachedGenerator(parts.generator, KVCache(run.cache_dir / "llm.sqlite")) if parts.generator else None
-    return Services(
-        embedder=embedder,
-        store_factory=parts.store_factory,
-        generator=generator,
-        prompts=parts.prompts,
-        variant=run.variant,
-        lock_dir=run.cache_dir / "locks",
-        aux_sampling=run.aux_sampling,
-        query=run.query,
-        k=run.k,
-    )
+    return Result(metrics=metrics, predictions_path=writer.path, rows=written.rows, table=table, spans=written.tally.spans)
 
 
 def _index(c: Components, subset: Subset, services: Services, clock: Clock) -> Index | None:
@@ -181,13 +142,12 @@ def _generate(
     todo: list[Question],
     retrieved: tuple[list | None, Span | None],
     index: Index | None,
-    generator: Generator | None,
     writer: PredictionWriter,
     clock: Clock,
 ) -> None:
     """Answer ``todo`` in the generator's batches and write each prediction (a retrieval-only run
     writes its rows with no answer), with its ``retrieved`` hits and their window."""
-    hits, window = retrieved
+    hits, window, generator = *retrieved, c.parts.services.generator
     batch = max(1, generator.batch_size) if generator else len(todo) or 1
     shown = writer.progress(f"generate {name}", len(todo)) if generator is not None and todo else nullcontext()
     with shown:
@@ -195,13 +155,8 @@ def _generate(
             chunk = todo[start : start + batch]
             chunk_hits = hits[start : start + batch] if hits is not None else [None] * len(chunk)
             contexts = [_evidence(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
-            spans = {"retrieve": window} if window is not None else {}
             c.stop.check()
-            if generator is None:
-                for q, h, ctx in zip(chunk, chunk_hits, contexts, strict=True):
-                    writer.write(q, h, ctx, None, spans)
-            else:
-                _answer(c, generator, Batch(chunk, chunk_hits, contexts, spans), writer, clock)
+            _answer(c, generator, Batch(chunk, chunk_hits, contexts, {"retrieve": window} if window is not None else {}), writer, clock)
 
 
 @dataclass
@@ -214,21 +169,33 @@ class Batch:
     spans: dict[str, Span]
 
 
-def _answer(c: Components, generator: Generator, b: Batch, writer: PredictionWriter, clock: Clock) -> None:
-    """One batch of questions to the generator. A stopping run writes each answer the moment it
-    arrives; a failure, a stop or a hard stop keeps every answer that arrived before it ends."""
-    prompts = [
-        answers.build_messages(c.parts.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, _demos(c, q))
-        for q, ctx in zip(b.questions, b.contexts, strict=True)
-    ]
+def _answer(c: Components, generator: Generator | None, b: Batch, writer: PredictionWriter, clock: Clock) -> None:
+    """One batch of questions to the generator (none: each row written with no answer). A stopping
+    run writes each answer the moment it arrives; a failure, a stop or a hard stop keeps every
+    answer that arrived before it ends."""
     arrived: dict[int, tuple[Generation, Span]] = {}
+
+    def write(i: int, g: Generation | None = None, window: Span | None = None) -> None:
+        spans = b.spans if window is None else {**b.spans, "generate": window}
+        writer.write(b.questions[i], b.hits[i], b.contexts[i], g, spans)
+
+    if generator is None:
+        for i in range(len(b.questions)):
+            write(i)
+        return
+    pool = c.parts.demos  # the demonstrations shown with each question (none without a pool); never its own document's
+    demos = [
+        pool.select(q.question, c.settings.demos_k, q.id, q.context_id, q.metadata.get("company_name", "")) if pool else []
+        for q in b.questions
+    ]
+    prompts = [
+        answers.build_messages(c.parts.services.prompts, c.settings.answer_mode, q.question, ctx, c.settings.answer_prompt, d)
+        for q, ctx, d in zip(b.questions, b.contexts, demos, strict=True)
+    ]
     t0, wall0 = time.perf_counter(), time.time_ns()
 
-    def write(i: int, g: Generation, window: Span) -> None:
-        writer.write(b.questions[i], b.hits[i], b.contexts[i], g, {**b.spans, "generate": window})
-
     def on_answer(i: int, g: Generation) -> None:
-        arrived[i] = (g, _generate_window(g, wall0, time.time_ns()))
+        arrived[i] = (g, g.window(wall0, time.time_ns()))
         if c.stop.is_set():
             write(i, *arrived[i])
 
@@ -245,13 +212,7 @@ def _answer(c: Components, generator: Generator, b: Batch, writer: PredictionWri
     wall1 = time.time_ns()
     for i, g in enumerate(gens):
         # a generator that returns its batch at once: every answer arrived with it
-        write(i, g, arrived[i][1] if i in arrived else _generate_window(g, wall0, wall1))
-
-
-def _generate_window(g: Generation, batch_start: int, arrived: int) -> Span:
-    """The generation's real window: it ended when the answer arrived and took the model's seconds
-    for it (within its batch's window; an answer from the LLM cache took no model time)."""
-    return (arrived if g.cached else max(batch_start, arrived - int(g.seconds * 1e9)), arrived)
+        write(i, g, arrived[i][1] if i in arrived else g.window(wall0, wall1))
 
 
 def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> dict[str, float]:
@@ -271,26 +232,6 @@ def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> di
     return metrics
 
 
-def _score(rows: list[dict[str, Any]], c: Components) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
-    """A run's metrics: its prediction rows scored against its questions by
-    :func:`t2exp.evaluation.scoring.compute.score_rows` (what ``t2exp.score`` runs on the written
-    file), keeping the run's metrics (each subset's and the question-weighted ``avg``, with CIs)
-    and its degenerate-prediction counts; a scorer's bookkeeping (coverage, row counts) is for
-    submissions and is left out: a run answers every question it loads."""
-    subs, columns = parse_rows(rows, "run")
-    scored = score_rows(subs, columns, gold_from(c.parts.subsets), k=c.settings.k, n_boot=N_BOOT, seed=CI_SEED)
-    names = set(metric_names(c.settings.k))
-    table = {s: {n: v.__dict__ for n, v in m.items() if n in names} for s, m in scored.table.items()}
-    answered = "nm" in scored.metric_names  # a run with a generator
-    metrics = {
-        key: v
-        for key, v in scored.metrics.items()
-        if key.partition("/")[2].removesuffix("_ci_low").removesuffix("_ci_high") in names
-        or (answered and key.endswith("degenerate_predictions"))
-    }
-    return metrics, table
-
-
 def _evidence(c: Components, q: Question, hits, index) -> list[str]:
     """What the generator reads for ``q``: the method's contexts (those of its top hits, in rank
     order) as ``context`` shapes them, each headed by its report when ``context.header`` asks."""
@@ -299,10 +240,3 @@ def _evidence(c: Components, q: Question, hits, index) -> list[str]:
         return c.settings.context.all(q.question, texts)
     sources = [index.docs[cid] for cid, _ in (hits or [])[: len(texts)]]
     return c.settings.context.all(q.question, texts, [heading(d) for d in sources])
-
-
-def _demos(c: Components, q: Question) -> list[Demo]:
-    """The demonstrations shown with ``q`` (none without a pool); never its own document's."""
-    if c.parts.demos is None:
-        return []
-    return c.parts.demos.select(q.question, c.settings.demos_k, q.id, q.context_id, q.metadata.get("company_name", ""))

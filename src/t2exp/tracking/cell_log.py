@@ -22,7 +22,8 @@ from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError, TrackingError
 from t2exp.evaluation import tabular
 from t2exp.evaluation.metrics import headline_metrics, metric_label
-from t2exp.infra.cache import atomic_write_text, read_jsonl
+from t2exp.evaluation.scoring.cell_rows import Prediction
+from t2exp.infra.cache import atomic_write_text
 from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.option_meta import without_meta
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
@@ -40,6 +41,7 @@ class CellResult(Protocol):
 
     metrics: dict[str, float]
     predictions_path: Path
+    rows: list[Prediction]  # every question's row, in the run's question order
     table: dict[str, dict[str, Any]]
     spans: dict[str, dict[str, tuple[int, int]]]
     run_id: str | None
@@ -92,19 +94,15 @@ class CellLog:
         self.status = "FAILED"  # until log() has logged the result
 
     def log(self, result: CellResult, prompts: Mapping[str, str]) -> None:
-        """The finished cell, logged (:meth:`record`) and summed up on the terminal."""
-        result.run_id = self.tracker.run_id
-        self.record(result, prompts)
-        self.status = "FINISHED"
-        self.print_summary(result)
-
-    def record(self, result: CellResult, prompts: Mapping[str, str]) -> None:
         """A finished cell's metrics, artifacts (predictions, leaderboard, config, metrics.json, the
-        ``prompts`` it rendered) and views on its MLflow run: an unsharded run's and a sharded cell's
-        merge alike."""
+        ``prompts`` it rendered) and views on its MLflow run, summed up on the terminal: an unsharded
+        run's and a sharded cell's merge alike."""
+        result.run_id = self.tracker.run_id
         self.tracker.log_metrics({**result.metrics, **headline_metrics(result.metrics, self.k)})
         self._artifacts(result, prompts)
         self._views(result)
+        self.status = "FINISHED"
+        self.print_summary(result)
 
     def _artifacts(self, result: CellResult, prompts: Mapping[str, str]) -> None:
         secrets, tracker = env_secrets(), self.tracker
@@ -132,7 +130,7 @@ class CellLog:
         an MLflow table, and one trace per question: for every question with ``tracking.traces=true``,
         none with ``false``, else for at most ``tracking.trace_limit`` questions, chosen by question id
         alone (``inspection.traced_rows``: two cells over the same questions trace the same ones)."""
-        rows = list(read_jsonl(result.predictions_path))
+        rows = [r.to_json() for r in result.rows]
         on = ", ".join(f"{tabular.md_escape(s.name)} ({len(s.questions)} questions)" for s in self.subsets)
         what = f"**{tabular.md_escape(run_name(self.cfg))}** on {on}"
         self.tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, self.k), what)})
@@ -157,7 +155,7 @@ class CellLog:
 
 
 @contextmanager
-def cell_run(
+def recording(
     cfg: DictConfig,
     tags: dict[str, str],
     params: Mapping[str, Any],
@@ -166,30 +164,33 @@ def cell_run(
     *,
     name: str | None = None,
     parent: str | None = None,
+    run_id: str | None = None,
     closing: Callable[[], None] = lambda: None,
 ) -> Iterator[CellLog]:
-    """The MLflow run of a cell (or, with ``parent``/``name``, of one shard of it), opened with its
-    ``tags``, ``params`` and ``subsets`` as inputs; the block runs the cell and calls
-    :meth:`CellLog.log`. Closed FINISHED once logged, KILLED when a signal stopped it, else FAILED
-    with the error as a tag; ``closing`` is called first (a signal then waits for the close).
-    The predictions so far stay in ``run_dir``: a stop's and a store's failure line say so."""
+    """The MLflow run of a cell (with ``parent``/``name``: of one shard of it; with ``run_id``: the
+    sharded cell's run its first shard opened), opened with its ``tags``, ``params`` and ``subsets``
+    as inputs; the block runs the cell and calls :meth:`CellLog.log`. Closed FINISHED once logged,
+    KILLED when a signal stopped it, else FAILED with the error as a tag; ``closing`` is called
+    first (a signal then waits for the close). The predictions so far stay in ``run_dir``: a stop's
+    and a store's failure line say so."""
     tr = cfg.tracking
-    name = name or run_name(cfg)
-    tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), name, tags, parent=parent)
-    log.info("MLflow run %s (%s) in %s", tracker.run_id, name, tr.uri)
+    if run_id is None:
+        tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), name or run_name(cfg), tags, parent=parent)
+        log.info("MLflow run %s (%s) in %s", tracker.run_id, name or run_name(cfg), tr.uri)
+    else:
+        tracker = Tracker.attach(str(tr.uri), run_id)
     cell_log = CellLog(tracker, cfg, subsets, run_dir)
     try:
-        tracker.log_params(params)
-        tracker.log_inputs(subsets)
+        if run_id is None:
+            tracker.log_params(params)
+            tracker.log_inputs(subsets)
         yield cell_log
     except Interrupted as exc:
         cell_log.status = "KILLED"
-        exc.args = (
-            f"interrupted by {exc.signal_name}; MLflow run {tracker.run_id} marked KILLED; the predictions so far "
-            f"are kept in {run_dir}: run the same command again to resume",
-        )
-        log.error("%s", exc.args[0])
-        raise
+        kept = f"the predictions so far are kept in {run_dir}: run the same command again to resume"
+        stopped = Interrupted(exc.signal_name, f"MLflow run {tracker.run_id} marked KILLED; {kept}")
+        log.error("interrupted by %s", stopped)
+        raise stopped from None
     except TrackingError as exc:  # the store failed: what the run made is on disk, a re-run logs it
         raise TrackingError(
             f"{exc}; the predictions so far are kept in {run_dir}: run the same command again to resume and log them"
