@@ -445,3 +445,31 @@ def test_a_second_client_or_a_tag_literal_is_caught(tmp_path):
         'c = mlflow.MlflowClient(tracking_uri=u)\nw = f"tags.`t2exp.sweep_dir` = {x}"\np = "t2exp.cli.score"\nf = "t2exp.log"\n'
     )
     assert mlflow_outside(tmp_path) == ["cli.py:4: MlflowClient(", "cli.py:5: t2exp.sweep_dir"]
+
+
+# --- the architecture page is drawn from the code ---------------------------------------------------
+def architecture_drift(src: Path, page: str) -> tuple[set[str], set[str]]:
+    """Modules under ``src`` the page does not name (by their path or its end: ``module.py`` in
+    its folder's table), and ``*.py`` names on the page that no module under ``src`` has."""
+    import re
+
+    modules = {p.relative_to(src).as_posix() for p in src.rglob("*.py") if p.name != "__init__.py"}
+    named = set(re.findall(r"`([\w/]+\.py)`", page))
+    unnamed = {m for m in modules if not any(m == n or m.endswith(f"/{n}") for n in named)}
+    basenames = {m.rsplit("/", 1)[-1] for m in modules} | {"__init__.py"}
+    stale = {n for n in named if n.rsplit("/", 1)[-1] not in basenames}
+    return unnamed, stale
+
+
+def test_the_architecture_page_names_every_module_and_only_modules_that_exist():
+    from helpers.paths import ROOT
+
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert architecture_drift(SRC, page) == (set(), set())
+
+
+def test_a_module_the_page_leaves_out_or_a_module_gone_is_caught(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "loader.py").write_text("")
+    (tmp_path / "data" / "rows.py").write_text("")
+    assert architecture_drift(tmp_path, "`loader.py` reads; `gone.py` went") == ({"data/rows.py"}, {"gone.py"})

@@ -1,3 +1,2 @@
-"""Run: the components a config builds (``build``), one cell with its MLflow run and signals
-(``cell``), the experiment's chain of steps (``experiment``), its predictions writer
-(``predictions``), a cell's identity (``identity``), tuning and stop requests."""
+"""Run: a cell from its config to its MLflow run (``cell``), its components (``build``), its key
+(``identity``), its steps (``steps``) and predictions (``predictions``), shards, tuning and stops."""

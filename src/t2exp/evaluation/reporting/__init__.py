@@ -1,2 +1,2 @@
-"""``t2exp.report``: paper-style tables from MLflow runs, split read (:mod:`.runs`), compute
-(:mod:`.tables`), render (:mod:`.render`, :mod:`.plots`); :mod:`.cli` puts them together."""
+"""``t2exp report``: paper-style tables from MLflow runs: read (:mod:`.runs`), compute (:mod:`.tables`),
+write (:mod:`.sections`, :mod:`.render`, :mod:`.plots`), put together by :mod:`.build`."""
