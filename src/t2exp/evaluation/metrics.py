@@ -45,6 +45,14 @@ def question_metric_names(k: int) -> list[str]:
     return [*NM_METRICS, f"mrr_at_{k}", *(f"recall_at_{r}" for r in RECALL_KS)]
 
 
+def scored_names(k: int, answered: bool, retrieval: str = "ranked", dense: bool = False) -> list[str]:
+    """The metrics rows are scored on: NM with answers, MRR@k and R@r as their retrieval allows
+    (``ranked``; ``rank1``: only the top id; ``none``), the paper-order readings with dense scores."""
+    names = (list(NM_METRICS) if answered else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
+    names += {"ranked": [f"recall_at_{r}" for r in RECALL_KS], "rank1": ["recall_at_1"], "none": []}[retrieval]
+    return names + (paper_order_names(k) if retrieval == "ranked" and dense else [])
+
+
 def metric_names(k: int) -> list[str]:
     """The metrics a run logs for MRR@k (the paper-order ones only where a method kept dense scores)."""
     return question_metric_names(k) + paper_order_names(k)

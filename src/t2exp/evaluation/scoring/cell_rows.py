@@ -19,9 +19,8 @@ from t2exp.evaluation.metrics import (
     aggregate,
     degenerate_counts,
     flatten_table,
-    paper_order_names,
-    question_metric_names,
     question_metrics,
+    scored_names,
 )
 from t2exp.generators import Generation
 from t2exp.methods import Ranking
@@ -133,8 +132,7 @@ def score_cell(rows: Sequence[Prediction], subsets: Sequence[Subset], k: int) ->
     as :func:`t2exp.evaluation.scoring.compute.score` scores the written file."""
     answered = any(r.generation is not None for r in rows)
     ranked = any(r.retrieved is not None for r in rows)
-    names = [*(NM_METRICS if answered else ()), *(question_metric_names(k)[len(NM_METRICS) :] if ranked else ())]
-    names += paper_order_names(k) if ranked and any(r.retrieved_dense is not None for r in rows) else []
+    names = scored_names(k, answered, "ranked" if ranked else "none", any(r.retrieved_dense is not None for r in rows))
     per_q = [{"subset": r.subset, **r.metrics} for r in rows]
     agg = aggregate(per_q, names, ci=True, n_boot=N_BOOT, seed=CI_SEED)
     names_of = sorted(s.name for s in subsets if s.questions)

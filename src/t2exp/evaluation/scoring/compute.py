@@ -34,14 +34,12 @@ from t2exp.evaluation.metrics import (
     CI_SEED,
     DEGENERATE,
     N_BOOT,
-    NM_METRICS,
-    RECALL_KS,
     MetricValue,
     aggregate,
     degenerate_counts,
     flatten_table,
-    paper_order_names,
     question_metrics,
+    scored_names,
 )
 from t2exp.evaluation.scoring.gold import (
     FROM_CONFIG,
@@ -82,7 +80,7 @@ def score_rows(
     matched = _match(subs, gold, counts)
     retrieval = _retrieval_mode(subs, columns)
     with_nm = any(s.prediction is not None or s.generated for s in subs)
-    names = _scored_names(subs, retrieval, with_nm, k)
+    names = scored_names(k, with_nm, retrieval, any(s.dense is not None for s in subs))
     per_q = _per_question(gold, matched.first, retrieval, with_nm, names, k, counts)
 
     ci = n_boot > 0
@@ -165,16 +163,6 @@ def _match(subs: list[Submitted], gold: Gold, counts: Counts) -> _Matched:
     counts.duplicate_ids = len(repeated)
     counts.subset_mismatch = sum(s.subset is not None and s.subset != subset for (subset, _), s in out.first.items())
     return out
-
-
-def _scored_names(subs: list[Submitted], retrieval: str, with_nm: bool, k: int) -> list[str]:
-    """The metrics a submission can be scored on: NM when it has predictions, MRR@k and R@r as its
-    retrieval columns allow, the paper-order readings when it has dense scores."""
-    names = (list(NM_METRICS) if with_nm else []) + ([] if retrieval == "none" else [f"mrr_at_{k}"])
-    names += {"ranked": [f"recall_at_{r}" for r in RECALL_KS], "rank1": ["recall_at_1"], "none": []}[retrieval]
-    if retrieval == "ranked" and any(s.dense is not None for s in subs):
-        names += paper_order_names(k)
-    return names
 
 
 @dataclass
