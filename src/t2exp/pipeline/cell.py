@@ -145,7 +145,6 @@ def run_and_log(
 ) -> Result:
     """Run the cell's steps (or, with ``tags``/``parent``/``name``, one shard's) as one MLflow run, and log the result."""
     components.stop.check()
-    components.parts.services.open()
     parts = components.parts
     with recording(
         cfg,
@@ -157,6 +156,7 @@ def run_and_log(
         parent=parent,
         closing=signals.closing,
     ) as cell_log:
+        parts.services.open()  # a damaged cache is the run's error, on its MLflow run
         result = run_steps(components)
         cell_log.log(result, parts.services.prompts.used)
     return result
