@@ -59,9 +59,9 @@ def end_cell_run(uri: str, run_id: str, status: str, error: str | None = None) -
     tracker.finish(status)
 
 
-def adopt(uri: str, cell_run: str, shard_runs: Mapping[str, Path]) -> None:
+def adopt(uri: str, cell_run_id: str, shard_runs: Mapping[str, Path]) -> None:
     """Make ``shard_runs`` (from this attempt or an earlier one; each with the ``done.json`` that
-    names it) children of ``cell_run``."""
+    names it) children of the cell's run ``cell_run_id``."""
     from t2exp.errors import DataError, one_line
 
     client = open_client(uri)
@@ -71,7 +71,7 @@ def adopt(uri: str, cell_run: str, shard_runs: Mapping[str, Path]) -> None:
                 f"{done}: names shard run {one_line(run_id, 40)}, which is not in the cell's MLflow store (tracking.uri); "
                 f"delete {done.name} and run that shard again with resume=true: its answers are kept"
             )
-        client.set_tag(run_id, "mlflow.parentRunId", cell_run)
+        client.set_tag(run_id, "mlflow.parentRunId", cell_run_id)
 
 
 def is_running(uri: str, run_id: str) -> bool:
