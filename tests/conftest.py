@@ -16,16 +16,16 @@ from helpers.tracking import MLFLOW_TEMPLATE
 
 # pytest -n N: each worker (and every process it starts) computes with cores // N threads. N
 # workers of all-core torch/OpenMP pools oversubscribe the cores, and the pools' spin-waiting then
-# slows the model tests several-fold (the 0.5B generator tests: 38 s instead of 93 s in two workers
-# on two cores). A value the caller set wins.
+# slows the model tests several-fold (the 0.5B generator tests, in two workers on two cores). A
+# value the caller set wins.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_var, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-# ranx (the metric and fusion oracle of test_oracles.py) is numba code compiled on first use: 90 s of
-# a fresh venv's test time for a few dozen synthetic queries. Interpreted, it is the same code; t2exp
+# ranx (the metric and fusion oracle of test_oracles.py) is numba code compiled on first use: a large
+# share of a fresh venv's test time for a few dozen synthetic queries. Interpreted, it is the same code; t2exp
 # itself uses no numba. Read when numba is imported, so it is set here, before any test module.
 os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
@@ -139,7 +139,7 @@ def corpus_embeddings(tmp_path_factory) -> Path:
     """The default embedder's (MiniLM's) vectors of both bundled corpora, as the embedding cache
     of a real retrieval run holds them (``embeddings.sqlite``): made once per test session, by the
     first xdist worker that asks (the other waits on a lock), and copied into the caches of the
-    tests that index the full corpora but are not about embedding them (~70 s a copy saves here)."""
+    tests that index the full corpora but are not about embedding them (each copy saves embedding them again)."""
     import shutil
     import sqlite3
 

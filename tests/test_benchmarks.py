@@ -24,7 +24,7 @@ BENCH = ROOT / "benchmarks"
 def run_script(name: str, *args: str, timeout: float = 900) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "RUST_LOG": "error"}
     env.pop("T2EXP_PARENT_RUN_ID", None)
-    # not measured by CI's coverage: a traced script runs 2-3x slower and its figures would be the tracer's
+    # not measured by CI's coverage: a traced script runs several times slower and its figures would be the tracer's
     for key in [k for k in env if k.startswith("COVERAGE_")]:
         env.pop(key)
     proc = subprocess.run(

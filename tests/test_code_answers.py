@@ -174,7 +174,8 @@ def test_program_literals_of_a_huge_integer_are_no_evidence_number():
 
 
 def test_a_comprehension_in_a_condition_is_refused_not_run():
-    """The filed case: nested in ``ifs`` it ran 100^4 steps (70 s); one more level, two hours."""
+    """A comprehension nested in another's ``ifs`` (100^4 steps here, more with each level) is
+    refused as nested comprehensions, not run; so is one nested in what a comprehension runs over."""
     deep = (
         "answer = sum(1 for z3 in range(100) if sum(1 for z2 in range(100) if sum(1 for z1 in range(100) "
         "if sum(1 for z0 in range(100)) > 0) > 0) > 0)"
@@ -202,8 +203,8 @@ def test_a_long_program_is_refused_before_the_name_repair():
 
 
 def test_one_budget_of_steps_bounds_every_loop_and_comprehension_of_a_program():
-    """A comprehension inside a loop ran its items once per pass (100 x 100 x 6 here); the items of
-    every loop and comprehension now count against one budget, MAX_STEPS, whatever their place."""
+    """A comprehension inside a loop runs its items once per pass (100 x 100 x 6 here); the items of
+    every loop and comprehension count against one budget, MAX_STEPS, whatever their place."""
     from t2exp.answering.safe_eval import MAX_STEPS
 
     per_pass = " + ".join(["sum(x for x in range(100))"] * 6)

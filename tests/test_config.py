@@ -137,8 +137,8 @@ def test_every_experiment_composes(option, keys):
 
 
 def test_an_option_that_sets_a_run_level_key_wins_over_the_main_config():
-    """metadata_hybrid indexes with the metadata prefix (before the fix conf/config.yaml's own
-    `document.variant: plain` was merged last and silently won); the command line still wins."""
+    """metadata_hybrid indexes with the metadata prefix (conf/config.yaml's own
+    `document.variant: plain` does not override the option); the command line still wins."""
     assert compose_cfg("rag_method=metadata_hybrid").document.variant == "metadata_prefix"
     assert compose_cfg("rag_method=metadata_hybrid", "document.variant=plain").document.variant == "plain"
     assert compose_cfg("rag_method=hybrid").document.variant == "plain"
@@ -175,7 +175,7 @@ def test_paper_hyde_asks_for_a_plain_passage_of_the_bare_question(keys):
 
 def test_aux_sampling_from_the_schema_is_usable(keys):
     """The schema gives aux_sampling a `stop: null`; it must become no stop sequence, not None
-    (before the fix `Sampling.as_dict()`, the LLM-cache key, raised TypeError for generator=qwq32b)."""
+    (so `Sampling.as_dict()`, the LLM-cache key, works for generator=qwq32b)."""
     components = build_components(compose_cfg("generator=qwq32b", "dataset=finqa", "dataset.limit=1"))
     aux = components.parts.services.aux_sampling
     assert aux is not None and aux.stop == () and aux.max_tokens == 4096 and aux.json_schema is None

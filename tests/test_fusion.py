@@ -48,8 +48,8 @@ def _index(companies: dict[str, str]) -> SimpleNamespace:
 @pytest.mark.parametrize("fusion", ["relative_score", "rrf"])
 def test_a_small_boost_does_not_swamp_a_large_lead_under_any_fusion(fusion):
     """A (first in both lists) leads B (second in both) by 1 - 61/62 = 0.016 on the unit scale under
-    RRF; a company boost of 0.01 on B must not overturn that. Before the fix RRF scores (~0.016)
-    were boosted raw, so 0.01 swamped them and B won."""
+    RRF; a company boost of 0.01 on B must not overturn that: the boost
+    applies on the unit scale, not to raw RRF scores (~0.016), so A stays first."""
     method = MetadataHybrid(company_boost=0.01, year_boost=0.0, alpha=0.5, fusion=fusion)
     dense = [("A", 0.9), ("B", 0.5), ("C", 0.1)]
     lexical = [("A", 9.0), ("B", 5.0), ("C", 1.0)]

@@ -61,8 +61,8 @@ def test_question_values_and_rationales_read_like_the_paper():
 
 
 def test_a_row_the_retrieval_scorers_cannot_read_keeps_its_nm(tmp_path):
-    """Issue 42, item 4: a row whose ``retrieved`` is not a list, or whose expectations have no
-    ``context_id``, made every scorer raise, its NM too: a right answer vanished from ``nm/mean``.
+    """A row whose ``retrieved`` is not a list, or whose expectations have no ``context_id``, does
+    not make every scorer raise, its NM with them: a right answer stays in ``nm/mean``.
     Each scorer scores what it can: NM counts all three right answers; the retrieval scorers
     give no value for the two rows they cannot read, with the reason, and score the third."""
     exp = {"expected_response": "9.4", "gold": 9.4, "context_id": "c1", "subset": "FinQA"}

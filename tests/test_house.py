@@ -1,4 +1,4 @@
-"""House rules read off the source tree (issue 45): the pipeline reads its components through their
+"""House rules read off the source tree: the pipeline reads its components through their
 declared protocols, never ``getattr`` with a default; tests take shared helpers from tests/helpers/,
 never from conftest.py, and import without try/except."""
 
@@ -113,7 +113,7 @@ def test_an_import_from_conftest_or_in_try_is_caught():
     assert import_faults(fine) == []
 
 
-# --- the walk of a run (issue 45, point 2) ---------------------------------------------------------
+# --- the walk of a run ----------------------------------------------------------------------------
 def stays(modules: list[str]) -> list[str]:
     """``modules`` with each run of one module collapsed into one stay."""
     return [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
@@ -162,12 +162,11 @@ def pipeline_walk(args: list[str], tmp_path: Path) -> list[tuple[str, str]]:
 
 
 def test_a_cell_walks_load_key_build_steps_log_without_climbing_back(tmp_path):
-    """Issue 45: a cell reads top to bottom (load → key, once → build → steps → log). Its walk through
+    """A cell reads top to bottom (load → key, once → build → steps → log). Its walk through
     ``pipeline/`` (:func:`pipeline_walk` of a retrieval-only run, one question in each of the two
-    bundled subsets, collapsed into :func:`stays`) had grown to 46 stays and 20 climbs back
-    (:func:`climbs_back`): the key computed twice (build.py and cell.py), the steps reaching into the
-    writer's tally and progress bar, the tally's spans recorded from outside it. Now at most 25
-    stays and 6 climbs back (measured: 22 and 6)."""
+    bundled subsets, collapsed into :func:`stays`) computes the key once, starts and ends in the
+    signal handling, and has at most 25 stays and 6 climbs back (:func:`climbs_back`): no steps
+    reaching into the writer's tally and progress bar, no tally spans recorded from outside it."""
     entered = pipeline_walk(["generator=none", "dataset.limit=1"], tmp_path)
     assert [f for _, f in entered if f == "cell_key"] == ["cell_key"]  # the key, once
     walk = stays([m for m, _ in entered])

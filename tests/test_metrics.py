@@ -149,10 +149,10 @@ def test_bootstrap_ci_brackets_mean_and_is_seeded():
     assert bootstrap_ci([1.0] * 10) == (100.0, 100.0)
 
 
-# --- regressions ---------------------------------------------------------------------------------
+# --- answers and golds of unusual shape -------------------------------------------------------------
 @pytest.mark.parametrize("gold", ["2016-09-23", "2021-12-12", "352-05-12", "23/09/2016", "2016/09/23"])
 def test_date_golds_are_non_numeric(gold):
-    # TAT-DQA has date answers; they were read as the year (2016) and counted in NM
+    # TAT-DQA has date answers; they are non-numeric, not read as the year (2016) and counted in NM
     assert parse_gold(gold) is None
     assert question_metrics(["c"], "c", 3, 2016.0, parse_gold(gold))["nm"] is None
 
@@ -192,7 +192,7 @@ def test_question_value_reads_logged_or_recomputes():
     assert question_value({**row, "retrieved": ["x"]}, "recall_at_5") is None  # gold may sit below depth 1
 
 
-# --- the other NM readings (issue 14.3): nm_bare, nm_strict, degenerate predictions -------------
+# --- the other NM readings: nm_bare, nm_strict, degenerate predictions -------------
 def _nms(pred, gold, text=None):
     m = question_metrics(None, "c", 3, pred, gold, pred_text=text)
     return m["nm"], m["nm_bare"], m["nm_strict"]

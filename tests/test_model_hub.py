@@ -1,5 +1,4 @@
-"""A hub model that cannot be had (offline and not cached, a typo) is one line, not a traceback
-(issue 17, item 9)."""
+"""A hub model that cannot be had (offline and not cached, a typo) is one line, not a traceback."""
 
 from __future__ import annotations
 
@@ -80,8 +79,9 @@ def test_a_model_is_loaded_once_per_process_and_the_oldest_is_released():
     ],
 )
 def test_a_local_model_path_that_is_not_there_is_one_line_before_any_work(overrides, key, tmp_path, monkeypatch):
-    """Issue 42, item 3: the line was sentence-transformers' "FileNotFoundError: Path ... not found",
-    after the MLflow run had opened, naming neither the key nor the fix."""
+    """A local model path that does not exist is refused in the pre-flight, before the MLflow run
+    opens, with one line naming the key and how to fix it (not sentence-transformers'
+    "FileNotFoundError: Path ... not found")."""
     from t2exp.__main__ import preflight
 
     monkeypatch.chdir(tmp_path)

@@ -390,7 +390,7 @@ def test_vllm_server_crash_reports_the_log_tail(tmp_path, no_server_left):
 
 def test_vllm_server_that_crashed_leaves_no_child_behind(tmp_path, no_server_left):
     """vLLM's engine core is a child of the server: when the server dies first, stop() still kills
-    the rest of its process group (it used to return as soon as the server itself had exited)."""
+    the rest of its process group, not only the server itself."""
     gen = _server_gen(tmp_path, "--orphan", "--crash", "engine core failed")
     with pytest.raises(RemoteError, match=r"exited with code 1.*RuntimeError: engine core failed"):
         gen.generate([ask("a")], GREEDY)
@@ -469,7 +469,7 @@ def test_cached_generator_keeps_finished_answers_of_a_failed_batch(tmp_path):
 
 def test_vllm_server_keeps_finished_answers_of_a_failed_batch(tmp_path, no_server_left):
     """generator=vllm_server forwards on_result: a batch whose last request fails for good leaves
-    the answers that arrived in the LLM cache (before the fix the cache stayed empty)."""
+    the answers that arrived in the LLM cache."""
     from t2exp.errors import RemoteError
     from t2exp.generators.cached import CachedGenerator
     from t2exp.infra.cache import KVCache
@@ -502,7 +502,7 @@ def test_vllm_server_that_dies_mid_run_is_named_with_its_log(tmp_path, no_server
 
 def test_cache_fingerprint_names_the_weights_not_only_the_id():
     """Two servers serving different weights under one model id must not share LLM-cache entries
-    (before the fix the fingerprint was the id alone); the same weights on another port do."""
+    (the fingerprint is more than the id); the same weights on another port do."""
     with (
         FakeOpenAIServer(model=MODEL, root="/models/a") as a,
         FakeOpenAIServer(model=MODEL, root="/models/b") as b,

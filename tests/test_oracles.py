@@ -7,7 +7,7 @@
 
 The synthetic runs give every document a distinct score, so trec_eval's tie order (by doc id)
 never decides a rank. ranx's metrics and fusion are numba functions compiled on first use (once per
-venv: 90 s of a fresh CI's test time, for a few dozen synthetic queries); the tests run them as
+venv, a large share of a fresh CI's test time for a few dozen synthetic queries); the tests run them as
 the plain Python they are written in, the same code (``NUMBA_DISABLE_JIT=1``, tests/conftest.py).
 """
 

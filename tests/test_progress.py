@@ -1,5 +1,5 @@
 """What a user sees: a line per finished stage, quiet libraries, and a summary that says where
-the run, its predictions and the MLflow UI are (issue 15)."""
+the run, its predictions and the MLflow UI are."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     fresh = tmp_path / "cache"  # its own cache: the corpus is really embedded
     # a real process: what a user's terminal shows (library noise written to the file descriptors too)
     # one question, the 0.5B (converted once for the suite, shared with the generation tests; the
-    # default 1.5B is the same code on other weights, and its conversion cost 100 s of this test)
+    # default 1.5B is the same code on other weights, and converting it would slow this test)
     proc = run_app(
         ["rag_method=base", "dataset=finqa", "dataset.limit=1", "context.mode=focused", "generator=qwen_coder_0_5b"],
         fresh,

@@ -139,8 +139,8 @@ def test_sigkill_mid_write_leaves_readable_caches(tmp_path):
 
 
 def test_a_damaged_page_inside_a_sqlite_cache_is_one_line_not_a_traceback(tmp_path):
-    """Issue 17, item 2: a page damaged in the middle of embeddings.sqlite gave
-    `sqlite3.DatabaseError: database disk image is malformed` halfway through a run."""
+    """A page damaged in the middle of embeddings.sqlite is one line naming the file and saying to
+    delete it, not `sqlite3.DatabaseError: database disk image is malformed` halfway through a run."""
     from t2exp.infra.cache import CorruptCacheError
 
     path = tmp_path / "embeddings.sqlite"
@@ -310,10 +310,9 @@ def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path
 
 
 def test_a_disk_that_fills_while_the_store_is_created_is_one_line_and_leaves_no_half_store(tmp_path, small_tmpfs):
-    """Issue 42, item 1: MLflow creating a new SQLite store on a disk that fills meanwhile raised
-    from inside its migrations (a traceback), and left a half-migrated file every later run
-    failed on. Now one line naming the file and the fix; the half-made store is removed, and once
-    there is space again the same call creates it."""
+    """MLflow creating a new SQLite store on a disk that fills meanwhile is one line naming the file
+    and the fix, not a traceback from inside its migrations; the half-made store is removed, so no
+    later run fails on it, and once there is space again the same call creates it."""
     from t2exp.errors import TrackingError
     from t2exp.tracking.mlflow_run import ensure_tracking
 
@@ -336,9 +335,8 @@ def _hydra_app(tmp_path, *extra: str):
 
 
 def test_a_read_only_work_dir_is_one_line_naming_it(tmp_path, small_tmpfs):
-    """Issue 42, item 3: Hydra makes the run's directory under paths.work before the task runs;
-    on a read-only file system it raised there, printed as a traceback (exit 1). Now one line
-    naming the directory and the fix, exit 2, no work done."""
+    """Hydra makes the run's directory under paths.work before the task runs; on a read-only file
+    system that is one line naming the directory and the fix, exit 2, no traceback and no work done."""
     subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
     proc = _hydra_app(tmp_path, f"paths.work={small_tmpfs}")
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -348,9 +346,9 @@ def test_a_read_only_work_dir_is_one_line_naming_it(tmp_path, small_tmpfs):
 
 
 def test_a_full_disk_under_the_hydra_run_dir_is_one_line_naming_it(tmp_path, small_tmpfs):
-    """Issue 42, items 3 and 6: Hydra writes .hydra/config.yaml into hydra.run.dir before the task;
-    on a full disk the write (through a file object: no file name in the error) raised there as a
-    traceback. Now one line naming the run's directory and the fix, exit 2."""
+    """Hydra writes .hydra/config.yaml into hydra.run.dir before the task; on a full disk the write
+    (through a file object: no file name in the error) is one line naming the run's directory and
+    the fix, exit 2, no traceback."""
     _fill(small_tmpfs)
     proc = _hydra_app(tmp_path, f"hydra.run.dir={small_tmpfs / 'run'}", f"tracking.uri=sqlite:///{tmp_path / 'track' / 'mlflow.db'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -361,9 +359,9 @@ def test_a_full_disk_under_the_hydra_run_dir_is_one_line_naming_it(tmp_path, sma
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (a Linux device whose every write fails with ENOSPC)")
 def test_a_full_disk_while_a_prediction_is_written_names_the_file():
-    """Issue 42, item 6: a write through a file object on a full disk raises an OSError with no
-    file name, and the one line said 'OSError: No space left on device' without a path. /dev/full
-    fails every write with ENOSPC, as a full disk does."""
+    """A write through a file object on a full disk raises an OSError with no file name; the one
+    line still names the file, not only 'OSError: No space left on device'. /dev/full fails every
+    write with ENOSPC, as a full disk does."""
     from t2exp.errors import os_error_line
     from t2exp.infra.cache import JsonlLog
 

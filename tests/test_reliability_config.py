@@ -104,7 +104,7 @@ def one_line_error(*overrides: str) -> str:
         (["generator=llama33_70b", "generator.backend=tgi"], ["generator.backend='tgi'", "openai, vllm, vllm_server"]),
         (["generator.sampling.max_tokens=many"], ["generator.sampling.max_tokens=many", "an integer"]),
         (["rag_method.alfa=0.3"], ["rag_method.alfa", "not a setting", "HybridConfig"]),
-        # `+key=` appends even to a structured node: refused in the pre-flight all the same (issue 17, item 6)
+        # `+key=` appends even to a structured node: refused in the pre-flight all the same
         (["+foo=1"], ["foo is not a setting of Config", "allowed: experiment_name, k"]),
         (["rag_method=hybrid", "+rag_method.alpah=0"], ["rag_method.alpah is not a setting of HybridConfig", "alpha"]),
         (["generator=none", "+generator.foo=1"], ["generator.foo is not a setting of NoGeneratorConfig"]),
@@ -320,8 +320,9 @@ def test_the_login_of_a_tracking_uri_flag_is_in_no_line_of_a_command(command, fo
 
 
 def test_a_swept_secret_is_refused_before_anything_is_written():
-    """Issue 17, item 1: `generator.api_key=sk-A,sk-B` used to land in multirun.yaml, each cell's
-    .hydra/ and the parent run's tags."""
+    """A swept secret (`generator.api_key=sk-A,sk-B`) is refused with one line pointing at
+    generator.api_key_env, before it can land in multirun.yaml, each cell's .hydra/ or the parent
+    run's tags."""
     env: dict[str, str] = {}
     with pytest.raises(ConfigError) as err:
         move_secret_overrides(["-m", "generator=openai_compat", "generator.api_key=sk-test-AAA,sk-test-BBB"], env)
@@ -534,7 +535,7 @@ def test_error_line_is_redacted(monkeypatch, capsys):
 
 
 def test_cell_key_ignores_where_a_cell_runs_and_how_servers_are_reached():
-    """Issue 17, item 4: store.uri, the generator's base_url, timeouts and concurrency (and paths.*)
+    """store.uri, the generator's base_url, timeouts and concurrency (and paths.*)
     do not change what a cell computes, so they must not change its key; results-changing keys do."""
     base = {
         "k": 3,
@@ -584,7 +585,7 @@ def test_plugin_options_a_missing_name_and_a_refused_target_are_readable_lines(t
     assert not marker.exists()
 
 
-# --- a user's own option YAML (issue 42, item 1) ------------------------------------------------------------
+# --- a user's own option YAML -------------------------------------------------------------------------------
 HYBRID = (CONF_DIR / "rag_method" / "hybrid.yaml").read_text(encoding="utf-8")
 
 

@@ -177,7 +177,8 @@ def test_files_are_read_once_per_process(tmp_path, monkeypatch):
 
 
 def test_a_file_whose_questions_are_all_empty_names_the_file_and_column(tmp_path):
-    """Issue 17, item 8: the hint named dataset.question_splits, which was not the cause."""
+    """A file whose questions are all empty is named with its empty column; the hint does not name
+    dataset.question_splits, which is not the cause."""
     import pandas as pd
 
     from t2exp.data.loader import load_subsets
@@ -259,9 +260,9 @@ def test_a_corrected_gold_is_scored_again_not_resumed(tmp_path):
 
 
 def test_a_named_data_directory_without_the_subset_is_one_line_not_a_trip_to_the_hub(tmp_path):
-    """Issue 42, item 2: dataset=finqa with a dataset.path holding no FinQA file fell back to the hub
-    (offline: a message about the hub). The fallback is kept for the bundled data only, the
-    dataset options' default path, which lacks ConvFinQA and VQAonBD."""
+    """dataset=finqa with a dataset.path holding no FinQA file stops with one line naming the path
+    and the files looked for, not a trip to the hub. The hub fallback is kept for the bundled data
+    only, the dataset options' default path, which lacks ConvFinQA and VQAonBD."""
     frame().to_parquet(tmp_path / "TAT-DQA_test.parquet")
     for path in (tmp_path, tmp_path / "TAT-DQA_test.parquet"):  # a folder, or one file of another subset
         with pytest.raises(DataError) as e:

@@ -607,7 +607,7 @@ def test_paper_json_answers_end_to_end(tmp_path, dirs):
 
 @pytest.mark.slow
 def test_a_moved_cache_and_another_server_resume_the_finished_cell(tmp_path):
-    """Issue 17, item 4: the same experiment with its cache moved and its model served elsewhere is
+    """The same experiment with its cache moved and its model served elsewhere is
     the same cell: `resume=true` finds its FINISHED run and asks nothing again."""
     import shutil
 
@@ -648,8 +648,8 @@ def _popen_two_in_flight(base_url: str, n_q: int, cache: Path, track: Path) -> s
 
 @pytest.mark.slow
 def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp_path, dirs):
-    """Issue 17, item 5: with max_concurrency=2 the generator used to send the queued requests after
-    the signal. Synchronised on events: two requests are held by the server until the app has
+    """With max_concurrency=2 the generator sends no queued request after SIGTERM, and every answer
+    that arrived is a prediction. Synchronised on events: two requests are held by the server until the app has
     logged that it is stopping; then they complete, and nothing else may be sent."""
     cache, track = dirs
     n_q, in_flight, gate = 6, threading.Barrier(3), threading.Event()
@@ -688,9 +688,9 @@ def test_after_sigterm_nothing_more_is_sent_and_every_answer_is_a_prediction(tmp
 
 @pytest.mark.slow
 def test_a_second_sigint_ends_the_run_at_once_with_the_answers_that_arrived(tmp_path, dirs):
-    """Ctrl-C, then Ctrl-C again while a request is still in flight: the process used to live until
-    the in-flight requests returned (the executor's threads are joined at exit) and to drop the
-    answers that arrived in between. Synchronised on events: two requests are in flight; after
+    """Ctrl-C, then Ctrl-C again while a request is still in flight: the process ends at once, without
+    waiting for the in-flight requests to return (the executor's threads are joined at exit), and
+    keeps the answers that arrived in between. Synchronised on events: two requests are in flight; after
     the first SIGINT one is answered and written; the second SIGINT comes while the other is still
     held by the server, and the process must end without it."""
     cache, track = dirs
@@ -749,12 +749,12 @@ def _session_pids(sid: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_the_parent(tmp_path, dirs, sig):
-    """hydra/launcher=local_parallel, SIGTERM to the launching process only (``kill PID``): it used
-    to end in half a second while its loky workers finished their cells and the parent run stayed
-    RUNNING. Synchronised on events: both cells have a request held by the server when the
+    """hydra/launcher=local_parallel, SIGTERM to the launching process only (``kill PID``): the
+    launcher does not end while its loky workers go on with their cells, and the parent run does
+    not stay RUNNING. Synchronised on events: both cells have a request held by the server when the
     signal is sent; the launcher passes it on, the cells stop after their requests in flight, and
-    no process of the sweep outlives it. Issue 42, item 2: the launcher then ended with exit 1 and
-    Hydra's traceback of a failed job; now 128 + the signal and one line (SIGINT alike)."""
+    no process of the sweep outlives it. The launcher ends with 128 + the signal and one line, not
+    exit 1 and Hydra's traceback of a failed job (SIGINT alike)."""
     cache, track = dirs
     in_flight, gate = threading.Barrier(3), threading.Event()
     count = iter(range(1, 1000))
@@ -783,8 +783,8 @@ def test_sigterm_to_a_local_parallel_launcher_alone_stops_its_cells_and_closes_t
         try:
             in_flight.wait(600)
             proc.send_signal(sig)  # the launcher alone, not its group
-            # the workers, not loky's resource tracker; bounded: without the fix the launcher is gone
-            # and its orphaned workers still hold the pipe open, so a plain read would never end
+            # the workers, not loky's resource tracker; bounded: should the launcher be gone while
+            # its orphaned workers still hold the pipe open, a plain read would never end
             said: list[str] = []
             reader = threading.Thread(
                 target=lambda: said.append(_read_until(proc.stdout, "passed on to the 2 cell processes")), daemon=True

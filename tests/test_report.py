@@ -234,7 +234,8 @@ def _report_fails(tmp_path: Path, *args: str) -> str:
 
 
 def test_a_sweep_with_no_finished_cell_is_one_line_not_an_empty_report(tmp_path):
-    """It used to exit 0 with a report of 0 runs."""
+    """A sweep whose cells all FAILED or were KILLED stops with one error line naming the sweep,
+    not exit 0 with a report of 0 runs."""
     client, uri, exp_id = _store(tmp_path)
     parent = client.create_run(exp_id, run_name="sweep-x", tags={"t2exp.sweep": "parent"}).info.run_id
     for status in ("FAILED", "KILLED"):
@@ -380,7 +381,7 @@ def test_sweep_parent_description_links_short_named_cells_and_headline_metrics_s
         row = next(x for x in note.splitlines() if x.startswith(f"| [{c.info.run_name}](#/experiments/{exp}/runs/{c.info.run_id}) |"))
         assert f"{c.data.metrics['TAT-DQA/mrr_at_3']:.1f} [" in row
     assert "p (Holm, m=2)" in note and "table3_bars.png" in note
-    # the lines MLflow shows of the collapsed description (issue 43: which cell has the higher
+    # the lines MLflow shows of the collapsed description (which cell has the higher
     # TAT-DQA MRR@3 without "Show more"): each cell's MRR@3 per subset next to the best's
     best = max(children, key=lambda c: c.data.metrics["avg/mrr_at_3"])
     first = note.split("\n\n")[0].splitlines()

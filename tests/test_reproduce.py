@@ -22,7 +22,7 @@ from t2exp.infra.contained import OutsideRoot
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "expected"
-CI_CONDITION = "main_job/default-retrieval"  # python -m t2exp generator=none: the default run's 12 questions, ~12 s
+CI_CONDITION = "main_job/default-retrieval"  # python -m t2exp generator=none: the default run's 12 questions, a short run
 
 
 def test_files_load_and_ci_conditions_are_cheap() -> None:
@@ -194,8 +194,8 @@ def _fake_python(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("name", ["{victim}", "../../../victim"])
 def test_a_condition_named_outside_the_root_deletes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     """A condition's name becomes root/table/name, removed before the run: an absolute name or one
-    with ../ removed that folder (on the first run; with --keep on the second). Now one line when
-    the file is loaded, and the folder is still there after both runs."""
+    with ../ is refused with one line when the file is loaded, and the folder outside the root is
+    still there after two runs."""
     victim = _victim(tmp_path)
     expected = tmp_path / "expected"
     expected.mkdir()
@@ -278,9 +278,9 @@ def _wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpus_embeddings: Path) -> None:
-    """SIGINT to `t2exp reproduce` while its condition's run waits on the generator: it used to kill
-    the run (its MLflow run left RUNNING) and end in a traceback. Now the signal is passed on, the
-    run stops as a t2exp run does (KILLED), and the command says so in one line, exit 130.
+    """SIGINT to `t2exp reproduce` while its condition's run waits on the generator: the signal is
+    passed on, the run stops as a t2exp run does (KILLED, not left RUNNING), and the command says
+    so in one line, exit 130, with no traceback.
     Synchronised on events: the generator (a stand-in server) holds the run's requests until the
     run has logged that the signal reached it."""
     from fakes.openai_server import FakeOpenAIServer
@@ -407,9 +407,9 @@ def test_a_timeout_that_is_not_a_positive_finite_number_is_one_line(tmp_path: Pa
 def test_a_keep_folder_holding_a_symbolic_link_is_one_line_and_the_link_is_not_followed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
-    """A condition's folder (or its table's) under --keep that is a symbolic link: rmtree's "Cannot
-    call rmtree on a symbolic link" named no path. Now one line before anything runs; the link and
-    what it points to are left as they were."""
+    """A condition's folder (or its table's) under --keep that is a symbolic link is one line naming
+    it before anything runs, not rmtree's "Cannot call rmtree on a symbolic link" without a path;
+    the link and what it points to are left as they were."""
     (tmp_path / "x.yaml").write_text("conditions:\n  - {name: c, overrides: [k=3], expected: {avg/nm: 1}}\n", encoding="utf-8")
     victim = _victim(tmp_path)
     keep = tmp_path / "kept"

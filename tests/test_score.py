@@ -463,8 +463,8 @@ def test_nm_variants_skip_non_numeric_golds_like_nm():
 
 
 def test_nan_inf_and_booleans_are_unparsable_predictions_never_retrieval_only(gold):
-    """Issue 17, item 7: an all-NaN file was taken as a retrieval-only submission (NM not computed)
-    and a boolean `true` scored as 1.0."""
+    """An all-NaN file counts as unparsable predictions (NM computed as 0), not as a retrieval-only
+    submission, and booleans and inf are unparsable, not scored as numbers."""
     from t2exp.evaluation import score
 
     ids = [q.id for q in gold[:3]]

@@ -274,8 +274,8 @@ def test_import_t2exp_does_not_import_weaviate() -> None:
 
 
 def test_lancedb_table_with_lost_data_files_is_rebuilt_not_trusted(tmp_path) -> None:
-    """Issue 17, item 3: a table whose completion marker remains but whose data files are gone was
-    opened as complete and the run died with `lance error: Not found`."""
+    """A table whose completion marker remains but whose data files are gone is not opened as
+    complete: it is rebuilt from the cached embeddings and answers queries again."""
     import shutil
 
     vecs = np.eye(4, 8, dtype=np.float32)

@@ -88,12 +88,12 @@ def test_two_processes_starting_on_a_new_store_both_get_it(tmp_path):
 
 @pytest.mark.slow
 def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path, warm_cache):
-    """Issue 42, item 1: two plain runs (no -m) started together in one new directory failed (3
-    pairs of 3: table already exists, duplicate column): the client was opened, and the store
-    created, before the lock that guards its creation. Two cells (seeds 0 and 1: one cell twice
+    """Two plain runs (no -m) started together in one new directory both finish, with no "table
+    already exists" or "duplicate column": the client is opened, and the store created, under the
+    lock that guards its creation. Two cells (seeds 0 and 1: one cell twice
     is serialised by its cell lock before any MLflow call), two new directories, real processes
-    started together; both must exit 0 and the store hold both runs. (Two pairs, not three: every
-    pair failed before the fix, and each costs 16 s of CPU.)"""
+    started together; both must exit 0 and the store hold both runs. (Two pairs, not three: each
+    pair is costly in CPU.)"""
     from helpers.paths import ROOT
     from helpers.tracking import mlflow_runs
 
@@ -152,9 +152,9 @@ def _damaged_store(tmp_path, kind: str):
     "kind,says", [("not_sqlite", "is not an SQLite database"), ("other_version", "holds the schema of another MLflow version")]
 )
 def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, says):
-    """Issue 42, item 1: the file MLflow opens first (the client's constructor) raised from deep
-    inside SQLAlchemy or MLflow: a traceback. Now one TrackingError naming the file and the fix,
-    and the file is left as it was."""
+    """A store file MLflow cannot open (the first file the client's constructor opens) is one
+    TrackingError naming the file and the fix, not a traceback from deep inside SQLAlchemy or
+    MLflow, and the file is left as it was."""
     from t2exp.errors import TrackingError
     from t2exp.tracking.mlflow_run import ensure_tracking
 
@@ -301,7 +301,7 @@ def test_a_sweep_on_a_store_file_that_is_not_sqlite_is_one_line(tmp_path):
 
 
 def test_a_sweep_whose_parent_run_cannot_be_created_stops_with_one_line(tmp_path):
-    """Hydra turns a callback's exception into a warning: the sweep used to run its cells without
+    """Hydra turns a callback's exception into a warning: the sweep must not run its cells without
     a parent run (orphans, no report) and exit 0. The experiment here cannot be created (its
     artifact location is a file): one line naming tracking.uri, exit 2, no cell run."""
     from helpers.app import run_app
@@ -329,8 +329,8 @@ def test_a_tracking_uri_of_no_store_kind_is_one_config_line():
 
 
 def test_an_experiment_name_mlflow_refuses_is_one_config_line_naming_it():
-    """Issue 42, item 6: a 1,000-character experiment name failed when the run was opened, reported
-    as a tracking.uri problem; now the config check names the key and MLflow's limit."""
+    """An experiment name longer than MLflow allows is refused by the config check, which names the
+    key and MLflow's limit, not reported as a tracking.uri problem when the run is opened."""
     from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
 
     from helpers.app import compose_cfg
@@ -404,9 +404,9 @@ class _BasicAuthServer:
 
 
 def test_a_tracking_uri_with_basic_auth_passes_the_health_check_as_mlflow_does(monkeypatch):
-    """Issue 42, item 5: tracking.uri=http://user:pw@host:port failed the health check (urllib
-    read 'pw@host' as the port) although MLflow's client sends the URL's userinfo as basic auth.
-    The check now sends what MLflow sends: the same Authorization header reaches the server from
+    """tracking.uri=http://user:pw@host:port passes the health check (urllib does not read
+    'pw@host' as the port), as MLflow's client sends the URL's userinfo as basic auth.
+    The check sends what MLflow sends: the same Authorization header reaches the server from
     both; a wrong password is one line about the credentials, not 'no server'."""
     from mlflow.tracking import MlflowClient
 
@@ -508,7 +508,7 @@ def test_traces_of_two_runs_over_the_same_questions_cover_the_same_ids(tmp_path)
 
 
 def test_a_sweep_ends_with_the_experiment_page_in_the_runs_view(tmp_path):
-    """Issue 43: MLflow 3.17 opens ``#/experiments/<id>`` on the GenAI overview in a new browser,
+    """MLflow 3.17 opens ``#/experiments/<id>`` on the GenAI overview in a new browser,
     behind a one-time notice, whatever the experiment's kind tag says; the runs view is one address
     away (``?workflowType=machine_learning``). Each cell's footer and the sweep's end print that
     address of the experiment the runs are in, after the command that serves the store, and the

@@ -27,7 +27,7 @@ from helpers.paths import ROOT
 pytestmark = [pytest.mark.slow]  # a database server, a tracking server and three cell processes
 
 PG = ROOT / "scripts" / "pg_local.sh"
-SERVER_START_S = 180  # a fresh database: MLflow migrates its schema first (~30 s on a busy 2-core machine)
+SERVER_START_S = 180  # a fresh database: MLflow migrates its schema first (slow on a busy 2-core machine)
 
 
 def _free_port() -> int:

@@ -6,7 +6,7 @@ transformers apart from t2exp's); these tests find its interpreter at ``$T2EXP_V
 ``<repo>/.venv-vllm/bin/python`` and skip without it (``T2EXP_VLLM_REQUIRED=1``, which
 ``scripts/vllm_cpu.sh test`` sets, makes that a failure). The model is the offline default
 generator's converted checkpoint (Qwen2.5-Coder-0.5B-Instruct, HF format): ``$T2EXP_VLLM_MODEL``,
-else built in ``<repo>/.t2exp_cache/models`` as the default generator builds it (once, ~90 s).
+else built in ``<repo>/.t2exp_cache/models`` as the default generator builds it (once).
 Engine starts are what these tests cost: three in all (the killed server, the sweep's one server,
 the in-process engine, each with ``enforce_eager``), plus a server that fails to start.
 """
@@ -74,8 +74,7 @@ def model_dir(vllm_python) -> Path:
 def cpu_dtype() -> str:
     """t2exp's own ``dtype=auto`` rule on this CPU (t2exp/infra/devices.py): the checkpoint's bfloat16
     where the CPU computes in it (AVX512-BF16 or AMX), else float32. Decoding reads every weight each
-    step: the in-process test's three JSON answers took 73 s in bfloat16 against 118 s in float32
-    here (2 cores with AVX512-BF16)."""
+    step, so bfloat16 decodes markedly faster than float32 where the CPU supports it."""
     from t2exp.infra.devices import resolve_dtype
 
     return resolve_dtype("auto", "cpu")

@@ -16,8 +16,8 @@ MLFLOW_TEMPLATE: list[Path] = []
 
 def seed_tracking(tracking_dir: Path) -> None:
     """Give a test's MLflow store (``tracking_dir/mlflow.db``) the session's migrated copy when it
-    has none: MLflow migrates a new SQLite store's schema on first use (~2 s a store), once a
-    session now. Only for runs expected to succeed: a refused run must leave no store behind."""
+    has none: MLflow migrates a new SQLite store's schema on first use, so this
+    happens once a session. Only for runs expected to succeed: a refused run must leave no store behind."""
     import shutil
 
     target = Path(tracking_dir) / "mlflow.db"
