@@ -58,7 +58,7 @@ def cell_dirs(target: str, tracking_uri: str | None = None) -> list[Path]:
 
 def collect(run_dir: Path) -> str:
     """Merge the cell in ``run_dir``; what was done, in one line."""
-    from t2exp.infra.cache import cell_lock, lock_name
+    from t2exp.infra.cache import cell_lock, lock_name, locks_dir
     from t2exp.pipeline.identity import load_cell
     from t2exp.pipeline.shard_merge import merge_cell
     from t2exp.pipeline.shards import Layout
@@ -77,7 +77,7 @@ def collect(run_dir: Path) -> str:
     def waiting() -> None:
         log.warning("cell %s is being merged by another process (a shard or `t2exp collect`); waiting for it", key)
 
-    with cell_lock(Path(str(cfg.paths.cache)) / "locks", lock_name("cell", key), on_wait=waiting):  # the check and the merge as one
+    with cell_lock(locks_dir(cfg.paths.cache), lock_name("cell", key), on_wait=waiting):  # the check and the merge as one
         done = finished_run_for(str(tr.uri), str(tr.experiment), tr.get("artifact_location"), key)
         if done is not None:
             return f"cell {key}: already FINISHED as MLflow run {done.info.run_id}; nothing to merge"

@@ -240,6 +240,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def locks_dir(cache: str | Path) -> Path:
+    """Where the locks of the cache ``cache`` (``paths.cache``) live."""
+    return Path(str(cache)) / "locks"
+
+
 def lock_name(kind: str, key: str, *detail: str | int) -> str:
     """A lock's name, ``<kind>-<key>`` and its details dash-joined: ``cell-<key>``,
     ``cell-<key>-shard-0-of-3``, ``cell-<key>-run``, ``model-<tag>``, ``mlflow.db-init``."""

@@ -24,7 +24,7 @@ from t2exp.embedders.cached import CachedEmbedder
 from t2exp.errors import ConfigError
 from t2exp.generators import Sampling
 from t2exp.generators.cached import CachedGenerator
-from t2exp.infra.cache import KVCache
+from t2exp.infra.cache import KVCache, locks_dir
 from t2exp.methods import RagMethod, Services
 from t2exp.methods.queries import QueryBuilder
 from t2exp.pipeline.identity import Cell, load_cell
@@ -96,7 +96,7 @@ def build_components(cfg: DictConfig, stop: StopRequest | None = None, cell: Cel
         generator=CachedGenerator(generator, KVCache(cache_dir / "llm.sqlite")) if generator else None,
         prompts=prompts,
         variant=str(cfg.document.variant),
-        lock_dir=cache_dir / "locks",
+        lock_dir=locks_dir(cache_dir),
         aux_sampling=aux_sampling,
         query=QueryBuilder(str(cfg.query.template), cfg.query.get("instruction")),
         k=int(cfg.k),

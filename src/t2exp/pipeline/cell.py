@@ -19,6 +19,7 @@ from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.redaction import redact_overrides
 from t2exp.pipeline.build import build_components
 from t2exp.pipeline.identity import Cell, load_cell
+from t2exp.pipeline.predictions import PREDICTIONS_FILE
 from t2exp.pipeline.shard_merge import cell_config, merge_if_last, record, rejoin
 from t2exp.pipeline.shards import Layout, shard_of, slice_subsets
 from t2exp.pipeline.steps import Components, Result, run_steps
@@ -129,7 +130,7 @@ def finished_cell(cfg: DictConfig, key: str, components: Components, *, mirror: 
     metrics = finished_metrics(cfg, key, mirror=mirror)
     if metrics is None:
         return None
-    return Result(metrics=metrics, predictions_path=components.settings.run_dir / "predictions.jsonl")
+    return Result(metrics=metrics, predictions_path=components.settings.run_dir / PREDICTIONS_FILE)
 
 
 def run_and_log(

@@ -22,6 +22,8 @@ log = logging.getLogger("t2exp.pipeline.steps")
 
 
 Span = tuple[int, int]  # (start, end) in ns since the epoch
+# a cell's files in its run directory (a shard's in its own)
+PREDICTIONS_FILE, LEADERBOARD_FILE = "predictions.jsonl", "leaderboard.jsonl"
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Written:
 
 
 class PredictionWriter:
-    """Writes each question's row once (:func:`prediction_of`) to ``predictions.jsonl``: in question
+    """Writes each question's row once (:meth:`Prediction.of`) to ``predictions.jsonl``: in question
     order normally, as answers arrive when the run is stopping or a request failed. The rows
     already in the file (a resumed run) count as written. It counts what it writes (its
     :class:`Tally`) and advances the generate stage's progress bar (:meth:`progress`)."""

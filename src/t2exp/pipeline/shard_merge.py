@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -20,9 +19,9 @@ from t2exp.config import to_dict
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.scoring.cell_rows import score_cell
-from t2exp.infra.cache import atomic_write_text, cell_lock, lock_name
+from t2exp.infra.cache import atomic_write_text, cell_lock, lock_name, locks_dir
 from t2exp.infra.redaction import redact_value
-from t2exp.pipeline.predictions import write_rows
+from t2exp.pipeline.predictions import LEADERBOARD_FILE, PREDICTIONS_FILE, write_rows
 from t2exp.pipeline.shards import POINTER_FILE, Layout, merged_counts, merged_rows
 from t2exp.pipeline.steps import Components, Result
 from t2exp.tracking import cell_run as runs
@@ -124,15 +123,15 @@ def merge_cell(cfg: DictConfig, overrides: list[str], layout: Layout, subsets: l
             layout.shards,
             run_name(cfg),
             cell_tags(key, overrides),
-            lock_dir=Path(cfg.paths.cache) / "locks",
+            lock_dir=locks_dir(cfg.paths.cache),
             params=cell_params(to_dict(cfg), subsets),
             subsets=subsets,
             any_parent=True,
         )
     with recording(cfg, {}, {}, subsets, layout.run_dir, run_id=cell_run_id) as logged:
         records = [layout.read_done(i) for i in range(layout.shards)]
-        predictions = layout.run_dir / "predictions.jsonl"
-        write_rows(rows, predictions, layout.run_dir / "leaderboard.jsonl")
+        predictions = layout.run_dir / PREDICTIONS_FILE
+        write_rows(rows, predictions, layout.run_dir / LEADERBOARD_FILE)
         metrics, table = score_cell(rows, subsets, int(cfg.k))
         metrics.update(merged_counts([{k: v for k, v in r["metrics"].items() if k not in metrics} for r in records]))
         spans = {q: s for r in records for q, s in (r.get("spans") or {}).items()}

@@ -26,6 +26,7 @@ from t2exp.data.records import Subset
 from t2exp.errors import ConfigError, DataError, one_line
 from t2exp.evaluation.scoring.cell_rows import Prediction
 from t2exp.infra.cache import atomic_write_text
+from t2exp.pipeline.predictions import PREDICTIONS_FILE
 
 SHARDS_DIR = "shards"
 CONFIG_FILE = "config.yaml"  # the cell's resolved config (secrets redacted), for `t2exp collect`
@@ -78,7 +79,7 @@ class Layout:
         return self.root / f"{i}-of-{self.shards}"
 
     def predictions(self, i: int) -> Path:
-        return self.dir(i) / "predictions.jsonl"
+        return self.dir(i) / PREDICTIONS_FILE
 
     def done(self, i: int) -> Path:
         return self.dir(i) / "done.json"

@@ -26,7 +26,7 @@ from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.index.build import Index, truncation_fraction
 from t2exp.index.documents import heading
 from t2exp.methods import RagMethod, Services
-from t2exp.pipeline.predictions import PredictionWriter, Span, Tally
+from t2exp.pipeline.predictions import LEADERBOARD_FILE, PREDICTIONS_FILE, PredictionWriter, Span, Tally
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
 __all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_steps"]
@@ -93,7 +93,7 @@ def run_steps(c: Components) -> Result:
     run = c.settings
     run.run_dir.mkdir(parents=True, exist_ok=True)
     services, clock = c.parts.services, Clock()
-    writer = PredictionWriter(run.run_dir / "predictions.jsonl", c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k)
+    writer = PredictionWriter(run.run_dir / PREDICTIONS_FILE, c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k)
     todo = writer.todo(c.parts.subsets)
     for subset in c.parts.subsets:
         c.stop.check()
@@ -102,7 +102,7 @@ def run_steps(c: Components) -> Result:
         _generate(c, subset.name, todo[subset.name], (hits, window), index, writer, clock)
         if index is not None and index.store is not None:
             index.store.close()
-    written = writer.finish(c.parts.subsets, run.run_dir / "leaderboard.jsonl")
+    written = writer.finish(c.parts.subsets, run.run_dir / LEADERBOARD_FILE)
     metrics, table = score_cell(written.rows, c.parts.subsets, run.k)
     metrics.update(_counts(c, clock, written.tally, services))
     return Result(metrics=metrics, predictions_path=writer.path, rows=written.rows, table=table, spans=written.tally.spans)
@@ -154,7 +154,7 @@ def _generate(
         for start in range(0, len(todo), batch):
             chunk = todo[start : start + batch]
             chunk_hits = hits[start : start + batch] if hits is not None else [None] * len(chunk)
-            contexts = [_evidence(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
+            contexts = [_contexts(c, q, h, index) for q, h in zip(chunk, chunk_hits, strict=False)]
             c.stop.check()
             _answer(c, generator, Batch(chunk, chunk_hits, contexts, {"retrieve": window} if window is not None else {}), writer, clock)
 
@@ -232,7 +232,7 @@ def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> di
     return metrics
 
 
-def _evidence(c: Components, q: Question, hits, index) -> list[str]:
+def _contexts(c: Components, q: Question, hits, index) -> list[str]:
     """What the generator reads for ``q``: the method's contexts (those of its top hits, in rank
     order) as ``context`` shapes them, each headed by its report when ``context.header`` asks."""
     texts = c.parts.method.contexts(q, hits, index, c.settings.k)
