@@ -217,6 +217,21 @@ def test_a_cell_is_loaded_keyed_and_built_in_one_place():
     }
 
 
+def test_an_unsharded_cell_is_the_one_shard_layout_run_by_one_path(tmp_path):
+    """An unsharded cell is shard 0 of 1: its files are the cell's own, and a cell's run is logged
+    from one place whether it is whole or one shard of a sharded cell."""
+    from omegaconf import OmegaConf
+
+    from t2exp.pipeline.predictions import PREDICTIONS_FILE
+    from t2exp.pipeline.shards import Layout, shard_of
+
+    assert shard_of(OmegaConf.create({"shards": None, "shard": None})) == (0, 1)
+    assert Layout(tmp_path, 1).predictions(0) == tmp_path / PREDICTIONS_FILE
+    assert Layout(tmp_path, 3).predictions(0) != tmp_path / PREDICTIONS_FILE
+    assert Layout(tmp_path, 1).lock("k", 0) == "cell-k"
+    assert callers(SRC, ("run_and_log",)) == {("pipeline/cell.py", "_answer", "run_and_log")}
+
+
 def test_a_run_and_a_merge_score_a_cell_through_one_function():
     assert callers(SRC, ("score_cell",)) == {
         ("pipeline/steps.py", "run_steps", "score_cell"),

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.tracking import MlflowServer
+from t2exp.tracking.inspection import traced_rows
 from t2exp.tracking.mlflow_run import Tracker
 
 
@@ -481,9 +482,9 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
 
 
 def test_traces_of_two_runs_over_the_same_questions_cover_the_same_ids(tmp_path):
-    """Tracker.log_traces on a real store: one run's rows in question order, the other's in
-    another order with a repeated row (a resumed run's); past the limit both trace each question
-    once, the same questions."""
+    """The traced rows of two runs, traced on a real store: one run's rows in question order, the
+    other's in another order with a repeated row (a resumed run's); past the limit both trace each
+    question once, the same questions."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     rows = [
         {
@@ -500,7 +501,9 @@ def test_traces_of_two_runs_over_the_same_questions_cover_the_same_ids(tmp_path)
     ids = {}
     for name, its_rows in {"a": rows, "b": [*rows[::-1], rows[2]]}.items():
         tracker = Tracker(uri, "t2exp", str(tmp_path / "artifacts"), name, {})
-        assert tracker.log_traces(its_rows, 3, limit=4) == 4
+        traced = [(tracker.trace(r, 3, {}), r) for r in traced_rows(its_rows, limit=4)]
+        tracker.end_traces(traced, 3)
+        assert len(traced) == 4
         found = tracker.client.search_traces(locations=[tracker.experiment_id], run_id=tracker.run_id)
         ids[name] = sorted(t.info.tags["t2exp.question_id"] for t in found)
         tracker.finish()

@@ -14,13 +14,13 @@ from omegaconf import DictConfig
 from t2exp import config
 from t2exp.errors import ConfigError
 from t2exp.infra import progress
-from t2exp.infra.cache import cell_lock, lock_name
+from t2exp.infra.cache import cell_lock
 from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.redaction import redact_overrides
 from t2exp.pipeline.build import build_components
 from t2exp.pipeline.identity import Cell, load_cell
 from t2exp.pipeline.predictions import PREDICTIONS_FILE
-from t2exp.pipeline.shard_merge import cell_config, merge_if_last, record, rejoin
+from t2exp.pipeline.shard_merge import merge_if_last, rejoin
 from t2exp.pipeline.shards import Layout, shard_of, slice_subsets
 from t2exp.pipeline.steps import Components, Result, run_steps
 from t2exp.pipeline.stop import Interrupted, StopOnSignals
@@ -44,51 +44,39 @@ def run(cfg: DictConfig, overrides: list[str] | None = None) -> Result:
 
 
 def run_cell(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals) -> Result:
-    """Load the cell and compute its key, build it, then (under the cell's lock: one process runs
-    a cell at a time) return its FINISHED run's result or run and log it; a sharded cell's job
-    runs its shard (:func:`_run_shard`). The caches opened by the build are closed at the end."""
+    """Load the cell and compute its key, build it, then run its shard ``cfg.shard`` of ``shards``
+    (an unsharded cell is its one shard: its files, lock and MLflow run are the cell's) under the
+    shard's lock, one process at a time: with ``resume=true`` the cell's FINISHED run's result, or
+    a shard done before rejoins; else it is answered and logged. The last shard to finish merges
+    the cell. The caches opened by the build are closed at the end."""
     cell = load_cell(cfg)
     components = build_components(cfg, signals.stop, cell)
+    i, n = shard_of(cfg)
+    layout = Layout(components.settings.run_dir, n)
+    locks, subsets = components.parts.services.lock_dir, components.parts.subsets
+    which = f"shard {i} of cell" if n > 1 else "cell"
 
     def waiting() -> None:
-        log.warning("cell %s is being run by another process; waiting for it to end, then resuming from its predictions", cell.key)
+        log.warning("%s %s is being run by another process; waiting for it to end, then resuming from its predictions", which, cell.key)
 
     try:
-        if int(cfg.get("shards") or 1) > 1:
-            return _run_shard(cfg, overrides, signals, cell, components)
-        with cell_lock(components.parts.services.lock_dir, lock_name("cell", cell.key), on_wait=waiting):
-            return finished_cell(cfg, cell.key, components) or run_and_log(cfg, overrides, signals, cell, components)
+        layout.record(cfg, i)
+        with cell_lock(locks, layout.lock(cell.key, i), on_wait=waiting):
+            finished = finished_cell(cfg, cell.key, components, mirror=i == 0)
+            if finished is not None:
+                return finished
+            if n == 1:  # the cell's one shard: its run is the cell's
+                return _answer(cfg, overrides, signals, cell, components, layout, i, None)
+            cell_overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith("shard=")]
+            params, tags = cell_params({**cell.resolved, "shard": None}, subsets), cell_tags(cell.key, cell_overrides)
+            parent = runs.open_cell_run(cfg.tracking, cell.key, n, run_name(cfg), tags, lock_dir=locks, params=params, subsets=subsets)
+            result = rejoin(cfg, layout, i, parent, subsets) or _answer(cfg, overrides, signals, cell, components, layout, i, parent)
+        return merge_if_last(cfg, cell_overrides, layout, components, cell.key, parent) or result
     finally:
         components.parts.services.close()
 
 
-def _run_shard(cfg: DictConfig, overrides: list[str] | None, signals: StopOnSignals, cell: Cell, components: Components) -> Result:
-    """Answer shard ``cfg.shard`` of the cell as a child run of the cell's MLflow run (a shard that
-    finished before, with ``resume=true``, joins it without answering), then merge the cell when
-    every shard is done."""
-    i, n = shard_of(cfg)
-    key, layout = cell.key, Layout(components.settings.run_dir, n)
-    cell_cfg = cell_config(cfg)
-    record(cell_cfg, layout, i)
-    skipped = finished_cell(cfg, key, components, mirror=i == 0)
-    if skipped is not None:
-        return skipped
-    cell_overrides = [o for o in overrides or [] if not o.lstrip("+~").startswith("shard=")]
-    locks, subsets = components.parts.services.lock_dir, components.parts.subsets
-    params = cell_params({**cell.resolved, "shard": None}, subsets)
-    parent = runs.open_cell_run(
-        cfg.tracking, key, layout.shards, run_name(cfg), cell_tags(key, cell_overrides), lock_dir=locks, params=params, subsets=subsets
-    )
-
-    def waiting() -> None:
-        log.warning("shard %d of cell %s is being run by another process; waiting for it to end, then resuming", i, key)
-
-    with cell_lock(locks, lock_name("cell", key, "shard", i, "of", layout.shards), on_wait=waiting):
-        result = rejoin(cfg, layout, i, parent, subsets) or _answer_shard(cfg, overrides, signals, cell, components, layout, i, parent)
-    return merge_if_last(cell_cfg, cell_overrides, layout, components, key, parent) or result
-
-
-def _answer_shard(
+def _answer(
     cfg: DictConfig,
     overrides: list[str] | None,
     signals: StopOnSignals,
@@ -96,11 +84,14 @@ def _answer_shard(
     components: Components,
     layout: Layout,
     i: int,
-    parent: str,
+    parent: str | None,
 ) -> Result:
-    """Run the shard's questions as a child run of the cell run ``parent``; record it done. A shard
-    that fails or is stopped closes the cell run likewise (FAILED, KILLED), naming itself."""
+    """Run shard ``i``'s questions as one MLflow run: the cell's own when unsharded, else a child
+    of the cell run ``parent``, recorded done. A shard that fails or is stopped closes the cell run
+    likewise (FAILED, KILLED), naming itself."""
     n = layout.shards
+    if parent is None:
+        return run_and_log(cfg, overrides, signals, cell, components)
     parts = dataclasses.replace(components.parts, subsets=slice_subsets(components.parts.subsets, i, n))
     done = {"shard": i, "shards": n, "cell_run": parent, "run_id": None, "metrics": {}, "prompts": {}, "spans": {}}
     if not any(s.questions for s in parts.subsets):  # more shards than questions: nothing to answer, nothing to log
@@ -158,7 +149,7 @@ def run_and_log(
         closing=signals.closing,
     ) as cell_log:
         parts.services.open()  # a damaged cache is the run's error, on its MLflow run
-        result = run_steps(components)
+        result = run_steps(components, cell_log.question)
         cell_log.log(result, parts.services.prompts.used)
     return result
 

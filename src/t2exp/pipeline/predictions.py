@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,7 @@ log = logging.getLogger("t2exp.pipeline.steps")
 
 
 Span = tuple[int, int]  # (start, end) in ns since the epoch
+OnRow = Callable[[Prediction, Mapping[str, Span]], None]
 # a cell's files in its run directory (a shard's in its own)
 PREDICTIONS_FILE, LEADERBOARD_FILE = "predictions.jsonl", "leaderboard.jsonl"
 
@@ -67,7 +68,7 @@ class PredictionWriter:
     already in the file (a resumed run) count as written. It counts what it writes (its
     :class:`Tally`) and advances the generate stage's progress bar (:meth:`progress`)."""
 
-    def __init__(self, path: Path, stop: StopRequest, *, answer_mode: str, grounding: str, k: int) -> None:
+    def __init__(self, path: Path, stop: StopRequest, *, answer_mode: str, grounding: str, k: int, on_row: OnRow | None = None) -> None:
         self.log = JsonlLog(path)
         self.path = self.log.path
         self.done = {str(r["id"]): Prediction.from_json(r) for r in self.log.read()}
@@ -76,6 +77,7 @@ class PredictionWriter:
         self.stop = stop
         self.answer_mode, self.grounding, self.k = answer_mode, grounding, k
         self._tally = Tally()
+        self.on_row = on_row  # each row written, with its stage times (not while the run stops)
         self._bar: Stage | None = None  # the generate stage's progress, while one is shown
 
     def todo(self, subsets: Sequence[Subset]) -> dict[str, list[Question]]:
@@ -102,6 +104,8 @@ class PredictionWriter:
             self._tally.spans[q.id] = {**(spans or {}), "score": (t0, time.time_ns())}
             self.log.write(row.to_json())
             self.done[q.id] = row
+        if self.on_row is not None and not self.stop.is_set():
+            self.on_row(row, self._tally.spans[q.id])
         if gen is not None:
             self._tally.answer(gen)
             if self._bar is not None:

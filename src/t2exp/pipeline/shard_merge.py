@@ -1,63 +1,27 @@
-"""A sharded cell's shards joined (``shards=N shard=i``; the app starts every shard of a cell as one
-job of a sweep; :func:`t2exp.pipeline.cell.run_cell` runs each). What a shard keeps beside its
-answers: the cell's config, and with ``resume=true`` a shard that finished before rejoins this
-attempt (its run joins this attempt's cell run), so a re-run answers only what a killed shard
-left. The last shard to finish, decided under the cell's lock, never by timing, merges the cell
-(or ``t2exp collect`` does): its shards' predictions joined (every question exactly once, in the
-question order an unsharded run writes), scored and logged as the cell's MLflow run — the same
-files and the same logging as an unsharded run, so ``predictions.jsonl``, ``leaderboard.jsonl``
-and ``metrics.json`` are byte for byte an unsharded run's."""
+"""A sharded cell's shards joined. With ``resume=true`` a shard that finished before rejoins this
+attempt's cell run, so a re-run answers only what a killed shard left. The last shard to finish
+(decided under the cell's lock, never by timing), or ``t2exp collect``, merges the cell: every
+question once, in an unsharded run's order, scored and logged alike, so ``predictions.jsonl``,
+``leaderboard.jsonl`` and ``metrics.json`` are byte for byte an unsharded run's."""
 
 from __future__ import annotations
 
-import json
 import logging
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from t2exp.config import to_dict
 from t2exp.data.records import Subset
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.scoring.cell_rows import score_cell
-from t2exp.infra.cache import atomic_write_text, cell_lock, lock_name, locks_dir
-from t2exp.infra.redaction import redact_value
+from t2exp.infra.cache import cell_lock, lock_name, locks_dir
 from t2exp.pipeline.predictions import LEADERBOARD_FILE, PREDICTIONS_FILE, write_rows
-from t2exp.pipeline.shards import POINTER_FILE, Layout, merged_counts, merged_rows
+from t2exp.pipeline.shards import Layout, cell_config, merged_counts, merged_rows
 from t2exp.pipeline.steps import Components, Result
 from t2exp.tracking import cell_run as runs
 from t2exp.tracking.cell_log import cell_params, cell_tags, recording, run_name
 
 log = logging.getLogger("t2exp")
-
-
-def cell_config(cfg: DictConfig) -> DictConfig:
-    """The cell's config as its shards share it, resolved, with ``shard`` unset (the cell run logs this one)."""
-    cell = OmegaConf.create(to_dict(cfg))
-    cell.shard = None
-    return cell
-
-
-def record(cell_cfg: DictConfig, layout: Layout, i: int) -> None:
-    """The cell's config (secrets redacted) beside its shards, and where the cell lives in this
-    job's Hydra output directory: what ``t2exp collect`` reads."""
-    plain = _redacted(OmegaConf.to_container(cell_cfg, resolve=True))
-    text = OmegaConf.to_yaml(OmegaConf.create({k: v for k, v in plain.items() if k != "hydra"}))
-    if not layout.config.is_file() or layout.config.read_text(encoding="utf-8") != text:
-        atomic_write_text(layout.config, text)
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        out = HydraConfig.get().runtime.output_dir
-        pointer = {"run_dir": str(layout.run_dir), "shards": layout.shards, "shard": i}
-        atomic_write_text(f"{out}/{POINTER_FILE}", json.dumps(pointer))
-
-
-def _redacted(node: object, key: str = "") -> dict:
-    if isinstance(node, dict):
-        return {k: _redacted(v, str(k)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_redacted(v, key) for v in node]  # type: ignore[return-value]
-    return redact_value(key, node)
 
 
 def rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run_id: str, subsets: list[Subset]) -> Result | None:
@@ -78,9 +42,10 @@ def rejoin(cfg: DictConfig, layout: Layout, i: int, cell_run_id: str, subsets: l
 
 
 def merge_if_last(
-    cell_cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str, cell_run_id: str
+    cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str, cell_run_id: str
 ) -> Result | None:
     """Merge the cell when every shard of this attempt is done and nobody merged it yet."""
+    cell_cfg = cell_config(cfg)
     with cell_lock(components.parts.services.lock_dir, lock_name("cell", key)):
         waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run_id, str(cell_cfg.tracking.uri))]
         if waiting:

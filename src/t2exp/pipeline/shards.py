@@ -1,15 +1,9 @@
 """Sharded cells: which questions a shard answers, where its files live, and how the shards'
-predictions join into the cell's (every question exactly once, in the cell's question order).
-
-A shard is a slice of every subset's questions: question ``q`` of subset ``s`` belongs to shard
-``int(sha256(s + "\\0" + q.id), 16) % shards`` — stable across processes, machines, Python
-versions and resumes (not ``hash()``, which is salted per process). Shard ``i`` of ``N`` keeps its
-predictions under the cell's run directory (``runs/<cell key>/shards/<i>-of-<N>/``, the files an
-unsharded run keeps in ``runs/<cell key>/``) and, once its questions are all answered,
-``done.json`` there: its shard run, the counts it made, the prompts it used and its questions'
-stage times. The merge (:mod:`t2exp.pipeline.shard_merge`) reads them back through
-:func:`merged_rows` and :func:`merged_counts`.
-"""
+predictions join into the cell's. Question ``q`` of subset ``s`` belongs to shard
+``int(sha256(s + "\\0" + q.id), 16) % shards``: stable across processes, machines and resumes
+(not the salted ``hash()``). Shard ``i`` of ``N`` keeps an unsharded run's files under
+``runs/<cell key>/shards/<i>-of-<N>/`` and, once done, ``done.json``: its run, counts, prompts and
+stage times, which the merge reads back (:func:`merged_rows`, :func:`merged_counts`)."""
 
 from __future__ import annotations
 
@@ -20,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from t2exp.config import to_dict
 from t2exp.data.records import Subset
 from t2exp.errors import ConfigError, DataError, one_line
 from t2exp.evaluation.scoring.cell_rows import Prediction
-from t2exp.infra.cache import atomic_write_text
+from t2exp.infra.cache import atomic_write_text, lock_name
+from t2exp.infra.redaction import redact_value
 from t2exp.pipeline.predictions import PREDICTIONS_FILE
 
 SHARDS_DIR = "shards"
@@ -38,9 +34,9 @@ SAME_IN_EVERY_SHARD = ("corpus_size", "empty_questions_skipped", "doc_truncated_
 
 
 def shard_of(cfg: DictConfig) -> tuple[int, int]:
-    """``(shard, shards)`` of a sharded job's config."""
+    """``(shard, shards)`` of a job's config: ``(0, 1)`` for an unsharded cell (its one shard)."""
     n = int(cfg.get("shards") or 1)
-    i = cfg.get("shard")
+    i = cfg.get("shard") if n > 1 else 0
     if i is None or not 0 <= int(i) < n:
         raise ConfigError(
             f"shard={i} is invalid: a job of a sharded cell (shards={n}) needs shard=0..{n - 1}; "
@@ -60,9 +56,25 @@ def slice_subsets(subsets: list[Subset], shard: int, shards: int) -> list[Subset
     return [dataclasses.replace(s, questions=[q for q in s.questions if shard_index(s.name, q.id, shards) == shard]) for s in subsets]
 
 
+def cell_config(cfg: DictConfig) -> DictConfig:
+    """The cell's config as its shards share it, resolved, with ``shard`` unset (the cell run logs this one)."""
+    cell = OmegaConf.create(to_dict(cfg))
+    cell.shard = None
+    return cell
+
+
+def _redacted(node: object, key: str = "") -> dict:
+    if isinstance(node, dict):
+        return {k: _redacted(v, str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_redacted(v, key) for v in node]  # type: ignore[return-value]
+    return redact_value(key, node)
+
+
 @dataclass(frozen=True)
 class Layout:
-    """The files of a cell sharded ``shards`` ways under its run directory ``run_dir``."""
+    """The files of a cell sharded ``shards`` ways under its run directory ``run_dir``; an unsharded
+    cell is the one-shard layout, its shard's files the cell's own (``dir(0) == run_dir``)."""
 
     run_dir: Path
     shards: int
@@ -76,7 +88,26 @@ class Layout:
         return self.root / CONFIG_FILE
 
     def dir(self, i: int) -> Path:
-        return self.root / f"{i}-of-{self.shards}"
+        return self.root / f"{i}-of-{self.shards}" if self.shards > 1 else self.run_dir
+
+    def lock(self, key: str, i: int) -> str:
+        """The name of the lock one process holds while it runs shard ``i`` (the whole cell's when unsharded)."""
+        return lock_name("cell", key, *(("shard", i, "of", self.shards) if self.shards > 1 else ()))
+
+    def record(self, cfg: DictConfig, i: int) -> None:
+        """The cell's config (secrets redacted) beside its shards, and where the cell lives in job
+        ``i``'s Hydra output directory: what ``t2exp collect`` reads (nothing for an unsharded cell)."""
+        if self.shards == 1:
+            return
+        plain = _redacted(OmegaConf.to_container(cell_config(cfg), resolve=True))
+        text = OmegaConf.to_yaml(OmegaConf.create({k: v for k, v in plain.items() if k != "hydra"}))
+        if not self.config.is_file() or self.config.read_text(encoding="utf-8") != text:
+            atomic_write_text(self.config, text)
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            pointer = {"run_dir": str(self.run_dir), "shards": self.shards, "shard": i}
+            atomic_write_text(f"{HydraConfig.get().runtime.output_dir}/{POINTER_FILE}", json.dumps(pointer))
 
     def predictions(self, i: int) -> Path:
         return self.dir(i) / PREDICTIONS_FILE

@@ -26,7 +26,7 @@ from t2exp.generators import Cancelled, Generation, Generator, Sampling
 from t2exp.index.build import Index, truncation_fraction
 from t2exp.index.documents import heading
 from t2exp.methods import RagMethod, Services
-from t2exp.pipeline.predictions import LEADERBOARD_FILE, PREDICTIONS_FILE, PredictionWriter, Span, Tally
+from t2exp.pipeline.predictions import LEADERBOARD_FILE, PREDICTIONS_FILE, OnRow, PredictionWriter, Span, Tally
 from t2exp.pipeline.stop import Interrupted, StopRequest
 
 __all__ = ["Components", "Interrupted", "Parts", "Result", "Settings", "run_steps"]
@@ -87,13 +87,16 @@ class Clock:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def run_steps(c: Components) -> Result:
+def run_steps(c: Components, on_row: OnRow | None = None) -> Result:
     """The chain, subset by subset: index → retrieve → generate (each prediction written as it
-    exists) → score (:func:`t2exp.evaluation.scoring.cell_rows.score_cell`). Logging is the caller's."""
+    exists, and handed to ``on_row``) → score (:func:`t2exp.evaluation.scoring.cell_rows.score_cell`).
+    Logging is the caller's."""
     run = c.settings
     run.run_dir.mkdir(parents=True, exist_ok=True)
     services, clock = c.parts.services, Clock()
-    writer = PredictionWriter(run.run_dir / PREDICTIONS_FILE, c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k)
+    writer = PredictionWriter(
+        run.run_dir / PREDICTIONS_FILE, c.stop, answer_mode=run.answer_mode, grounding=run.grounding, k=run.k, on_row=on_row
+    )
     todo = writer.todo(c.parts.subsets)
     for subset in c.parts.subsets:
         c.stop.check()

@@ -1,17 +1,13 @@
 """Submit and return: ``hydra/launcher=slurm hydra.launcher.wait=false`` submits a sweep's cells
-(or a sharded cell's shards) as one Slurm job array and ends, leaving them to run; ``t2exp status``
-shows where they are and ``t2exp collect`` merges and logs what finished.
+(or a sharded cell's shards) as one Slurm job array and ends; ``t2exp status`` shows where they are
+and ``t2exp collect`` merges and logs what finished.
 
-:class:`hydra_plugins.t2exp_submit.submit_launcher.SubmitLauncher` is hydra-submitit-launcher's Slurm launcher with one more key, ``wait``
-(default true: the launching process waits for every cell, as before). With ``wait=false`` it
-submits the same job array, writes the jobs to ``<sweep dir>/t2exp_jobs.json`` (Slurm job ids, each
-job's overrides, the sweep's MLflow parent run and store: what ``t2exp status`` and ``t2exp
-collect`` read), prints the job ids and the commands to follow them, and hands Hydra a finished
-placeholder result per job; the sweep's parent run is left RUNNING
-(:mod:`t2exp.tracking.callbacks`) and closed by ``t2exp status``/``t2exp collect`` once every job has
-ended. ``register_launcher`` stores the launcher's schema as ``hydra/launcher/t2exp_slurm`` (what
-conf/hydra/launcher/slurm.yaml builds on).
-"""
+:class:`hydra_plugins.t2exp_submit.submit_launcher.SubmitLauncher` is hydra-submitit-launcher's
+Slurm launcher with one more key, ``wait`` (default true). With ``wait=false`` it writes the jobs to
+``<sweep dir>/t2exp_jobs.json`` (job ids, overrides, the sweep's parent run and store), prints how
+to follow them and hands Hydra a placeholder result per job; the parent run stays RUNNING until
+``t2exp status``/``collect`` sees every job ended. ``register_launcher`` stores the launcher's
+schema as ``hydra/launcher/t2exp_slurm`` (conf/hydra/launcher/slurm.yaml builds on it)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.option_meta import without_meta
 from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.infra.signals import Interrupted
-from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table
+from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table, traced_keys, traced_rows
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
 from t2exp.tracking.names import cell_name
 from t2exp.tracking.summary import results_markdown, results_table, run_footer
@@ -92,6 +92,25 @@ class CellLog:
         self.tracker, self.cfg, self.subsets, self.run_dir = tracker, cfg, subsets, run_dir
         self.k = int(cfg.k)
         self.status = "FAILED"  # until log() has logged the result
+        # one trace per question with tracking.traces=true, none with false, else for at most
+        # tracking.trace_limit questions chosen by question id alone (inspection.traced_keys: two
+        # cells over the same questions trace the same ones)
+        wanted = cfg.tracking.get("traces")
+        limit = None if wanted else int(cfg.tracking.get("trace_limit", TrackingConfig.trace_limit))
+        keys = ((s.name, q.id) for s in subsets for q in s.questions)
+        self.to_trace = set() if wanted is False else set(traced_keys(keys, limit))
+        self.traced: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}  # (subset, id) -> (trace id, row)
+
+    def question(self, row: Prediction, times: Mapping[str, tuple[int, int]]) -> None:
+        """A question's row the moment it is written: its trace, when the run traces it (those of
+        questions resumed from an earlier process are logged with the cell)."""
+        if (row.subset, row.id) in self.to_trace:
+            self._trace(row.to_json(), times)
+
+    def _trace(self, r: Mapping[str, Any], times: Mapping[str, tuple[int, int]]) -> None:
+        key = (str(r["subset"]), str(r["id"]))
+        if key in self.to_trace and key not in self.traced:
+            self.traced[key] = (self.tracker.trace(r, self.k, times), r)
 
     def log(self, result: CellResult, prompts: Mapping[str, str]) -> None:
         """A finished cell's metrics, artifacts (predictions, leaderboard, config, metrics.json, the
@@ -127,18 +146,15 @@ class CellLog:
 
     def _views(self, result: CellResult) -> None:
         """The run as the MLflow UI shows it: its result table as the description, the predictions as
-        an MLflow table, and one trace per question: for every question with ``tracking.traces=true``,
-        none with ``false``, else for at most ``tracking.trace_limit`` questions, chosen by question id
-        alone (``inspection.traced_rows``: two cells over the same questions trace the same ones)."""
+        an MLflow table, and the traces of the questions it traces not traced as they were written."""
         rows = [r.to_json() for r in result.rows]
         on = ", ".join(f"{tabular.md_escape(s.name)} ({len(s.questions)} questions)" for s in self.subsets)
         what = f"**{tabular.md_escape(run_name(self.cfg))}** on {on}"
         self.tracker.set_tags({"mlflow.note.content": description(results_markdown(result.table, self.k), what)})
         self.tracker.log_table(predictions_table(rows), TABLE_FILE)
-        wanted = self.cfg.tracking.get("traces")
-        if wanted is not False:
-            limit = None if wanted else int(self.cfg.tracking.get("trace_limit", TrackingConfig.trace_limit))
-            self.tracker.log_traces(rows, self.k, result.spans, limit=limit)
+        for r in traced_rows(rows):
+            self._trace(r, result.spans.get(str(r["id"]), {}))
+        self.tracker.end_traces(list(self.traced.values()), self.k)
 
     def print_summary(self, result: CellResult) -> None:
         tracker, tr = self.tracker, self.cfg.tracking
@@ -152,6 +168,22 @@ class CellLog:
             avg = result.table.get("avg", {})
             shown = ", ".join(f"{metric_label(n)} {tabular.value(avg[n]['mean'])}" for n in ("nm", f"mrr_at_{self.k}") if n in avg)
             log.info("cell done: %s: %s (MLflow run %s)", run_name(self.cfg), shown or "no metrics", tracker.run_id)
+
+
+def start_run(
+    tracking: Mapping[str, Any], name: str, tags: dict[str, str], params: Mapping[str, Any], subsets: Any, *, parent: str | None = None
+) -> Tracker:
+    """A cell's (or a shard's) MLflow run, created with its ``tags``, ``params`` and ``subsets`` as
+    inputs (closed FAILED when those cannot be logged)."""
+    tracker = Tracker(str(tracking["uri"]), str(tracking["experiment"]), tracking.get("artifact_location"), name, tags, parent=parent)
+    log.info("MLflow run %s (%s) in %s", tracker.run_id, name, tracking["uri"])
+    try:
+        tracker.log_params(params)
+        tracker.log_inputs(subsets)
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    return tracker
 
 
 @contextmanager
@@ -175,15 +207,11 @@ def recording(
     and a store's failure line say so."""
     tr = cfg.tracking
     if run_id is None:
-        tracker = Tracker(tr.uri, tr.experiment, tr.get("artifact_location"), name or run_name(cfg), tags, parent=parent)
-        log.info("MLflow run %s (%s) in %s", tracker.run_id, name or run_name(cfg), tr.uri)
+        tracker = start_run(tr, name or run_name(cfg), tags, params, subsets, parent=parent)
     else:
         tracker = Tracker.attach(str(tr.uri), run_id)
     cell_log = CellLog(tracker, cfg, subsets, run_dir)
     try:
-        if run_id is None:
-            tracker.log_params(params)
-            tracker.log_inputs(subsets)
         yield cell_log
     except Interrupted as exc:
         cell_log.status = "KILLED"

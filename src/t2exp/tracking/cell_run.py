@@ -1,11 +1,7 @@
 """The MLflow run of a sharded cell: one per attempt, opened by its first shard (the others, and
-``t2exp collect``, find it), the shards' runs its children, closed by the merge.
-
-A cell run carries the cell's tags (``t2exp.cell_key``: what ``resume=true`` finds a FINISHED
-cell by) and ``t2exp.shards``; a shard run carries ``t2exp.shard`` (``i/N``) and
-``t2exp.shard_of`` (the cell key) and never the cell key itself, so a finished shard is never
-taken for a finished cell, and reports list the cell, not its shards.
-"""
+``t2exp collect``, find it), the shards' runs its children, closed by the merge. A shard run
+carries ``t2exp.shard`` (``i/N``) and ``t2exp.shard_of``, never the cell key: a finished shard is
+never taken for a finished cell, and reports list the cell, not its shards."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ from typing import Any
 
 from t2exp.infra.cache import build_lock, lock_name
 from t2exp.infra.mlflow_store import Tag, cell_runs, open_client, run_status
+from t2exp.tracking.cell_log import start_run
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, ensure_tracking
 
 log = logging.getLogger("t2exp")
@@ -44,10 +41,8 @@ def open_cell_run(
         for run in cell_runs(open_client(uri), exp_id, key, "RUNNING", shards):
             if any_parent or run.data.tags.get("mlflow.parentRunId") == parent:
                 return str(run.info.run_id)
-        tracker = Tracker(uri, experiment, art, name, {**tags, Tag.SHARDS: str(shards)})
-        tracker.log_params(params)
-        tracker.log_inputs(subsets)
-        log.info("MLflow run %s (%s) for the cell, sharded %d ways; each shard logs a child run", tracker.run_id, name, shards)
+        tracker = start_run(tracking, name, {**tags, Tag.SHARDS: str(shards)}, params, subsets)
+        log.info("MLflow run %s is the cell's, sharded %d ways; each shard logs a child run", tracker.run_id, shards)
         return tracker.run_id
 
 

@@ -1,20 +1,15 @@
-"""What makes a run inspectable in the MLflow UI, beyond params and metrics: the experiment opens
-on its runs table, each run names its datasets (MLflow dataset inputs), its code version and
-source, carries its result table as its description, its per-question predictions as an MLflow
-table (the artifact view compares runs question by question) and, for runs up to
-``tracking.trace_limit`` questions, one trace per question (retrieve → generate → score spans;
-past the limit, the same sample of ``trace_limit`` questions in every run that asked them).
-
-Everything here reads what the run already produced (the loaded subsets, the prediction rows);
-nothing is recomputed.
-"""
+"""What makes a run inspectable in the MLflow UI beyond params and metrics: its runs table first,
+its datasets (MLflow dataset inputs), code version and source, its result table as description,
+its predictions as an MLflow table, and one trace per question (retrieve → generate → score spans)
+for up to ``tracking.trace_limit`` questions, the same sample in every run that asked them. It
+reads what the run produced; nothing is recomputed."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,60 +118,50 @@ def traced_rows(rows: Sequence[Mapping[str, Any]], limit: int | None = None) -> 
     (subset, id); past ``limit`` questions, the ``limit`` whose ``sha256("<subset>/<id>")`` is
     smallest (a sample every run with these questions draws alike)."""
     latest, _ = index_by_question(rows)
-    keys = sorted(latest)
+    return [latest[key] for key in traced_keys(latest, limit)]
+
+
+def traced_keys(keys: Iterable[tuple[str, str]], limit: int | None = None) -> list[tuple[str, str]]:
+    """The ``(subset, id)`` keys of :func:`traced_rows`, sorted: all of them, or past ``limit`` the sample."""
+    keys = sorted(set(keys))
     if limit is not None and len(keys) > limit:
         keys = sorted(sorted(keys, key=_question_hash)[: max(0, limit)])
-    return [latest[key] for key in keys]
+    return keys
 
 
 def _question_hash(key: tuple[str, str]) -> str:
     return hashlib.sha256(f"{key[0]}/{key[1]}".encode()).hexdigest()
 
 
-def log_traces(
-    client: Any,
-    experiment_id: str,
-    run_id: str,
-    rows: Sequence[Mapping[str, Any]],
-    k: int,
-    spans: Mapping[str, Mapping[str, tuple[int, int]]] | None = None,
-    tracking_uri: str | None = None,
-    limit: int | None = None,
-) -> int:
-    """One trace per question of :func:`traced_rows` (``limit``: at most that many), linked to
-    the run. Its inputs name the question id first: the MLflow UI pairs two runs' traces by their
-    inputs (``request_preview``), so a question pairs with itself and nothing else. Spans:
-    ``retrieve`` (the query's ranked ids and
-    scores), ``generate`` (prompt tokens, raw output, finish reason), ``score`` (the parsed answer
-    and its metrics), each span with its real start and end (``spans``: the run's
-    ``Tally.spans``; a question resumed from an earlier process has none and shows when it was
-    logged). The trace carries the gold answer and document as expectations and every metric
-    of the question as CODE feedback with a one-line rationale (:func:`assess`)."""
-    spans = spans or {}
-    traced = []
-    for r in traced_rows(rows, limit):
-        times = spans.get(str(r["id"]), {})
-        root = client.start_trace(
-            f"question {r['id']}",
-            span_type="CHAIN",
-            experiment_id=experiment_id,
-            run_id=run_id,
-            inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
-            tags={Tag.QUESTION_ID: str(r["id"]), Tag.SUBSET: str(r.get("subset"))},
-            start_time_ns=min((t[0] for t in times.values()), default=None),
-        )
-        tid, pid = root.trace_id, root.span_id
-        scores = _question_spans(client, tid, pid, r, times, k)
-        client.end_trace(
-            tid, outputs={"prediction": r.get("prediction"), **scores}, end_time_ns=max((t[1] for t in times.values()), default=None)
-        )
-        traced.append((tid, r))
-    if traced:  # traces are exported in the background: every one is in the store before the run ends, not at process exit
+def trace_question(client: Any, experiment_id: str, run_id: str, r: Mapping[str, Any], k: int, times: Mapping[str, tuple[int, int]]) -> str:
+    """The trace of one question's row ``r``, linked to the run; its id. Its inputs name the
+    question id first: the MLflow UI pairs two runs' traces by them. Spans ``retrieve``,
+    ``generate`` and ``score``, each with its real start and end (``times``: the question's
+    ``Tally.spans``; none for a question resumed from an earlier process)."""
+    root = client.start_trace(
+        f"question {r['id']}",
+        span_type="CHAIN",
+        experiment_id=experiment_id,
+        run_id=run_id,
+        inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
+        tags={Tag.QUESTION_ID: str(r["id"]), Tag.SUBSET: str(r.get("subset"))},
+        start_time_ns=min((t[0] for t in times.values()), default=None),
+    )
+    scores = _question_spans(client, root.trace_id, root.span_id, r, times, k)
+    end = max((t[1] for t in times.values()), default=None)
+    client.end_trace(root.trace_id, outputs={"prediction": r.get("prediction"), **scores}, end_time_ns=end)
+    return str(root.trace_id)
+
+
+def end_traces(tracking_uri: str | None, traced: Sequence[tuple[str, Mapping[str, Any]]], k: int) -> None:
+    """Every trace of ``traced`` in the store (they are exported in the background: before the run
+    ends, not at process exit), then the gold answer and document as its expectations and every
+    metric of the question as CODE feedback with a one-line rationale (:func:`assess`)."""
+    if traced:
         import mlflow
 
         mlflow.flush_trace_async_logging()
         assess(tracking_uri, traced, k)
-    return len(traced)
 
 
 def _question_spans(client: Any, tid: str, pid: str, r: Mapping[str, Any], times: Mapping[str, tuple[int, int]], k: int) -> dict[str, Any]:

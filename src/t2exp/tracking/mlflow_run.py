@@ -14,7 +14,7 @@ from t2exp.infra.mlflow_store import Tag, cell_runs, open_client
 from t2exp.infra.mlflow_store import check_server as _check_server  # the one health check of a server
 from t2exp.infra.redaction import env_secrets, redact_text, redact_value
 from t2exp.infra.sqlite_store import driver_words, known_fault, sqlite_path
-from t2exp.tracking.inspection import code_version, dataset_entities, log_traces, process_tags, set_experiment_kind
+from t2exp.tracking.inspection import code_version, dataset_entities, end_traces, process_tags, set_experiment_kind, trace_question
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +177,12 @@ class Tracker:
         self.client.log_table(self.run_id, data=dict(data), artifact_file=artifact_file)
 
     @_store_call
-    def log_traces(self, rows: Any, k: int, spans: Any = None, limit: int | None = None) -> int:
-        return log_traces(self.client, self.experiment_id, self.run_id, rows, k, spans, tracking_uri=self.uri, limit=limit)
+    def trace(self, row: Mapping[str, Any], k: int, times: Mapping[str, tuple[int, int]]) -> str:
+        return trace_question(self.client, self.experiment_id, self.run_id, row, k, times)
+
+    @_store_call
+    def end_traces(self, traced: Any, k: int) -> None:
+        end_traces(self.uri, traced, k)
 
     @_store_call
     def link_traces_of(self, run_id: str) -> int:
