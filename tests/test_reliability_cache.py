@@ -295,8 +295,8 @@ def test_a_full_tracking_database_is_one_line_and_keeps_the_predictions(tmp_path
 
     real = cell.run_steps
 
-    def run_then_fill(components):
-        result = real(components)
+    def run_then_fill(components, on_row=None):
+        result = real(components, on_row)
         _fill(small_tmpfs)
         return result
 

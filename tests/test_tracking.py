@@ -443,8 +443,8 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     server = MlflowServer(tmp_path, _free_port()).start()
     real = cell.run_steps
 
-    def run_then_lose_the_server(components):
-        result = real(components)
+    def run_then_lose_the_server(components, on_row=None):
+        result = real(components, on_row)
         server.kill()
         return result
 
