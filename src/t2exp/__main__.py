@@ -7,7 +7,7 @@ import os
 import sys
 
 from t2exp.cli import COMMANDS, run_command
-from t2exp.cli.argv import HELP_FLAGS, is_override, unknown_command, usage
+from t2exp.cli.argv import is_override, unknown_command, usage
 from t2exp.errors import exit_with
 from t2exp.infra.redaction import redact_text
 
@@ -21,7 +21,7 @@ def main() -> None:
             sys.exit(run_command(argv[0], argv[1:]))
         elif argv and not is_override(argv[0]):
             exit_with(redact_text(str(unknown_command(argv[0], list(COMMANDS)))))
-        elif any(a in HELP_FLAGS for a in argv):
+        elif "-h" in argv or "--help" in argv:
             print(usage(COMMANDS))
         else:
             from t2exp.cli.app import main as app

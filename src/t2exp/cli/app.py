@@ -1,11 +1,6 @@
-"""The Hydra application (``python -m t2exp <overrides>``; configs: ``t2exp.infra.paths.CONF_DIR``).
-
-Before Hydra starts (and writes its output directory), a pre-flight: secret overrides
-(``generator.api_key=sk-...``, a URL with a password) move into the environment as
-``${oc.env:T2EXP_SECRET_<KEY>}``, so Hydra's files, the logs and MLflow never hold them; every
-job's config is composed and checked (``t2exp.config.check``) and local data files are loaded: a
-bad value or file is one line, exit 2, and nothing written.
-"""
+"""The experiment app, ``python -m t2exp <overrides>``: secret overrides moved into the environment (Hydra's
+files never hold them), every job's config and local data checked (a bad one: one line, exit 2, nothing
+written), then Hydra (configs: ``t2exp.infra.paths.CONF_DIR``)."""
 
 from __future__ import annotations
 
@@ -21,6 +16,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from t2exp import config as t2exp_config
+from t2exp.cli.argv import hydra_argv
 from t2exp.cli.hydra_faults import guard_hydra
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
 from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs
@@ -212,8 +208,7 @@ def _compose_jobs(overrides: list[str], multirun: bool, config_dir: str | None =
     except T2ExpError:
         raise
     except Exception as exc:  # a composition error
-        schema_error = composition_error(exc)
-        if schema_error is not None:  # a value the typed schema refuses: one line
+        if (schema_error := composition_error(exc)) is not None:  # a value the typed schema refuses: one line
             raise schema_error from None
         return None
     return cfgs, jobs
@@ -241,8 +236,6 @@ def _check_jobs(cfgs: list[DictConfig], jobs: list[list[str]]) -> None:
 
 def main() -> None:
     """The experiment app on ``sys.argv[1:]`` (``t2exp.__main__`` answers commands and ``--help`` first)."""
-    from t2exp.cli.argv import hydra_argv
-
     install_log_redaction()
     register_sweeper()
     register_launcher()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from t2exp.errors import ConfigError
 
-HELP_FLAGS = ("-h", "--help")
 MODES = {"run": "--run", "multirun": "-m", "cfg": "--cfg", "info": "--info", "shell_completion": "--shell-completion"}
 
 
