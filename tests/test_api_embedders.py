@@ -319,7 +319,7 @@ def test_batches_respect_batch_size_and_keep_order(case: Case, fake: Any) -> Non
 
 def config_error(*overrides: str) -> str:
     """The one line the command line prints for an embedder config (schema + rules)."""
-    from t2exp.__main__ import preflight
+    from t2exp.cli.app import preflight
 
     with pytest.raises(ConfigError) as err:
         preflight(["generator=none", "++embedder.api_key=k", *overrides])

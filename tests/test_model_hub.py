@@ -82,7 +82,7 @@ def test_a_local_model_path_that_is_not_there_is_one_line_before_any_work(overri
     """A local model path that does not exist is refused in the pre-flight, before the MLflow run
     opens, with one line naming the key and how to fix it (not sentence-transformers'
     "FileNotFoundError: Path ... not found")."""
-    from t2exp.__main__ import preflight
+    from t2exp.cli.app import preflight
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as err:

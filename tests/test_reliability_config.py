@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from t2exp import config
-from t2exp.__main__ import move_secret_overrides, preflight
+from t2exp.cli.app import move_secret_overrides, preflight
 from t2exp.errors import ConfigError, DataError
 from t2exp.generators import vllm_backend
 from t2exp.infra.paths import CONF_DIR
@@ -523,7 +523,7 @@ def test_handlers_are_not_installed_off_the_main_thread():
 
 
 def test_error_line_is_redacted(monkeypatch, capsys):
-    from t2exp.__main__ import _fail
+    from t2exp.cli.app import _fail
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-print-1234")
     with pytest.raises(SystemExit) as e:

@@ -284,7 +284,7 @@ def test_a_named_data_directory_without_the_subset_is_one_line_not_a_trip_to_the
 
 
 def test_the_preflight_stops_a_run_whose_named_data_directory_lacks_the_subset(tmp_path):
-    from t2exp.__main__ import preflight
+    from t2exp.cli.app import preflight
 
     frame().to_parquet(tmp_path / "TAT-DQA_test.parquet")
     with pytest.raises(DataError, match=r"^dataset.path=.*: no FinQA file found there"):

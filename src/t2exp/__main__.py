@@ -1,290 +1,39 @@
-"""``python -m t2exp``: the Hydra application (configs: ``t2exp.infra.paths.CONF_DIR``, the package's own or a checkout's ``conf/``).
-
-Before Hydra starts (Hydra creates its output directory and writes ``.hydra/*.yaml`` before the
-task runs), the command line gets a pre-flight check:
-
-- secrets given as overrides (``generator.api_key=sk-...``, any key named like ``api_key``,
-  ``token``, ``secret``, ``password``) move into this process's environment and the override
-  becomes ``key=${oc.env:T2EXP_SECRET_<KEY>}``, so Hydra's own files (``.hydra/config.yaml``,
-  ``overrides.yaml``, ``hydra.yaml``, ``multirun.yaml``), the logs and the MLflow tags never hold
-  them; every log record is redacted as well (``tracking.install_log_redaction``);
-- the config of every job (each cell of a ``-m`` sweep with the basic sweeper) is composed and
-  validated (``t2exp.config.check``: the typed schema, then the cross-group rules), and local data files are loaded and checked: a bad value
-  or a bad file stops the command with one line and exit status 2, and nothing is written (no
-  Hydra output directory, no MLflow run, no cache file).
-"""
+"""``t2exp`` / ``python -m t2exp``: a command of :mod:`t2exp.cli`, the help or a mistyped command's one
+line, from the standard library alone (they answer at once); else the experiment app (:mod:`t2exp.cli.app`)."""
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-import re
 import sys
-from pathlib import Path
-from typing import Any, NoReturn, cast
 
-import hydra
-from omegaconf import DictConfig, OmegaConf
-
-from t2exp import config as t2exp_config
-from t2exp.cli.hydra_faults import guard_hydra
-from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
-from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs
-from t2exp.infra.mlflow_store import move_login
-from t2exp.infra.paths import CONF_DIR
-from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
-from t2exp.infra.signals import end_local_workers
-from t2exp.pipeline.stop import Interrupted, StoppedCell
-from t2exp.pipeline.submit import register_launcher
-from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
-
-t2exp_config.register()  # the schemas and resolvers Hydra composes with (importing t2exp registers nothing)
-log = logging.getLogger("t2exp")
-
-SECRET_ENV_PREFIX = "T2EXP_SECRET_"
-PREFLIGHT_MAX_JOBS = 1000  # larger sweeps are validated per job, after Hydra made the job's directory
-
-
-def _fail(exc: BaseException, status: int = 2) -> NoReturn:
-    exit_with(redact_text(str(exc)), status)
-
-
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def hydra_main(cfg: DictConfig) -> float | StoppedCell | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    from t2exp.pipeline.cell import run
-    from t2exp.tracking.callbacks import is_joblib_launcher
-
-    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    try:
-        result = run(cfg, overrides)
-    except T2ExpError as exc:
-        _fail(exc)
-    except OSError as exc:  # a full disk, a read-only or misplaced path: the path, the fault, the fix
-        exit_with(redact_text(os_error_line(exc)))
-    except Interrupted as exc:
-        msg = f"interrupted by {exc}"
-        if str(exc) == exc.signal_name:  # not explained by the cell: it came before the MLflow run was opened
-            msg += " before the run started; nothing to resume"
-        print(f"t2exp: {redact_text(msg)}", file=sys.stderr)
-        if HydraConfig.initialized() and is_joblib_launcher(HydraConfig.get().launcher):
-            # a cell in a loky worker (hydra/launcher=local_parallel): joblib ends every other
-            # worker as soon as one task raises past Hydra (SystemExit included), before those
-            # cells wrote their answers in flight; a cell that raised would be a FAILED job whose
-            # error Hydra prints in the launcher as a traceback. The launcher reads this instead
-            return StoppedCell(exc.signal_name, redact_text(msg))
-        sys.exit(exc.exit_status)
-    from t2exp.pipeline.cell import objective_value
-
-    try:
-        return objective_value(cfg, result.metrics)
-    except T2ExpError as exc:
-        _fail(exc)
-        return None
-
-
-# --- pre-flight -------------------------------------------------------------------------------------
-def move_secret_overrides(argv: list[str], environ: Any = None) -> list[str]:
-    """Replace ``key=VALUE`` overrides of secret-named keys, and of any key whose value is a URL
-    with a password (``generator.base_url=http://user:pw@host/v1``), by
-    ``key=${oc.env:T2EXP_SECRET_KEY}`` and put VALUE into ``environ`` (default ``os.environ``; child
-    processes inherit it): Hydra's files never hold it. The login of a tracking server
-    (``tracking.uri=http://user:pw@host:port``) goes to MLflow's own variables instead and the URI
-    stays, without it (``infra.mlflow_store.move_login``): MLflow prints the URI it is given."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    environ = os.environ if environ is None else environ
-    out: list[str] = []
-    parser = None
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        secret = is_secret_key(key.lstrip("+~")) or has_url_password(value)
-        if arg.startswith("-") or not sep or not secret or value in ("", "null") or "${" in value:
-            out.append(arg)
-            continue
-        parser = parser or OverridesParser.create()
-        try:
-            (o,) = parser.parse_overrides([arg])
-        except Exception:  # not an override Hydra accepts: Hydra reports it
-            out.append(arg)
-            continue
-        if o.is_sweep_override():  # Hydra would write every value to multirun.yaml and each cell's .hydra/
-            raise ConfigError(
-                f"{o.key_or_group} is invalid as a sweep: a secret cannot be swept, its values would be written in clear to "
-                f"Hydra's files; allowed: one key per environment variable, swept by name "
-                f"(e.g. {o.key_or_group}_env=KEY_A,KEY_B where the component has one)"
-            )
-        if o.is_delete():
-            out.append(arg)
-            continue
-        given = str(o.value())
-        server = move_login(given, environ) if o.key_or_group == "tracking.uri" else given
-        if server != given:  # a tracking server's login: into MLflow's own variables
-            out.append(f"{o.get_key_element()}={server}")
-            continue
-        env = SECRET_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", o.key_or_group).upper()
-        environ[env] = str(o.value())
-        out.append(f"{o.get_key_element()}=${{oc.env:{env}}}")
-    return out
-
-
-class _Skip(Exception):
-    """The command line is not a plain run/multirun of our config: leave it all to Hydra."""
-
-
-def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """The overrides of every job Hydra will run (basic sweeper), composing nothing yet."""
-    from hydra import compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    parsed = parser.parse_overrides(overrides)
-    plain = cast(list[str], [o.input_line for o in parsed if not o.is_sweep_override()])  # parsed from strings: input_line is set
-    base = compose("config", overrides=plain, return_hydra_config=True)
-    mode = OmegaConf.select(base, "hydra.mode", default=None)
-    multirun = multirun or getattr(mode, "name", str(mode)) == "MULTIRUN"
-    if not multirun:
-        if len(plain) != len(parsed):
-            raise _Skip("sweep without --multirun")  # Hydra explains
-        return [overrides]
-    sweeper = OmegaConf.select(base, "hydra.sweeper._target_", default=None)
-    if sweeper == SWEEPER_CLASS:  # hydra/sweeper=held_out_optuna: its folds, then the job without the searched keys
-        check_folds(base, bool(base.hydra.sweeper.get("held_out", True)))
-        return [plain]
-    if sweeper != BASIC_SWEEPER:
-        raise _Skip("another sweeper")
-    params = base.hydra.sweeper.get("params")
-    params_dict = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
-    params_list = [f"{k}={v}" for k, v in params_dict.items()]
-    return basic_sweep_jobs(parser.parse_overrides(params_list + overrides))
-
-
-def _schema_error(exc: BaseException) -> ConfigError | None:
-    """A one-line error when a composition failed on the typed schema (a wrong type, an unknown
-    key, a missing value; in an override or in an option's YAML), else ``None``."""
-    from t2exp.config.composition import composition_error
-
-    return composition_error(exc)
-
-
-def preflight(argv: list[str]) -> int:
-    """Validate every job's config and its local data before Hydra writes anything. Raises
-    ``T2ExpError``; returns the number of jobs checked (0 when the command is left to Hydra)."""
-    parsed = _app_overrides(argv)
-    if parsed is None:
-        return 0
-    composed = _compose_jobs(*parsed)
-    if composed is None:
-        return 0
-    _check_jobs(*composed)
-    return len(composed[0])
-
-
-def _app_overrides(argv: list[str]) -> tuple[list[str], bool, str | None] | None:
-    """The overrides, ``-m`` and ``--config-dir`` of an app command line, as Hydra reads them; None
-    for a command Hydra answers itself (--help, --cfg, --info, another config, a rerun, a config dir
-    that is not there) or cannot parse."""
-    parser = args_parser()
-
-    def _error(message: str) -> NoReturn:
-        raise _Skip(message)
-
-    parser.error = _error  # type: ignore[method-assign]
-    if any(a in ("--version", "-h", "--help", "-hh", "--hydra-help") for a in argv):
-        return None
-    try:
-        args = parser.parse_args(argv)
-    except (_Skip, SystemExit):
-        return None
-    if args.cfg or args.info or args.shell_completion or args.config_path or args.config_name:
-        return None
-    if getattr(args, "experimental_rerun", None) or (args.config_dir is not None and not os.path.isdir(args.config_dir)):
-        return None
-    return list(args.overrides), bool(args.multirun), args.config_dir
-
-
-def _compose_jobs(overrides: list[str], multirun: bool, config_dir: str | None = None) -> tuple[list[DictConfig], list[list[str]]] | None:
-    """Every job's composed config and overrides; None when there are too many to compose up
-    front or Hydra should report the problem in its own words (an unknown option, a syntax error)."""
-    from hydra import compose
-
-    from t2exp.config.composition import app_context
-
-    cfgs = []
-    try:
-        with app_context(config_dir):
-            jobs = _job_overrides(overrides, multirun)
-            if len(jobs) > PREFLIGHT_MAX_JOBS:
-                log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))
-                return None
-            for i, job in enumerate(jobs):
-                try:
-                    cfgs.append(compose("config", overrides=job))
-                except Exception as exc:  # Hydra's composition error
-                    if len(jobs) == 1:
-                        raise
-                    # a sweep would run the cells before this one first: stop now
-                    detail = str(_schema_error(exc) or one_line(exc))
-                    raise ConfigError(f"sweep cell #{i} ({' '.join(job)}): {detail}") from None
-    except _Skip:
-        return None
-    except T2ExpError:
-        raise
-    except Exception as exc:  # a composition error
-        schema_error = _schema_error(exc)
-        if schema_error is not None:  # a value the typed schema refuses: one line
-            raise schema_error from None
-        return None
-    return cfgs, jobs
-
-
-def _check_jobs(cfgs: list[DictConfig], jobs: list[list[str]]) -> None:
-    """The typed schema and the cross-group rules of every job, then each distinct local dataset
-    loaded once (a bad file is one line before any work)."""
-    from t2exp import config
-    from t2exp.data.loader import load_subsets, loader_args, local_files
-
-    datasets: dict[str, dict[str, Any]] = {}
-    for cfg, job in zip(cfgs, jobs, strict=True):
-        config.check(cfg, job)
-        kw = loader_args(cfg)
-        datasets.setdefault(json.dumps(kw, sort_keys=True, default=str), kw)
-    for kw in datasets.values():
-        path = kw.get("path")
-        if kw["source"] == "hub" or path is None:
-            continue
-        if set(local_files(Path(path), kw["subsets"], kw["source"])) != set(kw["subsets"]):
-            continue  # some subsets come from the hub (the bundle lacks them): checked when the job loads them
-        load_subsets(**kw)
+from t2exp.cli import COMMANDS, run_command
+from t2exp.cli.argv import is_override, unknown_command, usage
+from t2exp.errors import exit_with
+from t2exp.infra.redaction import redact_text
 
 
 def main() -> None:
-    """Console entry point (``t2exp``) and ``python -m t2exp``: ``t2exp <command> ...`` runs a
-    command of :mod:`t2exp.cli` (score, compare, report, reproduce); anything else is the Hydra app's overrides."""
-    from t2exp.cli import COMMANDS, run_command
-    from t2exp.cli.argv import app_argv
-
-    if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
-        sys.exit(run_command(sys.argv[1], sys.argv[2:]))
-    install_log_redaction()
-    register_sweeper()
-    register_launcher()
+    """Console entry point. Output into a closed pipe (``t2exp --help | head -1``) ends quietly: the
+    reader has what it wanted (the Python docs' "Note on SIGPIPE")."""
+    argv = sys.argv[1:]
     try:
-        sys.argv[1:] = app_argv(sys.argv[1:], COMMANDS)  # options ahead of overrides; the command table on --help
-        sys.argv[1:] = move_secret_overrides(sys.argv[1:])
-        preflight(sys.argv[1:])
-        from t2exp.pipeline.shard_expand import expand_shards
+        if argv and argv[0] in COMMANDS:
+            sys.exit(run_command(argv[0], argv[1:]))
+        elif argv and not is_override(argv[0]):
+            exit_with(redact_text(str(unknown_command(argv[0], list(COMMANDS)))))
+        elif "-h" in argv or "--help" in argv:
+            print(usage(COMMANDS))
+        else:
+            from t2exp.cli.app import main as app
 
-        sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
-    except T2ExpError as exc:
-        _fail(exc)
-    try:
-        with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
-            hydra_main()
+            app()
+    except BrokenPipeError:
+        pass
     finally:
-        end_local_workers()  # a local_parallel sweep's worker processes end with it
+        try:
+            sys.stdout.flush()  # here, not at exit, where a closed pipe is a message on stderr
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

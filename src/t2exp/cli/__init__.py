@@ -1,6 +1,6 @@
 """The commands beside the Hydra app, as subcommands of ``t2exp`` (``python -m t2exp <command>``
-works too): each module here has ``main(argv, prog) -> int`` and is imported only when its command
-runs. ``t2exp <overrides>`` with no command is the experiment app itself (:mod:`t2exp.__main__`)."""
+works too): each has ``main(argv, prog) -> int`` and is imported only when its command runs.
+``t2exp <overrides>`` with no command is the experiment app itself (:mod:`t2exp.cli.app`)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,16 @@
-"""The experiment app's command line before Hydra reads it (``t2exp`` / ``python -m t2exp`` with no
-command): the command table on ``--help``, one line for a mistyped command, and the options moved
-ahead of the overrides.
-
-Hydra's argparse reads the overrides as one positional list, so ``rag_method=base -m k=3,5`` is
-an argparse error there (``unrecognized arguments: k=3,5``); :func:`hydra_argv` puts every
-option (with its value) first and keeps the overrides in their order, so an option may stand
-anywhere on the line."""
+"""The command line before Hydra reads it: the help, one line for a mistyped command, and the app's
+options moved ahead of its overrides (Hydra's argparse refuses ``rag_method=base -m k=3,5``)."""
 
 from __future__ import annotations
 
 import difflib
+import re
+import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 
 from t2exp.errors import ConfigError
 
-HELP_FLAGS = ("-h", "--help")
 MODES = {"run": "--run", "multirun": "-m", "cfg": "--cfg", "info": "--info", "shell_completion": "--shell-completion"}
 
 
@@ -73,30 +69,37 @@ def unknown_command(word: str, commands: Sequence[str]) -> ConfigError:
     )
 
 
+def config_groups(conf_dir: Path) -> dict[str, list[str]]:
+    """``group -> options`` a user picks from in ``conf_dir`` (``+group`` where the defaults list has
+    none; the default option starred); a group the defaults pick by interpolation (``protocol_method``) is left out."""
+    defaults = dict(re.findall(r"^  - (?:optional )?([\w/]+)(?:@\S+)?: (\S+)", (conf_dir / "config.yaml").read_text(), re.M))
+    found: dict[str, list[str]] = {}
+    for path in sorted(conf_dir.rglob("*.yaml")):
+        group = path.parent.relative_to(conf_dir).as_posix()
+        if path.parent != conf_dir and "${" not in defaults.get(group, ""):
+            name = "+" + group if group not in defaults and not group.startswith("hydra/") else group
+            found.setdefault(name, []).append(path.stem + "*" * (defaults.get(group) == path.stem))
+    return found
+
+
 def usage(commands: dict[str, tuple[str, str]]) -> str:
-    """What ``t2exp --help`` prints before the experiment app's own help: the commands, one line each."""
-    width = max(len(name) for name in commands)
+    """``t2exp --help``: the commands and the config groups, one line each, and where to read more."""
+    from t2exp.infra.paths import CONF_DIR
+
+    groups = {g: ", ".join(o) for g, o in config_groups(CONF_DIR).items()}
+    w = max(map(len, [*commands, *groups]))
+
+    def rows(table: dict[str, str]) -> list[str]:
+        return [textwrap.fill(t, 100, initial_indent=f"  {n:<{w}}  ", subsequent_indent=" " * (w + 4)) for n, t in table.items()]
+
     lines = [
         "usage: t2exp COMMAND [ARGS ...]      a command (t2exp COMMAND --help: its options)",
         "       t2exp [-m] [OVERRIDES ...]    the experiment app (python -m t2exp is the same)",
-        "",
-        "commands:",
-    ]
-    lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in commands.items()]
-    lines += [
-        "",
-        "The experiment app's help follows: its config groups and every value, each a key=value",
-        "override (-m sweeps comma-separated values); t2exp --hydra-help lists Hydra's own flags.",
-        "",
+        "\ncommands:",
+        *rows({n: s for n, (_, s) in commands.items()}),
+        "\nconfig groups (OVERRIDES: group=option, +group=option, key=value; * the default):",
+        *rows(groups),
+        "\n-m sweeps comma-separated values (-m k=3,5); t2exp --cfg job [OVERRIDES] prints the composed",
+        "config; t2exp --hydra-help lists Hydra's own flags; docs/config/ has a page per group.",
     ]
     return "\n".join(lines)
-
-
-def app_argv(argv: Sequence[str], commands: dict[str, tuple[str, str]]) -> list[str]:
-    """The experiment app's ``argv`` as Hydra should read it (:func:`hydra_argv`), after the command
-    table on ``-h``/``--help``; a first word that is neither a command nor an override raises."""
-    if argv and not is_override(argv[0]):
-        raise unknown_command(argv[0], list(commands))
-    if any(a in HELP_FLAGS for a in argv):
-        print(usage(commands))
-    return hydra_argv(argv)

@@ -155,9 +155,9 @@ def _collect_one(run_dir: Path, prog: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "t2exp collect") -> int:
+    args = build_parser(prog).parse_args(argv)
     from t2exp import config
 
-    args = build_parser(prog).parse_args(argv)
     config.register()
     status = 0
     for target in args.targets:

@@ -10,22 +10,31 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from t2exp.errors import T2ExpError, command_error
-from t2exp.evaluation.comparisons import SweepComparison, compare, format_sweep_table, format_table
-from t2exp.evaluation.listing import SHOW, check_out, parse_show, render_questions, write_records
-from t2exp.evaluation.metrics import metric_label
-from t2exp.evaluation.paired import Comparison
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.mlflow_store import move_login
 from t2exp.infra.paths import default_tracking_uri
 
+if TYPE_CHECKING:  # the parser answers --help before the comparison engine (pandas, MLflow) is imported
+    from t2exp.evaluation.comparisons import SweepComparison
+    from t2exp.evaluation.paired import Comparison
+
+SHOW = 20  # questions listed by default
+
 
 def _show(text: str) -> int | None:
+    """``--show``: a count (0: none) or ``all`` (None: no limit)."""
+    if text.strip().lower() == "all":
+        return None
     try:
-        return parse_show(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"--show {text!r}: give a number of questions (0: none) or 'all'")
+    return n
 
 
 def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
@@ -74,6 +83,9 @@ def add_shared_args(p: argparse.ArgumentParser, n_boot_help: str) -> None:
 
 def _print_questions(c: Comparison, show: int | None) -> None:
     """How many questions differ (A's wins, its losses, the ties), then the first ``show`` of them."""
+    from t2exp.evaluation.listing import render_questions
+    from t2exp.evaluation.metrics import metric_label
+
     print(
         f"questions that differ on {metric_label(c.metric)}: {len(c.questions)} of {c.paired.n} "
         f"(A better on {c.wins}, B better on {c.losses}, the same on {c.ties})"
@@ -84,6 +96,8 @@ def _print_questions(c: Comparison, show: int | None) -> None:
 
 
 def _print_pair(result: Comparison, args: argparse.Namespace) -> None:
+    from t2exp.evaluation.comparisons import format_table
+
     paired = result.paired
     print(f"A = {args.run_a}\nB = {args.run_b}")
     print(
@@ -95,6 +109,8 @@ def _print_pair(result: Comparison, args: argparse.Namespace) -> None:
 
 
 def _print_sweep(result: SweepComparison, args: argparse.Namespace) -> None:
+    from t2exp.evaluation.comparisons import format_sweep_table
+
     print(f"sweep: {result.title}")
     print(format_sweep_table(result))
     for c in result.cells:
@@ -103,6 +119,9 @@ def _print_sweep(result: SweepComparison, args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
+    from t2exp.evaluation.comparisons import SweepComparison, compare
+    from t2exp.evaluation.listing import check_out, write_records
+
     check_out(args.out)  # before any work
     result = compare(
         args.run_a, args.run_b, args.metric, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, tracking_uri=args.tracking_uri

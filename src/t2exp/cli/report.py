@@ -13,15 +13,15 @@ from typing import Any
 
 from t2exp.cli.compare import add_shared_args
 from t2exp.errors import T2ExpError, command_error
-from t2exp.evaluation.comparisons import load_source
-from t2exp.evaluation.diagnosis import breakdown, render
-from t2exp.evaluation.reporting.build import report
-from t2exp.evaluation.reporting.runs import ReportError
 from t2exp.infra.mlflow_store import open_client
 
 
 def _errors(client: Callable[[], Any], source: str) -> int:
     """``--errors``: the error categories of one run (``client()`` only when ``source`` is a run id)."""
+    from t2exp.evaluation.comparisons import load_source
+    from t2exp.evaluation.diagnosis import breakdown, render
+    from t2exp.evaluation.reporting.runs import ReportError
+
     rows = load_source(client, source)
     counts = breakdown(rows)
     if not sum(counts["all"].values()):
@@ -60,6 +60,9 @@ def build_parser(prog: str = "t2exp report") -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, prog: str = "t2exp report") -> int:
     args = build_parser(prog).parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr to our lines
+    from t2exp.evaluation.reporting.build import report
+    from t2exp.evaluation.reporting.runs import ReportError
+
     try:
         if args.errors:
             return _errors(lambda: open_client(args.tracking_uri, "--tracking-uri", create=False), args.errors)

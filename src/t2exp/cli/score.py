@@ -19,17 +19,15 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from t2exp.config.schema import Config
 from t2exp.errors import T2ExpError, command_error, one_line
-from t2exp.evaluation.scoring.compute import score
-from t2exp.evaluation.scoring.gold import compose_config
-from t2exp.evaluation.scoring.result import ScoreResult
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.mlflow_store import Tag, move_login
 from t2exp.infra.sqlite_store import sqlite_path
-from t2exp.tracking.mlflow_run import Tracker
+
+if TYPE_CHECKING:  # the parser answers --help before the scorer (pandas, Hydra, MLflow) is imported
+    from t2exp.evaluation.scoring.result import ScoreResult
 
 
 def _limit(value: str) -> int | None | str:
@@ -83,6 +81,10 @@ def _render(result: Any, fmt: str) -> str:
 
 def main(argv: Sequence[str] | None = None, prog: str = "t2exp score") -> int:
     args = build_parser(prog).parse_args(argv)
+    from t2exp.config.schema import Config
+    from t2exp.evaluation.scoring.compute import score
+    from t2exp.evaluation.scoring.gold import compose_config
+
     try:
         if args.bootstrap < 0:
             raise T2ExpError(f"--bootstrap {args.bootstrap}: must be 0 or more")
@@ -122,6 +124,8 @@ def log_to_mlflow(
     result: ScoreResult, *, uri: str, experiment: str, artifact_location: str | None = None, run_name: str | None = None
 ) -> str:
     """Log params, metrics (the app's names plus the counts) and ``score.json`` as one run; its id."""
+    from t2exp.tracking.mlflow_run import Tracker
+
     name = run_name or f"score-{Path(result.source).stem or 'predictions'}"
     tags = {Tag.KIND: "score", Tag.PREDICTIONS: result.source}
     tracker = Tracker(uri, experiment, artifact_location or default_artifact_location(uri), name, tags)

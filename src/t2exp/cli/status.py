@@ -225,9 +225,9 @@ def table(sweep: Sweep) -> str:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "t2exp status") -> int:
+    args = build_parser(prog).parse_args(argv)
     from t2exp import config
 
-    args = build_parser(prog).parse_args(argv)
     config.register()
     try:
         sweep = load_sweep(sweep_dir_of(args.target, args.tracking_uri), args.tracking_uri)

@@ -16,26 +16,12 @@ from t2exp.evaluation.metrics import metric_label
 from t2exp.evaluation.questions import QuestionDiff, question_record
 from t2exp.infra.cache import atomic_write_text
 
-SHOW = 20  # questions listed by default
 QUESTION_WIDTH = 48  # characters of a question the terminal table shows
 OUT_SUFFIXES = (".csv", ".jsonl")
 
 
 class ListingError(T2ExpError):
     pass
-
-
-def parse_show(text: str) -> int | None:
-    """``--show``: a count (0: none) or ``all`` (None: no limit)."""
-    if text.strip().lower() == "all":
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise ValueError(f"--show {text!r}: give a number of questions (0: none) or 'all'")
-    return n
 
 
 def shorten(text: Any, width: int) -> str:

@@ -13,9 +13,8 @@ package or the checkout unless the command runs there. Every ``paths.*`` key can
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # src/t2exp (this module is t2exp/infra/paths.py)
 PACKAGED_RESOURCES = PACKAGE_DIR / "_resources"  # present in a wheel install only
@@ -54,10 +53,9 @@ def work_dir() -> Path:
     """The directory outputs go under by default: where the command was started (Hydra's
     ``runtime.cwd`` inside a Hydra job, which survives ``hydra.job.chdir=true`` and is the launching
     directory for a job on another node), else the current directory."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        cwd = HydraConfig.get().runtime.cwd
+    hydra_config = sys.modules.get("hydra.core.hydra_config")  # not imported: no Hydra job runs
+    if hydra_config is not None and hydra_config.HydraConfig.initialized():
+        cwd = hydra_config.HydraConfig.get().runtime.cwd
         if cwd:
             return Path(cwd)
     return Path(os.getcwd())
@@ -73,6 +71,8 @@ def resource_dir(name: str) -> Path:
 
 def register_resolvers() -> None:
     """``${t2exp_cwd:}`` (see ``work_dir``) and ``${t2exp_resource:conf|prompts|data}``."""
+    from omegaconf import OmegaConf
+
     if not OmegaConf.has_resolver("t2exp_cwd"):
         OmegaConf.register_new_resolver("t2exp_cwd", lambda: str(work_dir()))
     if not OmegaConf.has_resolver("t2exp_resource"):
