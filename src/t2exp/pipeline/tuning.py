@@ -1,23 +1,14 @@
 """``hydra/sweeper=held_out_optuna``: tune on some questions, report on others.
 
-hydra-optuna-sweeper's ``OptunaSweeper`` (``pip install 't2exp[tune]'``) runs the trials, with its
-own config keys (``hydra.sweeper.n_trials``, ``sampler``, ``direction``, ``params``, ...);
-``register_sweeper`` stores this module's sweeper as ``held_out_optuna`` (and in place of the
-plugin's own ``optuna``, the name it had before: old configs and commands keep working, with one
-warning that the name is ``held_out_optuna``). Its schema is the plugin's with one more key,
-``held_out``, and the defaults ``direction: maximize``, ``n_jobs: 1``. Each trial is a normal t2exp
-job whose return value is the run's ``objective`` (``t2exp.pipeline.cell.objective_name``), on the
-*tuning* questions: every trial gets ``dataset.fold_role=tune``, i.e. the questions of every fold
-but ``dataset.fold`` (``t2exp.data.folds``). When the trials are done, the best trial's overrides
-run once more, through the same launcher, with ``dataset.fold_role=eval``: the held-out fold,
-questions no trial saw. Both runs are children of the sweep's MLflow parent; the parent gets the
-tuned parameters (``tune.best.<key>``), the objective, the tuning and held-out scores
-(``tune/tune_score``, ``tune/eval_score``) and what each was measured on (``t2exp.tuned_on``,
-``t2exp.reported_on``). ``t2exp report`` puts the pair side by side.
-
-``hydra.sweeper.held_out=false`` runs the plain Optuna sweep (no folds needed, no held-out run):
-its best value is then a score on the questions it was chosen on, and is logged as such.
-"""
+hydra-optuna-sweeper's ``OptunaSweeper`` (``pip install 't2exp[tune]'``) runs the trials with its
+own keys; ``register_sweeper`` stores this sweeper as ``held_out_optuna`` (and as ``optuna``, its
+old name, with one warning). Its schema adds ``held_out`` and the defaults ``direction: maximize``,
+``n_jobs: 1``. Every trial is a t2exp job on the *tuning* questions (``dataset.fold_role=tune``)
+returning the run's ``objective``; then the best overrides run once more with
+``dataset.fold_role=eval``, on the held-out fold no trial saw. The sweep's MLflow parent gets the
+tuned parameters (``tune.best.<key>``), ``tune/tune_score``, ``tune/eval_score`` and what each was
+measured on (``t2exp.tuned_on``, ``t2exp.reported_on``). ``hydra.sweeper.held_out=false`` runs the
+plain Optuna sweep: its best value is a score on the questions it was chosen on, logged as such."""
 
 from __future__ import annotations
 

@@ -1,24 +1,16 @@
-"""Score any RAG system's outputs against T²-RAGBench gold answers (:func:`score`; ``t2exp score``
-is the command line around it; docs/evaluation.md).
+"""Score any RAG system's outputs against T²-RAGBench gold answers (:func:`score`; ``t2exp score``;
+docs/evaluation.md): gold from a ``conf/dataset`` option (or ``gold=`` records), scored by the app's
+own evaluator in the app's row order, so re-scoring a run's ``predictions.jsonl`` gives its logged
+values and CIs.
 
-Gold answers come from a ``conf/dataset`` option composed as ``python -m t2exp dataset=NAME``
-composes it (or ``gold=`` records). Scoring is the app's own evaluator
-(:mod:`t2exp.evaluation.metrics`) in the order the app builds its rows, so re-scoring a run's
-``predictions.jsonl`` reproduces its logged values and CIs.
-
-- ``<subset>/nm``, the headline, is over **every gold question**: a missing one counts as wrong;
-  ``nm_submitted`` (the scored questions only) and ``coverage`` stand next to it. Retrieval
-  metrics count a missing question, or an empty ``retrieved``, as a miss.
-- a ``retrieved`` column gives MRR@k and R@1/3/5; only a ``context_id`` (the leaderboard format)
-  gives the rank-1 metrics MRR@k and R@1; a ``retrieved`` empty in every row, or neither column,
-  none. ``context_id`` is not read when ``retrieved`` exists (in a run's file it is the gold).
-- every row is scored (the first of a gold id), unknown (``outside_sample`` when the id is in the
-  dataset but not the ``limit`` sample) or a duplicate. A prediction without a number is
-  ``unparsable`` and wrong; an empty ``prediction`` in every row is a retrieval-only submission
-  (no NM) unless the run's generator replied.
-- ``nm_bare`` and ``nm_strict`` read the ``answer_text`` column when there is one, else the raw
-  ``prediction`` (:mod:`t2exp.text.numbers`).
-"""
+- ``<subset>/nm`` is over every gold question (a missing one is wrong), beside ``nm_submitted`` and
+  ``coverage``; a missing question or an empty ``retrieved`` is a retrieval miss.
+- ``retrieved`` gives MRR@k and R@1/3/5; a lone ``context_id`` (leaderboard format) gives MRR@k and
+  R@1; ``context_id`` is not read when ``retrieved`` exists (in a run's file it is the gold).
+- each row is scored (the first of a gold id), unknown (``outside_sample``: in the dataset, not the
+  ``limit`` sample) or a duplicate; a prediction with no number is ``unparsable`` and wrong; an empty
+  ``prediction`` in every row is retrieval-only (no NM) unless the run's generator replied.
+- ``nm_bare`` and ``nm_strict`` read ``answer_text`` when there is one, else ``prediction``."""
 
 from __future__ import annotations
 
