@@ -20,7 +20,7 @@ Measured per shard count:
   predictions, checks them, scores and logs the cell: what ``t2exp collect`` runs);
 - whether the merged ``predictions.jsonl`` equals the unsharded one, row for row, apart from each
   answer's measured ``generate_seconds`` (byte for byte where no time is measured: ``generator=none``,
-  ``tests/test_slurm.py``).
+  ``tests/pipeline/test_slurm.py``).
 
 A first, unmeasured run (1 question a subset) warms the cluster, the page cache and Python's
 bytecode cache, so that the first count measured does not carry them.

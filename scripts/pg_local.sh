@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A private PostgreSQL server on this machine, for one MLflow tracking server shared by every node
-# (docs/scale.md "One tracking server") and for tests/test_tracking_server.py.
+# (docs/scale.md "One tracking server") and for tests/tracking/test_tracking_server.py.
 #
 #   bash scripts/pg_local.sh up       # install (Debian's postgresql) if needed, initdb, start, wait
 #   bash scripts/pg_local.sh status   # running or not, and its URI

@@ -108,7 +108,7 @@ run_tests() {
         if [ -x "$repo/.venv/bin/python" ]; then tpy=$repo/.venv/bin/python; else tpy=python3; fi
     fi
     export T2EXP_VLLM_PYTHON="$venv/bin/python" HF_HUB_OFFLINE=1 T2EXP_VLLM_REQUIRED=1
-    "$tpy" -m pytest -q -rs -m vllm tests/test_vllm_live.py "$@"
+    "$tpy" -m pytest -q -rs -m vllm tests/generators/test_vllm_live.py "$@"
 }
 
 case "${1:-install}" in

@@ -6,7 +6,7 @@ dataclasses of ``t2exp.config``). Nothing here is a hand-kept list of options: a
 An option's row reads its ``meta:`` block when it has one (``display_name``, ``family``,
 ``in_paper``, ``licence``, ``params``: ``t2exp.infra.option_meta``; at the top of the file or under the group's
 key) and otherwise the file's leading comment. Every function takes the conf dir as an argument
-(``tests/test_docs.py`` adds an option to a copy of it and sees the table change).
+(``tests/project/test_docs.py`` adds an option to a copy of it and sees the table change).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The fault probes: bad input a user can give, each a `python -m t2exp` command line run through its
 entry point in this process (``helpers.command.cli``), started from an empty directory (outputs go under
-the working directory, so "nothing written" is checked there; tests/test_reliability_e2e.py runs
+the working directory, so "nothing written" is checked there; tests/app/test_reliability_e2e.py runs
 one bad input as a real process, the console entry's exit status and stderr included).
 
 Each probe must end with exit status 2 and one `t2exp: error:` line naming what is wrong, no
 traceback; the ones caught before the run starts must leave the directory empty, the ones met
 while running must leave a FAILED MLflow run carrying the same line. The kill / resume / lock /
-endpoint-outage / secret-leak probes run real processes too, in tests/test_reliability_e2e.py;
+endpoint-outage / secret-leak probes run real processes too, in tests/app/test_reliability_e2e.py;
 docs/reliability.md counts both.
 """
 

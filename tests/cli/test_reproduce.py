@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.paths import ROOT
 from t2exp.cli import reproduce, reproduce_run
 from t2exp.evaluation import expected as expected_files
 from t2exp.infra.contained import OutsideRoot
 
-ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "expected"
 CI_CONDITION = "main_job/default-retrieval"  # python -m t2exp generator=none: the default run's 12 questions, a short run
 

@@ -15,13 +15,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.command import cli
+from helpers.paths import ROOT
 from t2exp.cli.score import main as cli_main
 from t2exp.config.schema import Config, dataset_args
 from t2exp.data.loader import load_subsets
 from t2exp.data.records import Question
 from t2exp.evaluation.scoring.compute import score
 
-ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "data" / "t2ragbench"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 ENV.pop("T2EXP_PARENT_RUN_ID", None)

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from helpers.app import compose_cfg
-from helpers.paths import ROOT
+from helpers.paths import TESTS
 from t2exp import config
 from t2exp.config.components import build, target_class
 from t2exp.generators import vllm_backend
@@ -16,7 +16,7 @@ from t2exp.infra.paths import CONF_DIR
 from t2exp.pipeline.build import build_components, build_method
 
 KEYS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "CO_API_KEY", "WEAVIATE_API_KEY")
-FAKE_SCRIPT = ROOT / "tests" / "fakes" / "openai_server.py"
+FAKE_SCRIPT = TESTS / "fakes" / "openai_server.py"
 
 
 def _options(group: str) -> list[str]:

@@ -1,14 +1,13 @@
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
+from helpers.paths import ROOT
 from t2exp.config.schema import dataset_args
 from t2exp.data.loader import load_subsets
 from t2exp.data.sampling import sample_questions
 from t2exp.errors import DataError
 
-BUNDLE = Path(__file__).resolve().parents[1] / "data" / "t2ragbench"
+BUNDLE = ROOT / "data" / "t2ragbench"
 
 
 def test_bundled_subsets_have_their_own_corpus():
@@ -140,7 +139,7 @@ def test_unreadable_file_is_one_line(tmp_path):
 
 def test_corpus_splits_choose_the_corpus_and_refuse_orphan_questions(tmp_path):
 
-    src = pd.read_parquet(Path(__file__).resolve().parents[1] / "data" / "t2ragbench" / "FinQA_dev.parquet")
+    src = pd.read_parquet(BUNDLE / "FinQA_dev.parquet")
     ctx = list(dict.fromkeys(src.context_id))[:10]
     dev = src[src.context_id.isin(ctx[:6])].copy()
     test = src[src.context_id.isin(ctx[4:])].copy()  # contexts 4 and 5 are in both splits

@@ -4,18 +4,18 @@ covering, balanced, seeded, stable under row order; the corpus is never split.""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
 from helpers.app import compose_cfg
+from helpers.paths import ROOT
 from t2exp import config
 from t2exp.config.schema import dataset_args
 from t2exp.data.folds import assign_folds, describe, select_fold
 from t2exp.data.loader import load_subsets
 from t2exp.errors import ConfigError
 
-BUNDLE = Path(__file__).resolve().parents[1] / "data" / "t2ragbench"
+BUNDLE = ROOT / "data" / "t2ragbench"
 
 
 class Q:

@@ -1,5 +1,5 @@
 """Dataset validation: each bad input is one line naming file, row and column (the cases
-tests/test_data.py does not cover)."""
+tests/data/test_data.py does not cover)."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def test_non_numeric_gold_is_counted_and_left_out_of_nm(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="t2exp.data.loader"):
         (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert sub.stats["non_numeric_gold"] == 2
-    assert "non-numeric" not in caplog.text  # a run that computes NM says so (tests/test_command_line.py), loading does not
+    assert "non-numeric" not in caplog.text  # a run that computes NM says so (tests/cli/test_command_line.py), loading does not
     rows = []
     for q in sub.questions:  # every prediction "1": right for q0, wrong for q2, no NM for q1/q3
         m = question_metrics(["c0"], q.context_id, 3, 1.0, q.gold)

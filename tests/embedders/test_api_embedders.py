@@ -21,6 +21,7 @@ import pytest
 from fakes import FakeHTTPServer
 from fakes.providers import CohereFake, GeminiFake, OpenAIFake, fake_vector, unit
 from helpers.app import compose_cfg
+from helpers.paths import ROOT
 from t2exp.embedders import Embedder
 from t2exp.embedders._remote import RemoteEmbedder
 from t2exp.embedders.cached import CachedEmbedder
@@ -30,7 +31,6 @@ from t2exp.embedders.openai_embedder import OpenAIEmbedder
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.infra.cache import KVCache
 
-ROOT = Path(__file__).resolve().parents[1]
 DIM = 8
 
 ENV_VARS = (

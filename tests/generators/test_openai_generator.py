@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
+from helpers.paths import TESTS
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.generators import Generation, Sampling, server_process, vllm_backend, vllm_server
 from t2exp.generators.cached import CachedGenerator
@@ -24,7 +25,7 @@ from t2exp.text.reasoning import split_reasoning
 
 pytest.importorskip("openai")
 
-FAKE_SCRIPT = Path(__file__).parent / "fakes" / "openai_server.py"
+FAKE_SCRIPT = TESTS / "fakes" / "openai_server.py"
 MODEL = "fake-model"
 GREEDY = Sampling(temperature=0.0, top_p=1.0, max_tokens=32, seed=0)
 
@@ -324,12 +325,15 @@ def test_vllm_server_dies_with_a_killed_t2exp(tmp_path):
     import subprocess
 
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import sys; sys.path[:0] = sys.argv[1:3];"
         "from test_openai_generator import _server_gen, ask, GREEDY; from pathlib import Path;"
-        "out = _server_gen(Path(sys.argv[2])).generate([ask('one')], GREEDY); print(out[0].text, flush=True); sys.stdin.read()"
+        "out = _server_gen(Path(sys.argv[3])).generate([ask('one')], GREEDY); print(out[0].text, flush=True); sys.stdin.read()"
     )
     child = subprocess.Popen(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(TESTS), str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "echo: one"  # the server answered

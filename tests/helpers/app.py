@@ -30,7 +30,7 @@ def compose_cfg(*overrides: str):
 
 def app_overrides(cache: Path, tracking_dir: Path, *, traces: bool = False) -> list[str]:
     """The test's cache and MLflow store. Per-question traces are off unless the test is about them
-    (``traces=True``; tests/test_genai.py, tests/test_progress.py): logging them adds noticeably
+    (``traces=True``; tests/tracking/test_genai.py, tests/app/test_progress.py): logging them adds noticeably
     to a retrieval run's time."""
     return [
         *([] if traces else ["tracking.traces=false"]),

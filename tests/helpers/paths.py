@@ -1,7 +1,8 @@
-"""Where the repository is."""
+"""Where the repository and its tests are."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from t2exp.infra import contained
 from t2exp.infra.contained import OutsideRoot, inside, remove_file, remove_tree, safe_segment
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = ROOT / "src"
 GUARD = Path(contained.__file__).resolve()
 DELETERS = {"rmtree", "unlink", "remove", "removedirs"}  # shutil.rmtree, Path.unlink, os.remove/unlink/removedirs
 

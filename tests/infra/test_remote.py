@@ -4,14 +4,14 @@ reranker and OpenAI-protocol generators all run their requests through ``with_re
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 
+from helpers.paths import ROOT
 from t2exp.errors import ConfigError, RemoteError
 from t2exp.infra.remote import Failure, backoff_delay, resolve_api_key, with_retries
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "t2exp"
+SRC = ROOT / "src" / "t2exp"
 
 
 class Flaky(Exception):

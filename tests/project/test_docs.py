@@ -14,9 +14,9 @@ from types import ModuleType
 
 import pytest
 
+from helpers.paths import ROOT
 from t2exp.infra.paths import CONF_DIR
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import t2exp
+from helpers.paths import TESTS
 
 SRC = Path(t2exp.__file__).parent
 # getattr with a default in pipeline/ on what is no component: an Optuna direction, an enum or a
@@ -63,9 +64,6 @@ def test_plain_hits_and_rankings_read_alike():
     ranked = Ranking(plain, dense={"a": 0.5}, depth=1)
     assert Ranking.of(ranked) is ranked
     assert (Ranking.of(plain).dense, Ranking.of(plain).depth, list(Ranking.of(plain))) == ({}, None, plain)
-
-
-TESTS = Path(__file__).resolve().parent
 
 
 def catches_import_error(node: ast.Try) -> bool:

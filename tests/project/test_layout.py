@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "t2exp"
+from helpers.paths import ROOT
+
+PACKAGE = ROOT / "src" / "t2exp"
 # the package's entry point (`python -m t2exp`, the commands in cli/) and its error types
 LOOSE = {"__init__", "__main__", "errors"}
 STAGES = {"data", "index", "methods", "answering", "generators", "evaluation", "tracking", "pipeline", "text", "cli"}

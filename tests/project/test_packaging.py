@@ -17,11 +17,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from helpers.paths import ROOT
 from t2exp import config
 from t2exp.infra import paths
 from t2exp.infra.paths import CONF_DIR
 
-ROOT = Path(__file__).resolve().parents[1]
 config.register()
 
 

@@ -8,140 +8,62 @@ loopback stand-in ``tests/weaviate_wire`` (REST + gRPC, the client's own protoco
 against a live server when ``WEAVIATE_URL=host:port`` (HTTP) and ``WEAVIATE_GRPC_PORT`` are set.
 
 Part (b) checks collection naming, the one-line error for an unreachable server and lazy
-imports; the Weaviate-only checks through the same client are in ``tests/test_weaviate_store.py``.
+imports; the Weaviate-only checks through the same client are in ``tests/stores/test_weaviate_store.py``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
+from helpers.stores import (
+    BM25_ORDER,
+    BM25_QUERIES,
+    DENSE_ORDER,
+    HYBRID_ORDERS,
+    HYBRID_QUERY,
+    HYBRID_VECTOR,
+    IDS,
+    META,
+    PUNCTUATED,
+    QUERY_VECTORS,
+    TEXTS,
+    VECTORS,
+    Factory,
+    build_corpus,
+    lancedb_stores,
+    weaviate_stores,
+)
 from t2exp.errors import RemoteError
 from t2exp.index.store import Store
 from t2exp.stores.lancedb_store import LanceDBStore
 from t2exp.stores.weaviate_store import WeaviateStore, collection_name
-
-# --- the shared corpus --------------------------------------------------------------------------
-IDS = [f"d{i}" for i in range(8)]
-TEXTS = [
-    "Revenue increased 12% from 2018 to 2019, driven by cloud subscriptions.",
-    "Net income fell to $3.2 million in 2019 due to higher interest expense.",
-    "Operating expenses were flat at $45 million; headcount declined.",
-    "The company repurchased 1.5 million shares of common stock in 2019.",
-    "Total assets grew to $120 million, mainly goodwill from the acquisition.",
-    "Cash dividends of $0.40 per share were declared in the fourth quarter.",
-    "Long-term debt was refinanced at a lower fixed interest rate.",
-    "Inventory turnover improved as warehouse costs decreased.",
-]
-META = [{"company": "ACME", "year": 2019, "row": i} for i in range(8)]
-# one-hot document vectors: the cosine of a query with doc i is q_i / |q|, so dense order is known
-VECTORS = np.eye(8, dtype=np.float32)
-QUERY_VECTORS = np.array(
-    [
-        [8, 7, 6, 5, 4, 3, 2, 1],
-        [4, 7, 3, 8, 6, 5, 1, 2],
-        [1, 2, 3, 4, 5, 6, 8, 7],
-    ],
-    dtype=np.float32,
-)
-DENSE_ORDER = [[IDS[j] for j in np.argsort(-q, kind="stable")] for q in QUERY_VECTORS]
-
-# BM25 queries whose terms occur in known documents only (no stemming, no stop-word removal)
-BM25_QUERIES = [
-    "net income interest expense",  # d1 has 4 terms, d6 only "interest"
-    "cash dividends per share, shares repurchased?",  # d5: 4 terms, d3: 2 ("shares" != "share")
-    "goodwill acquisition total assets",  # d4 only
-]
-BM25_ORDER = [["d1", "d6"], ["d5", "d3"], ["d4"]]
-PUNCTUATED = [
-    "What was the change in revenue (in %) between 2018 and 2019?",
-    'revenue: "2018" -> 2019 [in %] {growth} + cloud* ~subscriptions^2 AND OR NOT \\ /',
-]
-
-Factory = Callable[..., Any]
-
-
-def _build(store: Any, key: str) -> None:
-    assert store.open(key) is False
-    store.add(IDS[:5], TEXTS[:5], VECTORS[:5], META[:5])  # two chunks, like indexing.build_index
-    store.add(IDS[5:], TEXTS[5:], VECTORS[5:], META[5:])
-    store.finalize()
 
 
 def _ids(hits: list[tuple[str, float]]) -> list[str]:
     return [cid for cid, _ in hits]
 
 
-# one hybrid query whose three answers differ: dense prefers d3 > d6 > d1, BM25 d1 > d6; with
-# relative-score fusion at alpha 0.5 (both lists min-max normalised over all 8 candidates) d1 wins
-# with 0.5 * 3/10 + 0.5 * 1 = 0.65 over d3's 0.5 and d6's 0.5 * 8/10 + 0 = 0.4; rank fusion puts
-# d6 (second in both lists) before d3
-HYBRID_QUERY = "net income interest expense"
-HYBRID_VECTOR = np.array([[0, 3, 0, 10, 0, 0, 8, 0]], dtype=np.float32)
-HYBRID_ORDERS = {
-    (0.0, "relative_score"): ["d1", "d6"],
-    (0.0, "rrf"): ["d1", "d6"],
-    (1.0, "relative_score"): ["d3", "d6", "d1"],
-    (1.0, "rrf"): ["d3", "d6", "d1"],
-    (0.5, "relative_score"): ["d1", "d3", "d6"],
-    (0.5, "rrf"): ["d1", "d6", "d3"],
-}
-
-
-# --- store factories ----------------------------------------------------------------------------
-def _lancedb(tmp_path) -> Iterator[tuple[Factory, str]]:
-    uri = tmp_path / "lancedb"
-    yield (lambda: LanceDBStore(str(uri))), "finqa__plain__minilm__abc123"
-
-
-def _weaviate(request) -> Iterator[tuple[Factory, str]]:
-    """A live server when WEAVIATE_URL (and WEAVIATE_GRPC_PORT) are set, else the stand-in."""
-    pytest.importorskip("weaviate")
-    url, grpc = os.environ.get("WEAVIATE_URL"), os.environ.get("WEAVIATE_GRPC_PORT")
-    if url:
-        if not grpc:
-            pytest.fail("WEAVIATE_URL is set but WEAVIATE_GRPC_PORT is not: set both to test against a live server")
-        host, _, port = url.split("://")[-1].rstrip("/").rpartition(":")
-        where = {"connection": "local", "host": host or "localhost", "http_port": int(port), "grpc_port": int(grpc)}
-    else:
-        where = request.getfixturevalue("weaviate_wire").store_kwargs()
-    opened: list[WeaviateStore] = []
-
-    def make(**kw: Any) -> WeaviateStore:
-        s = WeaviateStore(**{**where, **kw})
-        opened.append(s)
-        return s
-
-    key = f"test-stores/{uuid.uuid4().hex[:12]}"
-    yield make, key
-    if opened and opened[0].collection_name and opened[0].client is not None:
-        opened[0].client.collections.delete(opened[0].collection_name)
-    for s in opened:
-        s.close()
-
-
 @pytest.fixture(params=["lancedb", pytest.param("weaviate", marks=pytest.mark.weaviate)])
 def factory(request, tmp_path) -> Iterator[tuple[Factory, str]]:
     if request.param == "weaviate":
-        yield from _weaviate(request)
+        yield from weaviate_stores(request)
     else:
-        yield from _lancedb(tmp_path)
+        yield from lancedb_stores(tmp_path)
 
 
 @pytest.fixture
 def built(factory) -> tuple[Any, Factory, str]:
     make, key = factory
     store = make()
-    _build(store, key)
+    build_corpus(store, key)
     return store, make, key
 
 
@@ -196,7 +118,7 @@ def test_hybrid_mixes_both(built) -> None:
     # query 0: dense prefers d0, BM25 (punctuated question) prefers d0 too -> d0 first at any alpha
     hits = store.hybrid([PUNCTUATED[0]], QUERY_VECTORS[:1], 3, 0.5, "relative_score")
     assert len(hits[0]) == 3 and len(set(_ids(hits[0]))) == 3 and hits[0][0][0] == "d0"
-    # alpha outside [0, 1] is refused by the config schema (tests/test_reliability_config.py)
+    # alpha outside [0, 1] is refused by the config schema (tests/config/test_reliability_config.py)
 
 
 def test_reopen_reuses_without_inserts(built) -> None:

@@ -1,5 +1,5 @@
 """The Weaviate store through the real weaviate-client, beyond the shared contract
-(``tests/test_stores.py``, whose corpus and factories this module uses).
+(``tests/stores/test_stores.py``; the corpus and factories both use are in ``helpers.stores``).
 
 Part (b) runs against the stand-in (tests/weaviate_wire) or, with ``WEAVIATE_URL`` and
 ``WEAVIATE_GRPC_PORT`` set, a live server: the collection schema the adapter creates as the server
@@ -17,9 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from t2exp.errors import RemoteError
-from t2exp.stores.weaviate_store import WeaviateStore, collection_name
-from test_stores import (
+from helpers.stores import (
     BM25_QUERIES,
     HYBRID_ORDERS,
     HYBRID_QUERY,
@@ -30,16 +28,18 @@ from test_stores import (
     TEXTS,
     VECTORS,
     Factory,
-    _build,
-    _weaviate,
+    build_corpus,
+    weaviate_stores,
 )
+from t2exp.errors import RemoteError
+from t2exp.stores.weaviate_store import WeaviateStore, collection_name
 
 pytestmark = pytest.mark.weaviate
 
 
 @pytest.fixture
 def weaviate_factory(request) -> Iterator[tuple[Factory, str]]:
-    yield from _weaviate(request)
+    yield from weaviate_stores(request)
 
 
 # --- (b) the stand-in, or a live server ---------------------------------------------------------
@@ -50,7 +50,7 @@ def test_weaviate_collection_schema_as_the_server_reports_it(weaviate_factory) -
 
     make, key = weaviate_factory
     store = make()
-    _build(store, key)
+    build_corpus(store, key)
     cfg = store.client.collections.get(store.collection_name).config.get()
     assert cfg.name == store.collection_name == collection_name(key)
     assert cfg.description == "t2exp:complete rows=8"
@@ -90,7 +90,7 @@ def test_weaviate_native_and_own_fusion_agree_on_a_small_corpus(weaviate_factory
     suite plus the alpha query, at alpha 0.3 and 0.5."""
     make, key = weaviate_factory
     native = make(native_hybrid=True)
-    _build(native, key)
+    build_corpus(native, key)
     own = make(native_hybrid=False)
     assert own.open(key) is True
     queries = [HYBRID_QUERY, *BM25_QUERIES]
@@ -112,7 +112,7 @@ def test_weaviate_server_hybrid_alpha_extremes(weaviate_factory) -> None:
 
     make, key = weaviate_factory
     store = make()
-    _build(store, key)
+    build_corpus(store, key)
     col = store.client.collections.get(store.collection_name)
     for fusion in (HybridFusion.RELATIVE_SCORE, HybridFusion.RANKED):
         res = {}
@@ -146,7 +146,7 @@ def test_weaviate_custom_connection_and_close(weaviate_wire) -> None:
 
 def test_weaviate_reuses_complete_collection_with_zero_imports(weaviate_wire) -> None:
     first = WeaviateStore(**weaviate_wire.store_kwargs(), batch_size=3)
-    _build(first, "finqa__plain__minilm__abc123")
+    build_corpus(first, "finqa__plain__minilm__abc123")
     assert weaviate_wire.db.requests.count("gRPC BatchObjects") == 3  # add(5 objects) + add(3), batches of 3: 3 + 2, 3
     weaviate_wire.db.requests.clear()
     again = WeaviateStore(**weaviate_wire.store_kwargs())
@@ -179,7 +179,7 @@ def test_weaviate_query_arguments_on_the_wire(weaviate_wire) -> None:
     """What the adapter sends: limits, the searched property, alpha, the fusion type; with
     native_hybrid=false two searches of candidate_depth and no hybrid request."""
     store = WeaviateStore(**weaviate_wire.store_kwargs(), candidate_depth=7)
-    _build(store, "k")
+    build_corpus(store, "k")
     db = weaviate_wire.db
     db.searches.clear()
     store.dense(QUERY_VECTORS[:1], 3)

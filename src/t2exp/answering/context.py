@@ -31,7 +31,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 class ContextShaper:
     """The rule for one run: ``ContextShaper("focused", 3).of(question, document)``."""
 
-    # the defaults of context.* in the schema (ContextConfig); tests/test_defaults.py holds them equal
+    # the defaults of context.* in the schema (ContextConfig); tests/config/test_defaults.py holds them equal
     mode: str = "focused"
     sentences: int = 3
     tables: str = "markdown"

@@ -163,7 +163,7 @@ class MetricValue:
 def bootstrap_ci(values: Sequence[float], n_boot: int = N_BOOT, seed: int = CI_SEED, level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean, in percent."""
     # not scipy.stats.bootstrap: it draws the same resamples but its percentiles differ from these
-    # in the last bits, and logged CIs must stay reproducible (tests/test_metrics.py checks both)
+    # in the last bits, and logged CIs must stay reproducible (tests/evaluation/test_metrics.py checks both)
     arr = np.asarray(values, dtype=float) * 100.0
     if arr.size == 0:
         return (float("nan"), float("nan"))

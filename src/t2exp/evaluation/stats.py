@@ -88,7 +88,7 @@ def _at_least(stats: np.ndarray, observed: float) -> int:
 
 def permutation_test(a: Sequence[float], b: Sequence[float], n_perm: int = N_BOOT, seed: int = CI_SEED) -> PermutationResult:
     """Two-sided paired sign-flip permutation test of H0: mean(a - b) = 0."""
-    # ours, not scipy.stats.permutation_test: the exact p is the same (tests/test_oracles.py), but
+    # ours, not scipy.stats.permutation_test: the exact p is the same (tests/evaluation/test_oracles.py), but
     # scipy draws its Monte Carlo sign patterns differently, so logged p-values would change
     _, _, d = _differences(a, b)
     n = d.size

@@ -1,6 +1,6 @@
 """Paths that stay inside a root: a name that is one plain path segment, and the one place in
 t2exp that deletes files or trees, only after resolving them and checking they lie inside a given
-root (tests/test_contained.py fails if any other module calls ``shutil.rmtree``, ``Path.unlink``,
+root (tests/infra/test_contained.py fails if any other module calls ``shutil.rmtree``, ``Path.unlink``,
 ``os.remove`` or ``os.unlink``).
 
 A name from a file or a user (a condition, a table, an experiment) becomes a folder under a

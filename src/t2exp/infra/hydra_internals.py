@@ -1,7 +1,7 @@
 """Every use of Hydra's private package ``hydra._internal``, in one place: the command-line parser
 Hydra reads ``argv`` with, its basic sweeper (the name a config selects it by, and how it splits a
 sweep into jobs), the global Hydra created with the app's search path, and the reporter every
-Hydra run goes through. No other module of t2exp names ``hydra._internal`` (tests/test_layout.py),
+Hydra run goes through. No other module of t2exp names ``hydra._internal`` (tests/project/test_layout.py),
 so a Hydra release that moves one of these breaks here, in one file."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ class _Fields(dict):
 
 @dataclass(frozen=True)
 class QueryBuilder:
-    # the defaults of query.* in the schema (QueryConfig); tests/test_defaults.py holds them equal
+    # the defaults of query.* in the schema (QueryConfig); tests/config/test_defaults.py holds them equal
     template: str = "{question}"
     instruction: str | None = None
 
