@@ -31,8 +31,8 @@ os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 
 # Where the app writes under its working directory by default. A test that runs it from the checkout
-# leaves its outputs there (a sweep's report in outputs/reports/<parent id> did, and failed CI's wheel
-# check, which runs beside the tests and looks for exactly that); the session fails when one does.
+# leaves its outputs there (CI's wheel check, which runs beside the tests, fails on exactly that);
+# the session fails when one does.
 # .t2exp_cache/models is the offline generators' conversion, shared with the checkout on purpose.
 _CHECKOUT_OUTPUTS = ("outputs", "multirun", "mlruns", ".t2exp_cache")
 _STARTED = pytest.StashKey[float]()

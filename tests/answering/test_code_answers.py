@@ -134,10 +134,10 @@ def test_grounding_checks_the_code_inputs_against_the_evidence():
     assert choose("code", [made_up], evidence, grounding="check").fields["grounded"] is False
 
 
-# --- model output that once crashed a run (and every resume: the answer was in the LLM cache) ---
+# --- model output that must not crash a run (nor its resume: the answer is in the LLM cache) ---
 HUGE = "1" + "0" * 400
 HOSTILE = [
-    f"```python\nprint({HUGE})\nanswer = 5\n```",  # an unused 400-digit literal: float(int) overflowed
+    f"```python\nprint({HUGE})\nanswer = 5\n```",  # an unused 400-digit literal: float(int) overflows
     f"Program: {HUGE} - 1",
     '{"reasoning_steps": [], "final_formula": "' + HUGE + ' / 2", "computed_formula": "5"}',
     "The answer is 42. \ud800",  # a lone surrogate: ast.parse and the writer failed on it

@@ -402,8 +402,8 @@ def test_sweep_parent_description_links_short_named_cells_and_headline_metrics_s
 
 
 def test_a_sweeps_own_report_goes_under_paths_work_not_the_directory_it_was_started_from(shared_cache, tmp_path):
-    """The report a sweep ends with was written under the current directory whatever `paths.work`
-    said (the tests' sweeps, started from the checkout, left `outputs/reports/<parent>` there)."""
+    """The report a sweep ends with goes under `paths.work`, not the directory the sweep was started
+    from (a sweep started from the checkout leaves no `outputs/reports/<parent>` there)."""
     from helpers.app import app_overrides
     from t2exp.__main__ import main
 

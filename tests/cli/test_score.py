@@ -381,7 +381,7 @@ def test_cli_missing_id_column_is_one_line_exit_2(tmp_path):
         ("p.txt", "id,prediction\n", [], "unknown format"),
         ("p.jsonl", '{"id": "a", "prediction": 1}\nnot json\n', [], "line 2: not valid JSON"),
         ("p.jsonl", '{"id": "a"}\n', [], "'prediction'"),
-        ("p.jsonl", '{"id": "a", "prediction": 1}\n\n{"prediction": 2}\n', [], "p.jsonl: line 3: no 'id'"),  # was scored as id ''
+        ("p.jsonl", '{"id": "a", "prediction": 1}\n\n{"prediction": 2}\n', [], "p.jsonl: line 3: no 'id'"),  # not scored as id ''
         ("p.csv", 'id,prediction,retrieved\nfinqa_dev_0,1,"a, b"\n', [], "not a JSON list"),
         ("p.jsonl", '{"id": "a", "prediction": 1}\n', ["--dataset", "nosuch"], "choose one of"),
     ],
@@ -418,7 +418,7 @@ def test_markdown_and_frame(gold):
 
 def test_rescoring_a_corpus_size_run_loads_its_questions(tmp_path):
     # a run with dataset.corpus_size=N scores the questions of its N-document subsample; t2exp.score
-    # must load the same ones (it dropped corpus_size/corpus_seed: every id was unknown, NM 0)
+    # must load the same ones (without corpus_size/corpus_seed every id would be unknown, NM 0)
     subsets = load_subsets(
         **dataset_args(subsets=["FinQA", "TAT-DQA"], path=BUNDLE, source="local", limit=LIMIT, seed=SEED, corpus_size=30, corpus_seed=1)
     )

@@ -217,9 +217,8 @@ def test_run_level_helpers_take_their_defaults_from_the_schema():
 
 
 def test_the_report_orders_every_shipped_method():
-    """The report's method order is read from the options' own meta blocks (it was a hand-kept list
-    that lacked bm25f, the default): every rag_method option has an order, none shared, the
-    paper's methods first in its Table 3 order."""
+    """The report's method order is read from the options' own meta blocks: every rag_method option
+    (bm25f, the default, too) has an order, none shared, the paper's methods first in its Table 3 order."""
     from t2exp.evaluation.reporting.tables import method_order
     from t2exp.infra.option_meta import option_metas
 
@@ -270,7 +269,7 @@ def test_meta_is_no_part_of_a_cell_or_a_constructor():
 
 def test_one_resampling_default_for_every_command():
     """A run's CIs, t2exp score, compare and report draw the same number of resamples with the
-    same seed (they were 1000, 10000 and 2000): stats.N_BOOT / CI_SEED, nowhere a literal."""
+    same seed: stats.N_BOOT / CI_SEED, nowhere a literal."""
     from t2exp.cli import compare as compare_cli
     from t2exp.cli import report as report_cli
     from t2exp.cli import score as score_cli

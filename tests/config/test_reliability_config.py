@@ -468,8 +468,8 @@ def test_a_stop_now_inside_an_atomic_block_is_raised_at_its_end(monkeypatch):
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_a_second_sigint_as_an_answer_is_written_keeps_it_once(tmp_path, monkeypatch):
     """Ctrl-C while a request is in flight, Ctrl-C again the moment its answer's line is written:
-    the answer was written a second time by the stop's "keep every answer that arrived" (it was not
-    yet recorded as written when the signal raised)."""
+    the answer is in the predictions once (the stop's "keep every answer that arrived" does not
+    write it again)."""
     from fakes.openai_server import FakeOpenAIServer
     from helpers.app import app_overrides
     from helpers.command import cli
@@ -601,7 +601,7 @@ def _user_conf(tmp_path, **options: str):
 @pytest.mark.parametrize("how", ["searchpath", "config-dir"])
 def test_a_misspelt_key_in_a_users_typed_option_yaml_is_one_line_naming_it(tmp_path, how):
     """A copy of conf/rag_method/hybrid.yaml with a misspelt key, also inside its meta: block, or a
-    value of the wrong type: Hydra's multi-line composition error (exit 1) was all it gave."""
+    value of the wrong type: one line naming the file, the key and what is allowed."""
     conf = _user_conf(
         tmp_path,
         alpah=HYBRID + "alpah: 0.3\n",
@@ -631,8 +631,8 @@ def test_a_misspelt_key_in_a_users_typed_option_yaml_is_one_line_naming_it(tmp_p
 
 
 def test_the_meta_block_of_an_untyped_plugin_option_is_checked_against_the_meta_schema(tmp_path):
-    """An option with a _target_ and no schema: its keys were checked against the constructor, its
-    meta: block not at all."""
+    """An option with a _target_ and no schema: its meta: block is checked against the meta schema,
+    one line naming the key and what is allowed."""
     plugin = "_target_: t2exp.methods.base.Base\nname: mine\nmeta:\n"
     conf = _user_conf(
         tmp_path,

@@ -1,5 +1,5 @@
 """One device/dtype rule for every local model (infra.devices): embedder, reranker and generator
-resolve ``dtype=auto`` alike (they had two rules: the embedder ran float32 on a bf16 CPU)."""
+resolve ``dtype=auto`` alike."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from helpers.tracking import mlflow_runs
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # real processes on a real cluster
 
 WRAPPER = ROOT / "scripts" / "in_slurm_ns.sh"
-SWEEP_TIMEOUT_S = 900  # a 2x2 sweep on two cores with a cold cache takes ~4 min
+SWEEP_TIMEOUT_S = 900  # room for a 2x2 sweep on two cores with a cold cache
 READY_STATES = {"idle", "mixed", "allocated", "completing"}
 
 

@@ -160,7 +160,7 @@ def test_importing_t2exp_registers_nothing():
 
 
 def test_one_helper_makes_a_message_one_line():
-    """errors.one_line is the one helper (there were a remote-only one and a dozen hand-written
+    """errors.one_line is the one helper that makes a message one line (no hand-written
     ``' '.join(str(exc).split())[:N]``): collapse whitespace, cut with an ellipsis."""
     import re
 

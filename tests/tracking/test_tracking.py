@@ -26,7 +26,7 @@ def test_two_cells_logging_one_dataset_at_once_both_link_it(tmp_path):
     """MLflow reads which datasets exist, then inserts the missing ones. The second cell's insert
     is made to happen between the first cell's read and its insert (a SQLAlchemy event on the
     first cell's INSERT, not timing): the first insert then breaks the unique constraint, as two
-    Slurm tasks of one sweep did. Both runs must end with the dataset as their input."""
+    Slurm tasks of one sweep can. Both runs must end with the dataset as their input."""
     import sqlalchemy
     from mlflow.tracking import MlflowClient
 
