@@ -18,7 +18,7 @@ from helpers.app import app_overrides
 from helpers.paths import ROOT
 from helpers.tracking import mlflow_runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # the plugin is found by a real process's import path
 
 PLUGIN = '''
 """A lexical-only method: the corpus's bm25s index, top-k, no dense model at query time."""

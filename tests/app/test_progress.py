@@ -28,6 +28,7 @@ def test_a_stage_logs_its_count_rate_and_tallies(caplog):
     assert re.fullmatch(r"embed documents: 4 documents in \d+\.\ds(, [\d.]+s/document)? \(stopped\)", caplog.messages[-1])
 
 
+@pytest.mark.full
 @pytest.mark.slow
 def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
     fresh = tmp_path / "cache"  # its own cache: the corpus is really embedded

@@ -37,6 +37,8 @@ from helpers.command import cli
 from helpers.paths import ROOT
 from helpers.tracking import mlflow_runs, seed_tracking
 
+pytestmark = pytest.mark.full
+
 pytest.importorskip("openai")
 
 MODEL = "fake-model"

@@ -22,7 +22,7 @@ from helpers.command import cli
 from helpers.tracking import MlflowServer
 
 pytest.importorskip("openai")
-pytestmark = [pytest.mark.slow]  # a tracking server and six commands
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # a tracking server and six commands
 
 PASSWORD = "tracking-pw-31337"  # tracking.uri=http://user:PASSWORD@host:port
 BASE_URL_PASSWORD = "base-url-pw-2718"  # generator.base_url=http://user:PASSWORD@host:port/v1

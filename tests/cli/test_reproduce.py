@@ -76,6 +76,7 @@ def test_an_echoed_command_holds_no_secret() -> None:
     assert cond.command() == "python -m t2exp 'tracking.uri=http://me:***@mlflow:5000' 'generator.api_key=***' k=3"
 
 
+@pytest.mark.full
 @pytest.mark.slow
 def test_ci_conditions_pass(capsys: pytest.CaptureFixture[str]) -> None:
     assert reproduce.main(["--ci"]) == 0
@@ -84,6 +85,7 @@ def test_ci_conditions_pass(capsys: pytest.CaptureFixture[str]) -> None:
     assert "metric(s):" in out and ", 0 FAIL" in out and "run(s) failed" not in out
 
 
+@pytest.mark.full
 @pytest.mark.slow
 def test_a_changed_expected_number_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     expected = tmp_path / "expected"
@@ -275,6 +277,7 @@ def _wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float
     raise AssertionError(f"{path} did not say {text!r} within {timeout}s")
 
 
+@pytest.mark.full
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_stops_the_run_and_its_mlflow_run_is_killed(tmp_path: Path, corpus_embeddings: Path) -> None:

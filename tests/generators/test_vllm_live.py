@@ -29,7 +29,7 @@ from helpers.app import app_overrides, run_app
 from helpers.paths import ROOT
 from helpers.tracking import mlflow_runs
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.full]
 
 VLLM_PYTHON = Path(os.environ.get("T2EXP_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
 SERVER = "vllm.entrypoints.openai.api_server"

@@ -264,6 +264,7 @@ def test_cell_key_changes_with_prompt_text(tmp_path):
     assert cell_key({**cfg, "paths": {"prompts": str(d), "cache": "/elsewhere"}}) == cell_key(cfg)
 
 
+@pytest.mark.full
 def test_resume_after_killing_a_sweep_reruns_only_unfinished_cells(shared_cache, tmp_path):
     """SIGTERM lands while the third of four cells is generating; synchronised on events, not on
     timing: the local OpenAI-compatible server answers the first two cells' requests (4 each),

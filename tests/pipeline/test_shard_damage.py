@@ -194,6 +194,7 @@ def _first_shard_with_questions(limit: int, shards: int) -> bool:
     return any(shard_index(finqa.name, q.id, shards) == 0 for q in finqa.questions)
 
 
+@pytest.mark.full
 def test_status_of_a_killed_shard_is_unknown_and_a_shard_never_started_is_pending(tmp_path):
     """The app runs a cell's two shards one after the other; SIGKILL while shard 0 waits for its
     first answer: its run stays RUNNING with nothing left to close it, shard 1 never starts."""
@@ -269,6 +270,7 @@ def _kill_loky_workers() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.full
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the worker processes through /proc")
 def test_a_local_parallel_worker_killed_by_sigkill_is_one_line(tmp_path):
     """The stand-in server kills the sweep's worker processes (as the OOM killer would) when the

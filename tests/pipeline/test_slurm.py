@@ -23,7 +23,7 @@ from helpers.app import app_overrides
 from helpers.paths import ROOT
 from helpers.tracking import mlflow_runs
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # real processes on a real cluster
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.full]  # real processes on a real cluster
 
 WRAPPER = ROOT / "scripts" / "in_slurm_ns.sh"
 SWEEP_TIMEOUT_S = 900  # room for a 2x2 sweep on two cores with a cold cache

@@ -16,7 +16,7 @@ import pytest
 
 from helpers.paths import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 
 BENCH = ROOT / "benchmarks"
 

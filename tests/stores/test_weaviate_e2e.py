@@ -16,7 +16,7 @@ import pytest
 from helpers.app import run_app
 from helpers.tracking import mlflow_runs
 
-pytestmark = [pytest.mark.slow, pytest.mark.weaviate]
+pytestmark = [pytest.mark.slow, pytest.mark.weaviate, pytest.mark.full]
 
 METRICS = ("mrr_at_3", "recall_at_1", "recall_at_3", "recall_at_5")
 SUBSETS = ("FinQA", "TAT-DQA", "avg")

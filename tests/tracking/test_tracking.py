@@ -66,6 +66,7 @@ def _start_on_a_new_store(uri: str, barrier, out) -> None:
         out.put(("error", f"{type(exc).__name__}: {exc}"[:300]))
 
 
+@pytest.mark.full
 @pytest.mark.slow
 def test_two_processes_starting_on_a_new_store_both_get_it(tmp_path):
     """Two runs started together on a new SQLite store: MLflow creates and migrates the schema on
@@ -87,6 +88,7 @@ def test_two_processes_starting_on_a_new_store_both_get_it(tmp_path):
         assert results[0][1] == results[1][1]  # one experiment, not two
 
 
+@pytest.mark.full
 @pytest.mark.slow
 def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path, warm_cache):
     """Two plain runs (no -m) started together in one new directory both finish, with no "table
@@ -195,6 +197,7 @@ def _at_migration_step(prefix: str, nth: int, act: Callable[[], None]) -> Iterat
 _STEPS = {"inside a migration": ("INSERT INTO _alembic_tmp_metrics", 1), "between migrations": ("UPDATE alembic_version", 30)}
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("signame,step", [("SIGTERM", "inside a migration"), ("SIGINT", "between migrations")])
 def test_a_signal_while_a_new_store_is_created_leaves_one_the_next_run_opens(tmp_path, monkeypatch, signame, step):
     """SIGTERM or Ctrl-C while MLflow migrates a new store, as the app handles them (a second
@@ -233,6 +236,7 @@ ensure_tracking(sys.argv[1], "t2exp", None)
 """
 
 
+@pytest.mark.full
 def test_a_process_killed_while_it_creates_a_new_store_leaves_nothing_the_next_run_fails_on(tmp_path):
     """SIGKILL (no handler runs) in the middle of a new store's migrations, sent by the process
     itself at that step: the next run opens the store, and nothing the killed one began is left."""
@@ -431,6 +435,7 @@ def test_a_tracking_uri_with_basic_auth_passes_the_health_check_as_mlflow_does(m
         server.close()
 
 
+@pytest.mark.full
 @pytest.mark.slow
 def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path, monkeypatch):
     """The server is killed once the run's predictions are written, before its metrics are
@@ -582,6 +587,7 @@ def test_the_login_of_a_commands_tracking_uri_moves_out_of_its_lines(option, mon
     assert "pw-on-the-line" not in capsys.readouterr().err
 
 
+@pytest.mark.full
 @pytest.mark.slow  # a thousand runs
 def test_a_sweep_of_more_cells_than_a_page_of_runs_is_failed_by_its_oldest_failed_cell(tmp_path):
     """A sweep's end reads every cell run, past MLflow's page of 1000 runs: when its oldest cell

