@@ -8,7 +8,9 @@
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python
-PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs -n 2 --dist loadfile
+# T2EXP_CI_COV=1: line coverage of src/ ([tool.coverage] in pyproject.toml; subprocesses too)
+COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
+PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs -n 2 --dist loadfile $(COV)
 # each target prints its wall time when it ends (what CI costs, target by target)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; echo "make: $(1): $$((SECONDS - t0)) s (exit $$rc)"; exit $$rc
 
