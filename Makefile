@@ -10,23 +10,26 @@ SHELL := bash
 PYTHON ?= python
 # T2EXP_CI_COV=1: line coverage of src/ ([tool.coverage] in pyproject.toml; subprocesses too)
 COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
-PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs -n 2 --dist loadfile $(COV)
+# xdist workers; each test file runs whole in one of them. The fast tier's tests wait on files,
+# sockets and child processes part of the time, so three workers keep two cores busier than two;
+# the tiers of real processes and models keep two.
+PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile $(COV)
 # each target prints its wall time when it ends (what CI costs, target by target)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; echo "make: $(1): $$((SECONDS - t0)) s (exit $$rc)"; exit $$rc
 
 .PHONY: test test-full full bench lint docs wheel vllm ci
 
 test:
-	@$(call timed,test,$(PYTEST) -m "not full and not bench" --durations=15)
+	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=15)
 
 full:
-	@$(call timed,full,$(PYTEST) -m "full and not bench" --durations=15)
+	@$(call timed,full,$(PYTEST) -n 2 -m "full and not bench" --durations=15)
 
 test-full: test
 	@$(MAKE) --no-print-directory full
 
 bench:
-	@$(call timed,bench,$(PYTEST) -m bench)
+	@$(call timed,bench,$(PYTEST) -n 2 -m bench --durations=10)
 
 lint:
 	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)
