@@ -107,14 +107,26 @@ def test_unknown_option_fails_with_hydras_message(shared_cache, tmp_path):
 
 
 def test_generation_oracle_and_pretrained_only(shared_cache, tmp_path):
-    """Real generation with an offline model on one question per method (the 0.5B: the default 1.5B
-    runs end to end in test_progress.py, and the methods' wiring is the same)."""
-    run_app(
-        ["-m", "rag_method=oracle,pretrained_only", "dataset=finqa", "dataset.limit=1", "generator=qwen_coder_0_5b"],
-        shared_cache,
-        tmp_path,
-        timeout=1500,
-    )
+    """Generation through each method's wiring, one question per method, against the stand-in
+    OpenAI-compatible server (the offline models generate in tests/generators/ and, end to end, in
+    tests/app/test_progress.py)."""
+    from fakes.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(model="m", reply=lambda messages: "Final answer: 7") as srv:
+        run_app(
+            [
+                "-m",
+                "rag_method=oracle,pretrained_only",
+                "dataset=finqa",
+                "dataset.limit=1",
+                "generator=openai_compat",
+                "generator.model=m",
+                f"generator.base_url={srv.base_url}",
+            ],
+            shared_cache,
+            tmp_path,
+        )
+        assert len(srv.requests) == 2  # one question per method
     client, runs = _sweep_children(tmp_path, 2)
     by_method = {r.data.params["rag_method.name"]: r for r in runs}
     oracle = by_method["oracle"].data.metrics
