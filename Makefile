@@ -20,10 +20,10 @@ timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; echo "make: $(1): $$((SECONDS - t0))
 .PHONY: test test-full full bench lint docs wheel vllm ci
 
 test:
-	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=15)
+	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
 
 full:
-	@$(call timed,full,$(PYTEST) -n 2 -m "full and not bench" --durations=15)
+	@$(call timed,full,$(PYTEST) -n 2 -m "full and not bench" --durations=30)
 
 test-full: test
 	@$(MAKE) --no-print-directory full
