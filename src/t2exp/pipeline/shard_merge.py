@@ -45,9 +45,9 @@ def merge_if_last(
     cfg: DictConfig, overrides: list[str], layout: Layout, components: Components, key: str, cell_run_id: str
 ) -> Result | None:
     """Merge the cell when every shard of this attempt is done and nobody merged it yet."""
-    cell_cfg = cell_config(cfg)
+    uri = str(cfg.tracking.uri)
     with cell_lock(components.parts.services.lock_dir, lock_name("cell", key)):
-        waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run_id, str(cell_cfg.tracking.uri))]
+        waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run_id, uri)]
         if waiting:
             log.info(
                 "shard done; the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
@@ -56,9 +56,9 @@ def merge_if_last(
                 layout.run_dir,
             )
             return None
-        if runs.is_finished(str(cell_cfg.tracking.uri), cell_run_id):
+        if runs.is_finished(uri, cell_run_id):
             return None  # another shard of this attempt merged it
-        return merge_cell(cell_cfg, overrides, layout, components.parts.subsets, key, cell_run_id)
+        return merge_cell(cell_config(cfg), overrides, layout, components.parts.subsets, key, cell_run_id)
 
 
 def _joins(layout: Layout, i: int, cell_run_id: str, uri: str) -> bool:
