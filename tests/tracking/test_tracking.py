@@ -587,21 +587,21 @@ def test_the_login_of_a_commands_tracking_uri_moves_out_of_its_lines(option, mon
     assert "pw-on-the-line" not in capsys.readouterr().err
 
 
-@pytest.mark.full
-@pytest.mark.slow  # a thousand runs
-def test_a_sweep_of_more_cells_than_a_page_of_runs_is_failed_by_its_oldest_failed_cell(tmp_path):
-    """A sweep's end reads every cell run, past MLflow's page of 1000 runs: when its oldest cell
-    FAILED, the sweep's parent run closes FAILED."""
+def test_a_sweep_of_more_cells_than_a_page_of_runs_is_failed_by_a_cell_on_its_last_page(tmp_path, monkeypatch):
+    """A sweep's end reads every cell run, past the first page of MLflow's search (here a page of
+    two runs): when only its newest cell FAILED, the sweep's parent run closes FAILED."""
     from helpers.tracking import seed_tracking
+    from t2exp.infra import mlflow_store
     from t2exp.infra.mlflow_store import open_client
     from t2exp.tracking.callbacks import close_sweep
 
+    monkeypatch.setattr(mlflow_store, "PAGE", 2)
     seed_tracking(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = open_client(uri)
     exp = client.create_experiment("t2exp", artifact_location=(tmp_path / "artifacts").as_uri())
     parent = client.create_run(exp).info.run_id
-    for i in range(1001):
+    for i in range(5):
         run = client.create_run(exp, start_time=i + 1, tags={"mlflow.parentRunId": parent})
-        client.set_terminated(run.info.run_id, "FAILED" if i == 0 else "FINISHED")
+        client.set_terminated(run.info.run_id, "FAILED" if i == 4 else "FINISHED")
     assert close_sweep(uri, parent, tmp_path) == "FAILED"

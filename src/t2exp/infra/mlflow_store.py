@@ -162,13 +162,16 @@ def run_artifact(client: Any, run_id: str, path: str) -> Iterator[Path]:
         yield Path(local)
 
 
+PAGE = 1000  # runs per search request (MLflow's default page)
+
+
 def search_all(client: Any, experiment_id: str, filter_string: str = "") -> list[Any]:
     """Every run of ``experiment_id`` that ``filter_string`` selects, oldest first (all pages of MLflow's search)."""
     out: list[Any] = []
     token = None
     while True:
         page = client.search_runs(
-            [experiment_id], filter_string=filter_string, max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
+            [experiment_id], filter_string=filter_string, max_results=PAGE, page_token=token, order_by=["attributes.start_time ASC"]
         )
         out.extend(page)
         token = page.token

@@ -83,8 +83,8 @@ def bars_figure(t: Table) -> Any:
 
 
 def plot_bars(t: Table, path: Path) -> bool:
-    """:func:`bars_figure` as a PNG; False (nothing written) for no rows or more than ``MAX_BAR_ROWS``."""
-    if not t.runs or len(t.runs) > MAX_BAR_ROWS:
+    """:func:`bars_figure` as a PNG; False (nothing written) for no rows, no metric or more than ``MAX_BAR_ROWS`` rows."""
+    if not t.runs or not t.columns or len(t.runs) > MAX_BAR_ROWS:
         return False
     plt = _pyplot()
     fig = bars_figure(t)
