@@ -72,16 +72,6 @@ def _children() -> list:
     return psutil.Process().children(recursive=True)
 
 
-# tests of real processes whose files carry no tier mark (the rest carry `full` themselves)
-FULL_TIER = {"tests/test_shards.py::test_three_shards_in_local_processes_equal_the_unsharded_cell_byte_for_byte"}
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    for item in items:
-        if item.nodeid.split("[")[0] in FULL_TIER:
-            item.add_marker(pytest.mark.full)
-
-
 def pytest_runtest_logfinish(nodeid, location) -> None:
     for child in _children():
         _STARTED_BY.setdefault(child.pid, nodeid)

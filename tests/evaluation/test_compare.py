@@ -349,7 +349,7 @@ def test_retrieved_as_a_json_list_in_a_string_is_read_as_the_scorer_reads_it(tmp
 
 def test_a_repeated_question_keeps_its_first_row_in_compare_as_in_score(tmp_path, capsys):
     """One rule, one helper (scoring.predictions.first_of_each): compare kept the last row, score the
-    first (tests/test_score.py: the duplicate row of the hand-made predictions)."""
+    first (the duplicate row of the hand-made predictions of the score command's tests)."""
     from t2exp.cli.compare import main
     from t2exp.evaluation.scoring.predictions import first_of_each
 

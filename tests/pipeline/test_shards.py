@@ -53,6 +53,7 @@ def _same_cell(track_a: Path, track_b: Path) -> None:
     assert scores and {m: a.data.metrics[m] for m in scores} == {m: b.data.metrics.get(m) for m in scores}
 
 
+@pytest.mark.full  # real local processes
 def test_three_shards_in_local_processes_equal_the_unsharded_cell_byte_for_byte(tmp_path):
     one, three = tmp_path / "one", tmp_path / "three"
     run_app(RETRIEVAL, one / "cache", one / "track")
