@@ -66,3 +66,32 @@ def test_a_dtype_of_no_kind_is_one_line(group):
     }[group]
     with pytest.raises(ConfigError, match=f"{group}.dtype"):
         cls(_target_="x", dtype="fp8", **kwargs)
+
+
+def test_the_machine_s_answer_without_torch_is_torch_s():
+    # on Linux without a GPU node the rule reads /proc/cpuinfo; torch's own probes must agree
+    torch = pytest.importorskip("torch")
+    if devices._linux_cpu_flags() is None:
+        pytest.skip("not Linux, or a GPU device node is present: torch answers itself")
+    native = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    assert devices.native_bf16("cpu") == native
+    assert devices.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_a_run_with_no_text_to_embed_and_no_generator_never_imports_torch(tmp_path):
+    """A sparse retriever needs no vectors and ``generator=none`` no model: the process (a fresh
+    interpreter, reporting its imports) loads neither torch nor transformers."""
+    import re
+
+    from helpers.app import run_app
+
+    proc = run_app(
+        ["rag_method=bm25", "generator=none", "dataset.limit=1"],
+        tmp_path / "cache",
+        tmp_path,
+        process=True,
+        env={"PYTHONPROFILEIMPORTTIME": "1"},
+    )
+    imported = set(re.findall(r"^import time:.*\|\s+([\w.]+)$", proc.stderr, flags=re.M))
+    assert "t2exp.pipeline.cell" in imported  # the report is there, and the run went through a cell
+    assert not imported & {"torch", "transformers", "sentence_transformers"}

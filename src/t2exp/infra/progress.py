@@ -148,10 +148,10 @@ def quiet_libraries(verbose: bool | Sequence[str] = False) -> None:
     # logs a store failure with its traceback before raising it; the run reports it in one line
     # (tracking.mlflow_run: TrackingError)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-    try:
+    if "transformers" in sys.modules:  # else it reads the level when a model loads it (not for cached runs)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
-    except ImportError:  # a run without the local generator or embedder
-        pass
+    else:
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
