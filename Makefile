@@ -14,8 +14,10 @@ COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
 # sockets and child processes part of the time, so three workers keep two cores busier than two;
 # the tiers of real processes and models keep two.
 PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile $(COV)
-# each target prints its wall time when it ends (what CI costs, target by target)
-timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; echo "make: $(1): $$((SECONDS - t0)) s (exit $$rc)"; exit $$rc
+# each target prints its wall time and the CPU time (user, system) of what it ran when it ends
+# (what CI costs, target by target)
+timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
+	echo "make: $(1): $$((SECONDS - t0)) s, CPU $$(tail -n 1 "$$cpu") (exit $$rc)"; rm -f "$$cpu"; exit $$rc
 
 .PHONY: test test-full full bench lint docs wheel vllm ci
 
@@ -28,8 +30,9 @@ full:
 test-full: test
 	@$(MAKE) --no-print-directory full
 
+# one file of several long scripts: its tests go to whichever worker is free
 bench:
-	@$(call timed,bench,$(PYTEST) -n 2 -m bench --durations=10)
+	@$(call timed,bench,$(PYTEST) -n 2 --dist load -m bench --durations=10)
 
 lint:
 	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)

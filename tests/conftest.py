@@ -134,12 +134,33 @@ def _fail_session(session, title: str, lines: list[str]) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _corpus_embeddings_name() -> str:
+    """The file name of the corpora's vectors, by what makes them: the bundled data, the default
+    embedder's config and code, and sentence-transformers' version (the cache inside is keyed by
+    text and model as well: a stale file only misses)."""
+    import hashlib
+    from importlib.metadata import version
+
+    h = hashlib.sha256(version("sentence-transformers").encode())
+    for path in sorted(
+        [
+            *(ROOT / "data" / "t2ragbench").glob("*.parquet"),
+            ROOT / "conf" / "embedder" / "minilm.yaml",
+            *(ROOT / "src" / "t2exp" / "embedders").glob("*.py"),
+        ]
+    ):
+        h.update(path.name.encode() + path.read_bytes())
+    return f"corpus_embeddings-{h.hexdigest()[:16]}.sqlite"
+
+
 @pytest.fixture(scope="session")
-def corpus_embeddings(tmp_path_factory) -> Path:
+def corpus_embeddings(request, tmp_path_factory) -> Path:
     """The default embedder's (MiniLM's) vectors of both bundled corpora, as the embedding cache
-    of a real retrieval run holds them (``embeddings.sqlite``): made once per test session, by the
-    first xdist worker that asks (the other waits on a lock), and copied into the caches of the
-    tests that index the full corpora but are not about embedding them (each copy saves embedding them again)."""
+    of a real retrieval run holds them (``embeddings.sqlite``), copied into the caches of the tests
+    that index the full corpora but are not about embedding them (each copy saves embedding them
+    again). Made once, by the first xdist worker that asks (the other waits on a lock), and kept in
+    pytest's cache folder for the next session (`make test`, then `make full`) while the data and
+    the embedder stay the same."""
     import shutil
     import sqlite3
 
@@ -147,8 +168,9 @@ def corpus_embeddings(tmp_path_factory) -> Path:
 
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common folder
-    target = shared / "corpus_embeddings.sqlite"
-    with FileLock(str(shared / "corpus_embeddings.lock")):
+    kept = Path(request.config.cache.mkdir("t2exp")) if request.config.cache is not None else shared
+    target = kept / _corpus_embeddings_name()
+    with FileLock(str(kept / "corpus_embeddings.lock")):
         if not target.exists():
             work = shared / "corpus_embeddings_run"
             run_app(["rag_method=base", "generator=none", "dataset.limit=1"], work / "cache", work / "track")
