@@ -1,9 +1,11 @@
-"""Paired statistics (hand-made vectors with known answers) and ``t2exp compare`` on real runs."""
+"""Paired statistics (hand-made vectors with known answers) and ``t2exp compare`` on hand-made
+predictions files and on the cells of one real retrieval sweep, shared by the tests that read runs."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -130,15 +132,18 @@ def _compare_cli(*args: str) -> subprocess.CompletedProcess:
     return cli(main, list(args), prog="t2exp compare")
 
 
-@pytest.mark.slow
-def test_compare_cli_on_two_real_runs(shared_cache, tmp_path):
-    run_app(["-m", "rag_method=base,hybrid", "generator=none", "dataset.limit=10"], shared_cache, tmp_path)
-    run_app(["rag_method=base", "generator=none", "dataset.limit=14"], shared_cache, tmp_path)
-    client, runs = mlflow_runs(tmp_path)
-    children = [r for r in runs if r.data.tags.get("t2exp.sweep") != "parent"]
-    by = {(r.data.params["rag_method.name"], r.data.params["dataset.limit"]): r for r in children}
-    base, hybrid, base14 = by[("base", "10")], by[("hybrid", "10")], by[("base", "14")]
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+@pytest.fixture(scope="module")
+def sweep(shared_cache, tmp_path_factory):
+    """One real retrieval sweep of three cells over 10 questions per subset (its MLflow store, read
+    only by the tests): the parent run id, the cells by method, the store's uri and its client."""
+    track = tmp_path_factory.mktemp("compare_sweep")
+    run_app(["-m", "rag_method=base,hybrid,bm25f", "generator=none", "dataset.limit=10"], shared_cache, track)
+    client, parent, cells = _cells(track)
+    return SimpleNamespace(parent=parent, cells=cells, uri=f"sqlite:///{track / 'mlflow.db'}", client=client)
+
+
+def test_compare_cli_on_two_real_runs(sweep, tmp_path):
+    base, hybrid, uri = sweep.cells["base"], sweep.cells["hybrid"], sweep.uri
 
     # base vs hybrid on the same 20 questions (auto metric: retrieval-only runs have no NM → MRR@3)
     proc = _compare_cli(hybrid.info.run_id, base.info.run_id, "--tracking-uri", uri, "--n-boot", "2000", "--format", "json")
@@ -161,13 +166,17 @@ def test_compare_cli_on_two_real_runs(shared_cache, tmp_path):
     same = json.loads(proc.stdout)
     assert all(r["diff"] == 0.0 and r["p_value"] == 1.0 for r in same["rows"])
 
-    # different question samples: only the common ids are paired, the rest counted as dropped
-    proc = _compare_cli(base.info.run_id, base14.info.run_id, "--tracking-uri", uri, "--metric", "mrr_at_3")
+    # another sample of questions (a file of the run's rows: 5 dropped, 3 of other ids): only the
+    # common ids are paired, the rest counted as dropped
+    path = sweep.client.download_artifacts(base.info.run_id, "predictions.jsonl", str(tmp_path))
+    kept = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()][5:]
+    other = [{**r, "id": f"{r['id']}-other"} for r in kept[:3]]
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text("".join(json.dumps(r) + "\n" for r in kept + other), encoding="utf-8")
+    proc = _compare_cli(base.info.run_id, str(sample), "--tracking-uri", uri, "--metric", "mrr_at_3")
     assert proc.returncode == 0, proc.stderr
     header = next(line for line in proc.stdout.splitlines() if line.startswith("paired"))
-    n_paired = int(header.split()[1])
-    only_a = int(header.split("(")[1].split()[0])
-    assert n_paired + only_a == 20 and f"{28 - n_paired} only in B" in header
+    assert header.split()[1] == "15" and "(5 only in A" in header and "3 only in B" in header
     assert "overall" in proc.stdout and "FinQA" in proc.stdout
 
     # retrieval-only runs have no NM: one-line error, exit 2
@@ -486,17 +495,14 @@ def _artifact_values(client, run, tmp_path, metric="mrr_at_3"):
     return {(r["subset"], r["id"]): r[metric] for r in rows}
 
 
-@pytest.mark.slow
-def test_compare_of_a_two_cell_sweep_prints_the_difference_and_the_questions_that_differ(shared_cache, tmp_path):
-    """Issue 43's check: after `python -m t2exp -m rag_method=base,bm25f generator=none
-    dataset.limit=20`, one `t2exp compare` prints the TAT-DQA MRR@3 of both cells, the difference
-    with its CI, and the ids of the questions where they differ: those of the two predictions files."""
-    run_app(["-m", "rag_method=base,bm25f", "generator=none", "dataset.limit=20"], shared_cache, tmp_path)
-    client, parent, cells = _cells(tmp_path)
-    base, bm25f = cells["base"], cells["bm25f"]
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_compare_of_two_cells_of_a_sweep_prints_the_difference_and_the_questions_that_differ(sweep, tmp_path):
+    """After a sweep over `rag_method=base,hybrid,bm25f`, one `t2exp compare` of two cells prints
+    the TAT-DQA MRR@3 of both, the difference with its CI, and the ids of the questions where they
+    differ: those of the two predictions files."""
+    client, parent, uri = sweep.client, sweep.parent, sweep.uri
+    base, bm25f = sweep.cells["base"], sweep.cells["bm25f"]
     va, vb = _artifact_values(client, bm25f, tmp_path / "a"), _artifact_values(client, base, tmp_path / "b")
-    assert va.keys() == vb.keys() and len(va) == 40
+    assert va.keys() == vb.keys() and len(va) == 20
     differ = {key for key in va if va[key] != vb[key]}
     assert differ  # bm25f finds gold documents base misses
 
@@ -504,7 +510,7 @@ def test_compare_of_a_two_cell_sweep_prints_the_difference_and_the_questions_tha
     assert proc.returncode == 0, proc.stderr
     tat = next(line for line in proc.stdout.splitlines() if line.startswith("TAT-DQA"))
     m_a, m_b = bm25f.data.metrics["TAT-DQA/mrr_at_3"], base.data.metrics["TAT-DQA/mrr_at_3"]
-    assert tat.split()[:4] == ["TAT-DQA", "20", f"{m_a:.1f}", f"{m_b:.1f}"]
+    assert tat.split()[:4] == ["TAT-DQA", "10", f"{m_a:.1f}", f"{m_b:.1f}"]
     assert f"{m_a - m_b:+.1f} [" in tat
     listed = [line.split()[3] for line in proc.stdout.splitlines() if line.startswith(("A better", "B better"))]
     assert sorted(listed) == sorted(qid for _, qid in differ)
@@ -514,30 +520,29 @@ def test_compare_of_a_two_cell_sweep_prints_the_difference_and_the_questions_tha
     assert (row["mean_a"], row["mean_b"]) == (pytest.approx(m_a, abs=1e-3), pytest.approx(m_b, abs=1e-3))
     assert row["diff"] == pytest.approx(m_a - m_b, abs=1e-3) and row["ci_low"] <= row["diff"] <= row["ci_high"]
     assert {(q["subset"], q["id"]) for q in data["questions"]} == differ
-    assert data["wins"] + data["losses"] == len(differ) and data["ties"] == 40 - len(differ)
+    assert data["wins"] + data["losses"] == len(differ) and data["ties"] == 20 - len(differ)
 
-    # the parent run id: every cell against the one --baseline names (one cell: Holm's p is its p)
-    sweep = _compare_cli(parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--format", "json")
-    assert sweep.returncode == 0, sweep.stderr
-    (cell,) = json.loads(sweep.stdout)["cells"]
-    assert cell["name"] == "bm25f · minilm · k=3" and cell["rows"] == [{**r, "p_holm": r["p_value"]} for r in data["rows"]]
+    # the parent run id: every cell against the one --baseline names; bm25f's rows are those above
+    # (with their p Holm-adjusted over the two cells)
+    whole = _compare_cli(parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--format", "json")
+    assert whole.returncode == 0, whole.stderr
+    (cell,) = [c for c in json.loads(whole.stdout)["cells"] if c["name"] == "bm25f · minilm · k=3"]
+    assert [{k: v for k, v in r.items() if k != "p_holm"} for r in cell["rows"]] == data["rows"]
+    assert all(r["p_holm"] >= r["p_value"] for r in cell["rows"])
 
 
-@pytest.mark.slow
-def test_compare_of_a_sweep_id_holm_corrects_over_its_cells(shared_cache, tmp_path):
+def test_compare_of_a_sweep_id_holm_corrects_over_its_cells(sweep, tmp_path):
     """Three cells against the baseline `rag_method=base`: each cell's rows are those of comparing
     the two runs, and its p (per subset) is Holm-adjusted over the two cells (stats.holm); --out
     names the cell of every question."""
     from t2exp.evaluation import compare as api
     from t2exp.evaluation.stats import holm
 
-    run_app(["-m", "rag_method=base,bm25f,bm25", "generator=none", "dataset.limit=5"], shared_cache, tmp_path)
-    client, parent, cells = _cells(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent, cells, uri = sweep.parent, sweep.cells, sweep.uri
     result = api(parent, baseline="rag_method=base", n_boot=500, tracking_uri=uri)
     assert result.m == 2 and result.baseline.run_id == cells["base"].info.run_id
     pairs = {c.run.run_id: api(c.run.run_id, cells["base"].info.run_id, n_boot=500, tracking_uri=uri) for c in result.cells}
-    assert {c.run.name for c in result.cells} == {"bm25f · minilm · k=3", "bm25 · minilm · k=3"}
+    assert {c.run.name for c in result.cells} == {"bm25f · minilm · k=3", "hybrid · minilm · k=3"}
     for c in result.cells:
         assert c.comparison.rows == pairs[c.run.run_id].rows
     for i, subset in enumerate(["FinQA", "TAT-DQA", "overall"]):
@@ -546,7 +551,7 @@ def test_compare_of_a_sweep_id_holm_corrects_over_its_cells(shared_cache, tmp_pa
     out = tmp_path / "differ.jsonl"
     proc = _compare_cli(parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--out", str(out), "--n-boot", "500")
     assert proc.returncode == 0, proc.stderr
-    assert "p (Holm, m=2)" in proc.stdout and "bm25 · minilm · k=3" in proc.stdout
+    assert "p (Holm, m=2)" in proc.stdout and "hybrid · minilm · k=3" in proc.stdout
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert sorted((r["cell_run_id"], r["id"]) for r in written) == sorted(
         (rid, q.id) for rid, pair in pairs.items() for q in pair.questions
