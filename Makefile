@@ -50,9 +50,9 @@ vllm:
 	@$(call timed,vllm,bash scripts/vllm_cpu.sh install || echo "the vLLM install failed; its tests install again"; T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
 # the tiers one after the other on the cores; lint, docs and wheel beside them at nice 10 (they
-# take the time the tests leave a core idle); bench after the tiers
+# take the time the tests leave a core idle; one job slot each from the -j of `ci`); bench after the tiers
 ci:
-	@$(MAKE) --no-print-directory -j 4 --output-sync=target ci-tests ci-beside
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
 
 .PHONY: ci-tests ci-beside
 ci-tests: test-full
@@ -61,4 +61,4 @@ ci-tests: test-full
 # T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 BESIDE := lint docs wheel $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
 ci-beside:
-	@nice -n 10 $(MAKE) --no-print-directory -j 4 --output-sync=target $(BESIDE)
+	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target $(BESIDE)
