@@ -25,11 +25,18 @@ from typing import Any
 
 import yaml
 
+from t2exp.cli.argv import default_options, root_defaults
 from t2exp.infra.option_meta import META_FIELDS, read_meta
 
 META_KEYS = tuple(k for k in META_FIELDS if k != "order")
-META_LABELS = {"display_name": "name", "family": "family", "in_paper": "in the paper", "licence": "licence",
-               "params": "parameters", "revision": "revision"}
+META_LABELS = {
+    "display_name": "name",
+    "family": "family",
+    "in_paper": "in the paper",
+    "licence": "licence",
+    "params": "parameters",
+    "revision": "revision",
+}
 SKIPPED_KEYS = ("defaults", "_target_", "meta")
 MAX_LIST = 4
 # groups with no default option, added with +GROUP=NAME
@@ -63,27 +70,10 @@ def groups(conf_dir: Path) -> list[str]:
     return sorted(found)
 
 
-def _root_defaults(conf_dir: Path) -> list[Any]:
-    doc = yaml.safe_load((conf_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-    return list(doc.get("defaults") or [])
-
-
-def default_options(conf_dir: Path) -> dict[str, str]:
-    """The option each group gets when the command line names none (``conf/config.yaml``'s defaults list)."""
-    chosen: dict[str, str] = {}
-    for entry in _root_defaults(conf_dir):
-        if isinstance(entry, dict):
-            for key, value in entry.items():
-                group = str(key).removeprefix("optional ").split("@", 1)[0].strip()
-                if isinstance(value, str) and "${" not in value:
-                    chosen[group] = value
-    return chosen
-
-
 def _packages(conf_dir: Path) -> dict[str, str]:
     """Groups composed at another package by the root defaults list (``protocol_method@rag_method``)."""
     out: dict[str, str] = {}
-    for entry in _root_defaults(conf_dir):
+    for entry in root_defaults(conf_dir):
         if isinstance(entry, dict):
             for key in entry:
                 name = str(key).removeprefix("optional ").strip()
@@ -152,8 +142,17 @@ def load_option(conf_dir: Path, group: str, path: Path) -> Option:
     package = header.group(1) if header else _packages(conf_dir).get(group, group.replace("/", "."))
     meta = read_meta(data, group.split("/")[-1])  # the app's own reader (a report orders by it)
     meta.pop("order", None)  # a report's row order, no column of the docs
-    return Option(group=group, name=path.stem, path=path, comment=summary(text), meta=meta, package=package,
-                  data=data, defaults=list(data.get("defaults") or []), text=text)
+    return Option(
+        group=group,
+        name=path.stem,
+        path=path,
+        comment=summary(text),
+        meta=meta,
+        package=package,
+        data=data,
+        defaults=list(data.get("defaults") or []),
+        text=text,
+    )
 
 
 def options(conf_dir: Path, group: str) -> list[Option]:
@@ -226,8 +225,9 @@ def cell(text: str) -> str:
     """Text safe inside a Markdown table cell (pipes, HTML, link brackets, emphasis); a code span
     keeps its text as written (a backslash there is shown, not read), only its pipes escaped."""
     parts = re.split(r"(`[^`]*`)", " ".join(str(text).split()))
-    return "".join(part.replace("|", "\\|") if part.startswith("`") and part.endswith("`") and len(part) > 1 else _plain(part)
-                   for part in parts)
+    return "".join(
+        part.replace("|", "\\|") if part.startswith("`") and part.endswith("`") and len(part) > 1 else _plain(part) for part in parts
+    )
 
 
 def _plain(text: str) -> str:
@@ -386,9 +386,14 @@ def rst_to_md(text: str) -> str:
 
 def schema_table(cls: type, prefix: str = "") -> str:
     """A dataclass's own fields (not its bases'): key, type, default and the source's comment."""
-    own = [f for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-           if not any(dataclasses.is_dataclass(b) and f.name in {x.name for x in dataclasses.fields(b)}  # type: ignore[arg-type]
-                      for b in cls.__mro__[1:])]
+    own = [
+        f
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        if not any(
+            dataclasses.is_dataclass(b) and f.name in {x.name for x in dataclasses.fields(b)}  # type: ignore[arg-type]
+            for b in cls.__mro__[1:]
+        )
+    ]
     comments = _field_comments(cls)
     bases = [b.__name__ for b in cls.__bases__ if dataclasses.is_dataclass(b)]
     parts = []

@@ -4,10 +4,10 @@ options moved ahead of its overrides (Hydra's argparse refuses ``rag_method=base
 from __future__ import annotations
 
 import difflib
-import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from t2exp.errors import ConfigError
 
@@ -69,10 +69,34 @@ def unknown_command(word: str, commands: Sequence[str]) -> ConfigError:
     )
 
 
+def root_defaults(conf_dir: Path) -> list[Any]:
+    """``conf_dir/config.yaml``'s defaults list, as written."""
+    import yaml
+
+    doc = yaml.safe_load((conf_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    return list(doc.get("defaults") or [])
+
+
+def chosen_options(conf_dir: Path) -> dict[str, str]:
+    """``group -> option`` the defaults list picks, interpolations (``${rag_method.name}``) as written."""
+    return {
+        str(key).removeprefix("optional ").split("@", 1)[0].strip(): str(value)
+        for entry in root_defaults(conf_dir)
+        if isinstance(entry, dict)
+        for key, value in entry.items()
+        if isinstance(value, str)
+    }
+
+
+def default_options(conf_dir: Path) -> dict[str, str]:
+    """The option each group gets when the command line names none (a group picked by interpolation has none)."""
+    return {g: o for g, o in chosen_options(conf_dir).items() if "${" not in o}
+
+
 def config_groups(conf_dir: Path) -> dict[str, list[str]]:
     """``group -> options`` a user picks from in ``conf_dir`` (``+group`` where the defaults list has
     none; the default option starred); a group the defaults pick by interpolation (``protocol_method``) is left out."""
-    defaults = dict(re.findall(r"^  - (?:optional )?([\w/]+)(?:@\S+)?: (\S+)", (conf_dir / "config.yaml").read_text(), re.M))
+    defaults = chosen_options(conf_dir)
     found: dict[str, list[str]] = {}
     for path in sorted(conf_dir.rglob("*.yaml")):
         group = path.parent.relative_to(conf_dir).as_posix()
