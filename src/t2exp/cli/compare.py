@@ -43,8 +43,12 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
         description="Paired comparison of two runs' per-question metrics, and the "
         "questions they differ on; or every cell of a sweep against a baseline cell.",
     )
-    p.add_argument("run_a", help="MLflow run id or a predictions.jsonl path; with --baseline: a sweep's parent run id")
-    p.add_argument("run_b", nargs="?", help="MLflow run id or a predictions.jsonl path (not with --baseline)")
+    p.add_argument(
+        "run_a",
+        help="MLflow run id, a run's predictions.jsonl, or any system's predictions in the t2exp score format "
+        "(scored against the bundled data); with --baseline: a sweep's parent run id",
+    )
+    p.add_argument("run_b", nargs="?", help="as run_a: a run id or a predictions file (not with --baseline)")
     p.add_argument(
         "--baseline",
         metavar="RUN|KEY=VALUE",
