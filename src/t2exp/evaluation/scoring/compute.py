@@ -215,7 +215,8 @@ def _answered(q: Question, s: Submitted, ranked: list[str] | None, values: dict[
     """An answered question as a row of a run's ``predictions.jsonl``: its gold, the submitted
     answer and ranking, and its metric values (what ``t2exp compare`` pairs)."""
     head = {"id": q.id, "subset": q.subset, "split": q.split, "context_id": q.context_id, "question": q.question}
-    return {**head, "retrieved": ranked, "prediction": s.prediction, "gold": q.gold, "gold_raw": q.gold_raw, **values}
+    answer = None if s.prediction is None else str(s.prediction)  # as a run's row: the answer string and its number
+    return {**head, "retrieved": ranked, "answer_text": answer, "prediction": s.value, "gold": q.gold, "gold_raw": q.gold_raw, **values}
 
 
 def _flat_metrics(
