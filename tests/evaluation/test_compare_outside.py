@@ -13,6 +13,7 @@ import pytest
 
 from helpers.app import run_app
 from helpers.command import cli
+from helpers.paths import ROOT
 from helpers.tracking import mlflow_runs
 
 
@@ -104,12 +105,15 @@ def _mrr3(ranked, gold):
     return next((100.0 / (i + 1) for i, c in enumerate(ranked[:3]) if c == gold), 0.0)
 
 
+CELL = ["rag_method=base", "generator=none"]  # the cell of the docs' example: the bundled sample, 6 questions per subset
+
+
 @pytest.fixture(scope="module")
 def cell(tmp_path_factory, shared_cache):
-    """One retrieval-only cell (10 questions per subset) in a real MLflow store, its predictions
-    file, and an outside system's file built from it with known differences."""
+    """One retrieval-only cell in a real MLflow store, its predictions file, and an outside
+    system's file built from it with known differences."""
     work = tmp_path_factory.mktemp("cell")
-    run_app(["rag_method=base", "generator=none", "dataset.limit=10"], shared_cache, work)
+    run_app(CELL, shared_cache, work)
     client, (run,) = mlflow_runs(work)
     path = client.download_artifacts(run.info.run_id, "predictions.jsonl", str(work))
     cell_rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
@@ -121,11 +125,11 @@ def cell(tmp_path_factory, shared_cache):
 def _check_against_the_cell(out, cell):
     """The per-subset rows and the differing questions of ``mine`` (A) against the cell (B)."""
     gold = {(r["subset"], r["id"]): r["context_id"] for r in cell["cell_rows"]}
-    assert out["metric"] == "mrr_at_3" and out["paired"] == 20
+    assert out["metric"] == "mrr_at_3" and out["paired"] == len(gold) == 12
     rows = {r["subset"]: r for r in out["rows"]}
     for subset in ("FinQA", "TAT-DQA"):
         mine = [_mrr3(r["retrieved"], gold[(r["subset"], r["id"])]) for r in cell["rows"] if r["subset"] == subset]
-        assert rows[subset]["n"] == 10
+        assert rows[subset]["n"] == 6
         assert rows[subset]["mean_a"] == pytest.approx(sum(mine) / len(mine))
         assert rows[subset]["mean_b"] == pytest.approx(cell["run"].data.metrics[f"{subset}/mrr_at_3"], abs=1e-4)
     assert {(q["subset"], q["id"]) for q in out["questions"]} == cell["changed"]
@@ -140,8 +144,8 @@ def test_an_outside_file_against_a_cells_predictions_file(cell):
     table = _compare(cell["mine"], cell["file"], "--show", "all", "--n-boot", "200", cwd=cell["work"])
     assert table.returncode == 0, table.stderr
     assert [line.split()[:2] for line in table.stdout.splitlines() if line.startswith(("FinQA", "TAT-DQA"))] == [
-        ["FinQA", "10"],
-        ["TAT-DQA", "10"],
+        ["FinQA", "6"],
+        ["TAT-DQA", "6"],
     ]
     listed = {line.split()[3] for line in table.stdout.splitlines() if line.startswith(("A better", "B better"))}
     assert listed == {qid for _, qid in cell["changed"]}
@@ -162,10 +166,10 @@ def test_subset_restricts_the_table_and_the_questions(cell):
     proc = _compare(cell["mine"], cell["file"], "--subset", "FinQA", "--format", "json", "--n-boot", "200", cwd=cell["work"])
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert [r["subset"] for r in out["rows"]] == ["FinQA", "overall"] and out["paired"] == 10
+    assert [r["subset"] for r in out["rows"]] == ["FinQA", "overall"] and out["paired"] == 6
     assert {(q["subset"], q["id"]) for q in out["questions"]} == {c for c in cell["changed"] if c[0] == "FinQA"}
     both = _compare(cell["mine"], cell["file"], "--subset", "FinQA,TAT-DQA", "--format", "json", "--n-boot", "200", cwd=cell["work"])
-    assert json.loads(both.stdout)["paired"] == 20
+    assert json.loads(both.stdout)["paired"] == 12
 
 
 @pytest.mark.slow
@@ -173,12 +177,47 @@ def test_a_score_mlflow_run_compares_with_a_cell_run(cell):
     from t2exp.cli.score import main as score_main
 
     uri = f"sqlite:///{cell['work'] / 'mlflow.db'}"
-    scored = cli(score_main, [cell["mine"], "--limit", "10", "--mlflow", "--tracking-uri", uri, "--bootstrap", "0"], prog="t2exp score")
+    scored = cli(score_main, [cell["mine"], "--mlflow", "--tracking-uri", uri, "--bootstrap", "0"], prog="t2exp score")
     assert scored.returncode == 0, scored.stderr
     run_id = re.search(r"logged MLflow run (\w+)", scored.stderr).group(1)
     proc = _compare(run_id, cell["run"].info.run_id, "--tracking-uri", uri, "--format", "json", "--n-boot", "200", cwd=cell["work"])
     assert proc.returncode == 0, proc.stderr
     _check_against_the_cell(json.loads(proc.stdout), cell)
+
+
+def _docs_example():
+    """The Python block and the command lines of docs/compare.md's "Compare with your own system"."""
+    text = (ROOT / "docs" / "compare.md").read_text(encoding="utf-8").split("## Compare with your own system", 1)[1].split("\n## ", 1)[0]
+    python = re.search(r"```python\n(.*?)```", text, re.DOTALL).group(1)
+    bash = re.search(r"```bash\n(.*?)```", text, re.DOTALL).group(1)
+    return python, [line.split("#", 1)[0].strip() for line in bash.splitlines() if line.split("#", 1)[0].strip()]
+
+
+@pytest.mark.slow
+def test_the_docs_example_runs_as_written(cell, tmp_path, monkeypatch):
+    """The page's own example on the bundled data: its Python writes mine.jsonl, its cell is the
+    fixture's run, and each t2exp line runs (in the cell's store) with the run ids it prints."""
+    import shlex
+
+    from t2exp.__main__ import main
+
+    python, lines = _docs_example()
+    monkeypatch.chdir(tmp_path)
+    exec(compile(python, "docs/compare.md", "exec"), {})
+    assert lines[0].split() == ["python", "-m", "t2exp", *CELL]  # the fixture's cell
+    ids = {"<cell run id>": cell["run"].info.run_id}
+    uri = f"sqlite:///{cell['work'] / 'mlflow.db'}"
+    for line in lines[1:]:
+        for placeholder, run_id in ids.items():
+            line = line.replace(placeholder, run_id)
+        argv = shlex.split(line)
+        assert argv[0] == "t2exp" and "<" not in line, line
+        proc = cli(main, [*argv[1:], "--tracking-uri", uri], cwd=tmp_path)
+        assert proc.returncode == 0, f"{line}: {proc.stderr[-2000:]}"
+        logged = re.search(r"logged MLflow run (\w+)", proc.stderr)
+        if logged:
+            ids["<score run id>"] = logged.group(1)
+    assert "<score run id>" in ids and "paired 12 questions" in proc.stdout
 
 
 def test_the_sweep_description_gives_each_subsets_difference_with_its_ci(tmp_path):
