@@ -85,6 +85,31 @@ def test_an_unknown_subset_is_one_line_naming_the_subsets_there(tmp_path):
     )
 
 
+def test_subset_restricts_a_sweeps_comparison(tmp_path):
+    from helpers.tracking import logged_sweep
+
+    def rows(wrong):
+        return [{"id": f"{s}-{i}", "subset": s, "nm": 0.0 if (s, i) in wrong else 1.0} for s in ("FinQA", "TAT-DQA") for i in range(3)]
+
+    cells = [
+        {"name": "base", "params": {"rag_method.name": "base"}, "overrides": "rag_method=base", "rows": rows(set())},
+        {
+            "name": "bm25",
+            "params": {"rag_method.name": "bm25"},
+            "overrides": "rag_method=bm25",
+            "rows": rows({("FinQA", 0), ("TAT-DQA", 1)}),
+        },
+    ]
+    uri, parent = logged_sweep(tmp_path, cells)
+    proc = _compare(
+        parent, "--baseline", "rag_method=base", "--tracking-uri", uri, "--subset", "TAT-DQA", "--format", "json", "--n-boot", "50"
+    )
+    assert proc.returncode == 0, proc.stderr
+    (cell,) = json.loads(proc.stdout)["cells"]
+    assert [(r["subset"], r["n"]) for r in cell["rows"]] == [("TAT-DQA", 3), ("overall", 3)]
+    assert [(q["subset"], q["id"]) for q in cell["questions"]] == [("TAT-DQA", "TAT-DQA-1")]
+
+
 def _outside_from_cell(cell_rows, n_changed_per_subset=2):
     """An outside system's file built from a cell's own rows: the gold answers, the cell's ranking,
     except for the first questions of each subset, whose gold document is moved (to the top where
