@@ -43,8 +43,12 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
         description="Paired comparison of two runs' per-question metrics, and the "
         "questions they differ on; or every cell of a sweep against a baseline cell.",
     )
-    p.add_argument("run_a", help="MLflow run id or a predictions.jsonl path; with --baseline: a sweep's parent run id")
-    p.add_argument("run_b", nargs="?", help="MLflow run id or a predictions.jsonl path (not with --baseline)")
+    p.add_argument(
+        "run_a",
+        help="MLflow run id, a run's predictions.jsonl, or any system's predictions in the t2exp score format "
+        "(scored against the bundled data); with --baseline: a sweep's parent run id",
+    )
+    p.add_argument("run_b", nargs="?", help="as run_a: a run id or a predictions file (not with --baseline)")
     p.add_argument(
         "--baseline",
         metavar="RUN|KEY=VALUE",
@@ -62,6 +66,12 @@ def build_parser(prog: str = "t2exp compare") -> argparse.ArgumentParser:
         default=SHOW,
         metavar="N|all",
         help=f"list the first N questions that differ, largest effect first (default {SHOW}; 0: none; all)",
+    )
+    p.add_argument(
+        "--subset",
+        action="append",
+        metavar="NAME[,NAME]",
+        help="compare only the questions of these subsets, e.g. FinQA (repeat it or give a comma list; default: every subset)",
     )
     p.add_argument("--out", type=Path, metavar="FILE.csv|FILE.jsonl", help="write every question that differs to this file")
     add_shared_args(p, "bootstrap resamples and permutation sign patterns")
@@ -123,8 +133,16 @@ def _run(args: argparse.Namespace) -> None:
     from t2exp.evaluation.listing import check_out, write_records
 
     check_out(args.out)  # before any work
+    subsets = [s for item in args.subset or [] for s in item.split(",") if s]
     result = compare(
-        args.run_a, args.run_b, args.metric, baseline=args.baseline, n_boot=args.n_boot, seed=args.seed, tracking_uri=args.tracking_uri
+        args.run_a,
+        args.run_b,
+        args.metric,
+        baseline=args.baseline,
+        n_boot=args.n_boot,
+        seed=args.seed,
+        tracking_uri=args.tracking_uri,
+        subsets=subsets,
     )
     if args.out is not None:
         write_records(args.out, result.records(), result.first_columns)

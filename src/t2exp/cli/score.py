@@ -123,7 +123,8 @@ def default_artifact_location(uri: str) -> str | None:
 def log_to_mlflow(
     result: ScoreResult, *, uri: str, experiment: str, artifact_location: str | None = None, run_name: str | None = None
 ) -> str:
-    """Log params, metrics (the app's names plus the counts) and ``score.json`` as one run; its id."""
+    """Log params, metrics (the app's names plus the counts), ``score.json`` and each scored
+    question as a row of ``predictions.jsonl`` (as a cell logs it: ``t2exp compare`` reads it) as one run; its id."""
     from t2exp.tracking.mlflow_run import Tracker
 
     name = run_name or f"score-{Path(result.source).stem or 'predictions'}"
@@ -137,6 +138,9 @@ def log_to_mlflow(
             p = Path(tmp) / "score.json"
             p.write_text(json.dumps(result.to_dict(), indent=2, default=str), encoding="utf-8")
             tracker.log_artifact(p)
+            rows = Path(tmp) / "predictions.jsonl"
+            rows.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in result.questions), encoding="utf-8")
+            tracker.log_artifact(rows)
         status = "FINISHED"
     finally:
         tracker.finish(status)

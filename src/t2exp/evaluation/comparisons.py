@@ -2,8 +2,12 @@
 runs (:func:`compare_runs`), or every cell of a sweep against a baseline cell
 (:func:`compare_sweep`); both views of the one engine, :func:`t2exp.evaluation.paired.compare_pairs`.
 
-Two runs: MLflow run ids (their ``predictions.jsonl`` artifacts are downloaded) or paths of
-predictions files. Metrics: ``nm``, ``nm_bare``, ``nm_strict``, ``mrr_at_<k>``, ``recall_at_<r>``;
+Two runs: MLflow run ids (their ``predictions.jsonl`` artifacts are downloaded: a cell's, or the
+one ``t2exp score --mlflow`` logs) or paths of predictions files; a file in ``t2exp score``'s
+format that carries no metric values (any system's outputs: ``id``, ``prediction``, optional
+``retrieved`` and ``subset``) is scored on the fly by the one scorer against the bundled data's
+gold (:func:`scored_rows`). ``subsets`` (``--subset``) keeps the questions of those subsets.
+Metrics: ``nm``, ``nm_bare``, ``nm_strict``, ``mrr_at_<k>``, ``recall_at_<r>``;
 ``--metric auto`` (default) is ``nm`` when both runs have NM values, else the MRR@k of run A.
 
 A sweep: its parent run id (or an experiment name) is read as ``t2exp report`` reads it
@@ -51,7 +55,37 @@ def load_source(client: Callable[[], Any], source: str) -> list[dict[str, Any]]:
         rows, label = load_run_predictions(client(), source), f"run {source}: predictions.jsonl"
     if not rows:
         raise CompareError(f"{label}: the file is empty (no prediction rows); give the predictions.jsonl of a run")
-    return rows
+    return scored_rows(rows, source if Path(source).is_file() else rows, label)
+
+
+def scored_rows(rows: list[dict[str, Any]], predictions: Any, label: str) -> list[dict[str, Any]]:
+    """A run's rows as they are (they carry their metric values); rows that carry none (an outside
+    system's file in ``t2exp score``'s format) scored by the one scorer
+    (:func:`t2exp.evaluation.scoring.compute.score` of ``predictions``, the file or the rows)
+    against every question of the bundled data, as ``t2exp score --limit none`` scores them."""
+    if any(METRIC.match(key) for r in rows for key in r):
+        return rows
+    from t2exp.evaluation.scoring.compute import score
+
+    scored = score(predictions, limit=None, n_boot=0).questions
+    if not scored:
+        raise CompareError(
+            f"{label}: none of its question ids (e.g. {rows[0].get('id')!r}) is in the bundled data; score it against its "
+            "dataset with `t2exp score FILE --dataset NAME --mlflow` and compare that run"
+        )
+    return scored
+
+
+def only_subsets(runs: Sequence[Sequence[Mapping[str, Any]]], subsets: Sequence[str]) -> list[list[Mapping[str, Any]]]:
+    """Each run's rows of ``subsets`` (``--subset``; all rows when none is named); a subset that no
+    run has a question of is an error naming those they have."""
+    if not subsets:
+        return [list(rows) for rows in runs]
+    there = sorted({str(r.get("subset", "")) for rows in runs for r in rows})
+    for name in subsets:
+        if name not in there:
+            raise CompareError(f"--subset {name}: the runs compared have no question of that subset; their subsets: {', '.join(there)}")
+    return [[r for r in rows if str(r.get("subset", "")) in subsets] for rows in runs]
 
 
 def lazy_client(tracking_uri: str | None) -> Callable[[], Any]:
@@ -97,15 +131,22 @@ def compare_rows(
 
 
 def compare_runs(
-    run_a: str, run_b: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
+    run_a: str,
+    run_b: str,
+    metric: str = "auto",
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+    tracking_uri: str | None = None,
+    subsets: Sequence[str] = (),
 ) -> Comparison:
-    """Compare two runs (MLflow run ids, or paths of ``predictions.jsonl`` files) question by
-    question on ``metric`` (``auto``: nm when both have it, else run A's MRR@k). Raises
-    :class:`CompareError` with one line when they cannot be compared."""
+    """Compare two runs (MLflow run ids, or paths of predictions files) question by question on
+    ``metric`` (``auto``: nm when both have it, else run A's MRR@k), on the questions of
+    ``subsets`` (all when none is named). Raises :class:`CompareError` with one line when they
+    cannot be compared."""
     check_metric(metric, n_boot)
     client = lazy_client(tracking_uri)
-    rows_a = load_source(client, run_a)
-    rows_b = load_source(client, run_b)
+    rows_a, rows_b = only_subsets([load_source(client, run_a), load_source(client, run_b)], subsets)
     metric = default_metric(rows_a, rows_b) if metric == "auto" else metric
     return compare_rows(rows_a, rows_b, metric, n_boot=n_boot, seed=seed)
 
@@ -174,11 +215,19 @@ class SweepComparison:
 
 
 def compare_sweep(
-    target: str, baseline: str, metric: str = "auto", *, n_boot: int = N_BOOT, seed: int = CI_SEED, tracking_uri: str | None = None
+    target: str,
+    baseline: str,
+    metric: str = "auto",
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = CI_SEED,
+    tracking_uri: str | None = None,
+    subsets: Sequence[str] = (),
 ) -> SweepComparison:
     """Every FINISHED cell of the sweep ``target`` (a parent run id, or an experiment name) against
     the cell ``baseline`` names, question by question on ``metric`` (``auto``: nm when every cell
-    has it, else the baseline's MRR@k); Holm-corrected over the cells."""
+    has it, else the baseline's MRR@k), on the questions of ``subsets`` (all when none is named);
+    Holm-corrected over the cells."""
     check_metric(metric, n_boot)
     client = lazy_client(tracking_uri)()
     swept = resolve_target(client, target)
@@ -186,7 +235,8 @@ def compare_sweep(
     others = {r.run_id: r for r in swept.runs if r.run_id != base.run_id}
     if not others:
         raise CompareError(f"{swept.title}: only the baseline {base.name!r} finished; no other cell to compare with it")
-    rows = {r.run_id: load_run_predictions(client, r.run_id) for r in swept.runs}
+    ids = [r.run_id for r in swept.runs]
+    rows = dict(zip(ids, only_subsets([load_run_predictions(client, r) for r in ids], subsets), strict=True))
     if metric == "auto":
         metric = default_metric(rows[base.run_id], *(rows[r] for r in others))
     result = compare_pairs(rows.get, [(r, base.run_id) for r in others], metric, n_boot=n_boot, seed=seed)
@@ -219,15 +269,17 @@ def compare(
     n_boot: int = N_BOOT,
     seed: int = CI_SEED,
     tracking_uri: str | None = None,
+    subsets: Sequence[str] = (),
 ) -> Comparison | SweepComparison:
     """``t2exp compare A B``: two runs (MLflow run ids or ``predictions.jsonl`` paths) ->
     :class:`~t2exp.evaluation.paired.Comparison`; ``t2exp compare SWEEP --baseline SPEC``: a
     sweep's parent run id (or an experiment name) and the baseline cell (a run id or ``key=value``
-    overrides) -> :class:`SweepComparison`. Raises :class:`CompareError` (one line) otherwise."""
+    overrides) -> :class:`SweepComparison`; either on the questions of ``subsets`` (all when none
+    is named). Raises :class:`CompareError` (one line) otherwise."""
     if b is not None and baseline is None:
-        return compare_runs(a, b, metric, n_boot=n_boot, seed=seed, tracking_uri=tracking_uri)
+        return compare_runs(a, b, metric, n_boot=n_boot, seed=seed, tracking_uri=tracking_uri, subsets=subsets)
     if b is None and baseline:
-        return compare_sweep(a, baseline, metric, n_boot=n_boot, seed=seed, tracking_uri=tracking_uri)
+        return compare_sweep(a, baseline, metric, n_boot=n_boot, seed=seed, tracking_uri=tracking_uri, subsets=subsets)
     if b is None:
         raise CompareError(
             f"one run given ({a}): give a second run (a run id or a predictions.jsonl path), or give a "

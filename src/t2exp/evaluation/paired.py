@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from t2exp.config.checks import METRIC
 from t2exp.config.schema import Config
 from t2exp.errors import T2ExpError
 from t2exp.evaluation.metrics import question_value
@@ -175,8 +176,11 @@ class Comparison:
     @property
     def delta(self) -> Delta:
         """The overall row as a Δ column reads it."""
-        o = self.rows[-1]
-        return Delta(o.diff, o.ci_low, o.ci_high, o.p_value, o.n, self.p_holm[o.subset])
+        return self.deltas()[self.rows[-1].subset]
+
+    def deltas(self) -> dict[str, Delta]:
+        """Each row (each subset's, then ``overall``) as a Δ column reads it."""
+        return {r.subset: Delta(r.diff, r.ci_low, r.ci_high, r.p_value, r.n, self.p_holm[r.subset]) for r in self.rows}
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -233,11 +237,17 @@ class Comparisons:
         return sum(1 for *_, w in self.refused if w == why)
 
 
-def _no_value(paired: Paired, metric: str) -> str:
+def valued_metrics(rows: Rows) -> list[str]:
+    """The metrics (names of the grammar) that some row gives a value."""
+    return sorted({key for r in rows for key, v in r.items() if v is not None and METRIC.match(key)})
+
+
+def _no_value(paired: Paired, metric: str, rows_a: Rows, rows_b: Rows) -> str:
     hint = f"; retrieval-only runs have no nm: try --metric mrr_at_{Config.k}" if metric.startswith("nm") and paired.missing_value else ""
+    has = [", ".join(valued_metrics(rows)) or "none" for rows in (rows_a, rows_b)]
     return (
         f"no question has a {metric!r} value in both runs ({paired.only_a} only in A, {paired.only_b} only in B, "
-        f"{paired.missing_value} without a value{hint})"
+        f"{paired.missing_value} without a value{hint}; A has {has[0]}; B has {has[1]})"
     )
 
 
@@ -266,7 +276,7 @@ def compare_pairs(
         if same_questions and (paired.only_a or paired.only_b):
             out.refused.append((a, b, OTHER_QUESTIONS))
         elif paired.n == 0:
-            out.refused.append((a, b, _no_value(paired, metric)))
+            out.refused.append((a, b, _no_value(paired, metric, rows_a, rows_b)))
         else:
             result = compare(paired, n_boot, seed, by_subset=by_subset)
             out.pairs.append(Comparison(metric, paired, result, by_effect(question_differences(rows_a, rows_b, metric)), a=a, b=b))

@@ -185,10 +185,18 @@ def _subset_pairs(t: Table, run_id: str) -> str:
     return ", ".join(f"{tabular.md_escape(s)} {mean(run_id, s)} vs {mean(str(t.best), s)}" for s in subsets)
 
 
+def _subset_deltas(t: Table, run_id: str) -> str:
+    """``; Δ FinQA -5.0 [-9.2, -0.8], Δ TAT-DQA +1.7 [...]``: each subset's difference with the
+    baseline and its CI (nothing for one subset: the average's is its own)."""
+    per = t.subset_deltas.get(run_id, {})
+    shown = [f"Δ {tabular.md_escape(s)} {tabular.value(d.diff, d.low, d.high, signed=True)}" for s, d in per.items()]
+    return "; " + ", ".join(shown) if len(shown) > 1 else ""
+
+
 def _summary(t: Table, experiment_id: str) -> list[str]:
     """The description's first lines, which MLflow shows before its "Show more": each row compared
     with the baseline (the first :data:`SUMMARY_ROWS`): the primary metric per subset of both, the
-    Δ of the average with CI, p and Holm's p, and the link to its questions next to the baseline's."""
+    Δ of the average with CI, p and Holm's p, each subset's Δ with CI, and the link to its questions next to the baseline's."""
     base = next((r for r in t.runs if r.run_id == t.best), None)
     if base is None or not t.deltas:
         return []
@@ -199,7 +207,7 @@ def _summary(t: Table, experiment_id: str) -> list[str]:
         lines.append(
             f"**{tabular.md_escape(r.name)}** vs {baseline_word(t)} **{tabular.md_escape(base.name)}**: {metric_label(t.primary or '')} "
             f"{per_subset + '; ' if per_subset else ''}Δ Avg {tabular.value(d.diff, d.low, d.high, signed=True)}, "
-            f"{p_text(d.p)}, Holm {p_text(d.p_holm)} · "
+            f"{p_text(d.p)}, Holm {p_text(d.p_holm)}{_subset_deltas(t, r.run_id)} · "
             f"[its questions next to the {baseline_word(t)}'s]({questions_link(experiment_id, r.run_id, base.run_id)})"
         )
     more = len(t.deltas) - len(lines)

@@ -22,7 +22,7 @@ from t2exp.evaluation.metrics import (
     paper_order_names,
     question_value,
 )
-from t2exp.evaluation.paired import OTHER_QUESTIONS, Delta, compare_pairs
+from t2exp.evaluation.paired import OTHER_QUESTIONS, OVERALL, Delta, compare_pairs
 from t2exp.evaluation.reporting.runs import ReportError, RunInfo
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
 from t2exp.infra.option_meta import display_order, option_metas
@@ -140,6 +140,7 @@ class Table:
     best: str | None = None  # the row every other is compared with: the best one, or --baseline's
     named_baseline: bool = False  # best is the row --baseline named (not the best average)
     deltas: dict[str, Delta] = field(default_factory=dict)
+    subset_deltas: dict[str, dict[str, Delta]] = field(default_factory=dict)  # run id -> subset -> its Δ
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -237,8 +238,9 @@ def add_deltas(table: Table, metrics: Sequence[str], source: CellSource, n_boot:
     compared = [
         (r.run_id, base.run_id) for r in table.runs if r.run_id != base.run_id and table.cells[(r.run_id, AVG, primary)].mean is not None
     ]
-    result = compare_pairs(source.predictions, compared, primary, by_subset=False, same_questions=True, n_boot=n_boot, seed=seed)
+    result = compare_pairs(source.predictions, compared, primary, same_questions=True, n_boot=n_boot, seed=seed)
     table.deltas = {c.a: c.delta for c in result.pairs}
+    table.subset_deltas = {c.a: {s: d for s, d in c.deltas().items() if s != OVERALL} for c in result.pairs}
     if result.count(OTHER_QUESTIONS):
         table.notes.append(
             f"Δ vs baseline: not shown for {result.count(OTHER_QUESTIONS)} row(s) asked other questions than the baseline row"

@@ -111,6 +111,7 @@ def score_rows(
         retrieval=retrieval,
         metric_names=shown,
         notes=notes,
+        questions=per_q.answered,
         source=source,
         dataset=gold.dataset,
         n_boot=n_boot,
@@ -161,6 +162,7 @@ def _match(subs: list[Submitted], gold: Gold, counts: Counts) -> _Matched:
 class _PerQuestion:
     rows: list[dict[str, Any]] = field(default_factory=list)  # every gold question's metrics (a missing one: a miss)
     submitted: list[dict[str, Any]] = field(default_factory=list)  # NM of the answered questions only
+    answered: list[dict[str, Any]] = field(default_factory=list)  # each answered question's row (ScoreResult.questions)
     subset_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     no_ranking: int = 0
 
@@ -200,11 +202,21 @@ def _per_question(
             ranked_depth=None if s is None else s.depth,
         )
         row: dict[str, Any] = {"subset": q.subset, **{n: m.get(n) for n in names}}
+        if s is not None:
+            out.answered.append(_answered(q, s, ranked, row))
         if s is not None and with_nm:
             row[DEGENERATE] = m[DEGENERATE]
             out.submitted.append({"subset": q.subset, "nm_submitted": m["nm"]})
         out.rows.append(row)
     return out
+
+
+def _answered(q: Question, s: Submitted, ranked: list[str] | None, values: dict[str, Any]) -> dict[str, Any]:
+    """An answered question as a row of a run's ``predictions.jsonl``: its gold, the submitted
+    answer and ranking, and its metric values (what ``t2exp compare`` pairs)."""
+    head = {"id": q.id, "subset": q.subset, "split": q.split, "context_id": q.context_id, "question": q.question}
+    answer = None if s.prediction is None else str(s.prediction)  # as a run's row: the answer string and its number
+    return {**head, "retrieved": ranked, "answer_text": answer, "prediction": s.value, "gold": q.gold, "gold_raw": q.gold_raw, **values}
 
 
 def _flat_metrics(

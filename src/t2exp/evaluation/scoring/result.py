@@ -44,6 +44,9 @@ class ScoreResult:
     retrieval: str  # "ranked" | "rank1" | "none"
     metric_names: list[str]
     notes: list[str] = field(default_factory=list)
+    # each scored question as a row of a run's predictions.jsonl (gold, answer, ranking, metric
+    # values): what ``t2exp compare`` pairs and ``t2exp score --mlflow`` logs
+    questions: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
     dataset: str = ""
     n_boot: int = N_BOOT
