@@ -30,7 +30,7 @@ from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.infra.signals import Interrupted
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table, traced_keys, traced_rows
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
-from t2exp.tracking.names import cell_name
+from t2exp.tracking.names import cell_name, swept_values
 from t2exp.tracking.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")
@@ -48,9 +48,10 @@ class CellResult(Protocol):
 
 
 def run_name(cfg: DictConfig) -> str:
-    """``bm25f · minilm · k=3``: short enough for the MLflow runs table; a sweep's end adds the
-    keys its cells differ in (:func:`t2exp.tracking.names.name_sweep_cells`)."""
-    return cell_name(str(cfg.rag_method.name), str(cfg.embedder.name), str(cfg.k))
+    """``bm25f · minilm · k=3``: short enough for the MLflow runs table; in a sweep, with the keys
+    its cells differ in (:func:`t2exp.tracking.names.swept_values`; the sweep's end sets them on
+    every cell, :func:`t2exp.tracking.names.name_sweep_cells`)."""
+    return cell_name(str(cfg.rag_method.name), str(cfg.embedder.name), str(cfg.k), swept_values())
 
 
 def cell_tags(key: str, overrides: list[str] | None) -> dict[str, str]:
@@ -176,7 +177,7 @@ def start_run(
     """A cell's (or a shard's) MLflow run, created with its ``tags``, ``params`` and ``subsets`` as
     inputs (closed FAILED when those cannot be logged)."""
     tracker = Tracker(str(tracking["uri"]), str(tracking["experiment"]), tracking.get("artifact_location"), name, tags, parent=parent)
-    log.info("MLflow run %s (%s) in %s", tracker.run_id, name, tracking["uri"])
+    log.info("MLflow run %s (%s) in %s", tracker.run_id, tracker.name, tracking["uri"])
     try:
         tracker.log_params(params)
         tracker.log_inputs(subsets)
