@@ -89,10 +89,11 @@ class CellLog:
     """What a cell logs on its MLflow run (``tracker``) once its steps are done: the run's config
     (``cfg``), its data (``subsets``) and ``run_dir`` (its leaderboard) beside the result."""
 
-    def __init__(self, tracker: Tracker, cfg: DictConfig, subsets: Sequence[Subset], run_dir: Path) -> None:
+    def __init__(self, tracker: Tracker, cfg: DictConfig, subsets: Sequence[Subset], run_dir: Path, shard: str | None = None) -> None:
         self.tracker, self.cfg, self.subsets, self.run_dir = tracker, cfg, subsets, run_dir
         self.k = int(cfg.k)
         self.status = "FAILED"  # until log() has logged the result
+        self.shard = shard  # "i/N" for a shard of a sharded cell: its slice, not the cell
         # one trace per question with tracking.traces=true, none with false, else for at most
         # tracking.trace_limit questions chosen by question id alone (inspection.traced_keys: two
         # cells over the same questions trace the same ones)
@@ -165,10 +166,11 @@ class CellLog:
             + run_footer(tracker.run_id, str(tr.experiment), str(tracker.experiment_id), str(tr.uri), result.predictions_path)
         )
         print(text, file=sys.stderr)
-        if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log
+        if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log (a shard's: of its slice)
             avg = result.table.get("avg", {})
             shown = ", ".join(f"{metric_label(n)} {tabular.value(avg[n]['mean'])}" for n in ("nm", f"mrr_at_{self.k}") if n in avg)
-            log.info("cell done: %s: %s (MLflow run %s)", run_name(self.cfg), shown or "no metrics", tracker.run_id)
+            done = f"shard {self.shard} done" if self.shard else "cell done"
+            log.info("%s: %s: %s (MLflow run %s)", done, run_name(self.cfg), shown or "no metrics", tracker.run_id)
 
 
 def start_run(
@@ -211,7 +213,7 @@ def recording(
         tracker = start_run(tr, name or run_name(cfg), tags, params, subsets, parent=parent)
     else:
         tracker = Tracker.attach(str(tr.uri), run_id)
-    cell_log = CellLog(tracker, cfg, subsets, run_dir)
+    cell_log = CellLog(tracker, cfg, subsets, run_dir, tags.get(Tag.SHARD))
     try:
         yield cell_log
     except Interrupted as exc:
