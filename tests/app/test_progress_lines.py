@@ -1,7 +1,8 @@
 """What a run prints where no terminal shows a bar (a pipe, a Slurm log): a line when a stage
 starts, one at least every ``T2EXP_PROGRESS_EVERY`` seconds while it runs (done/total, rate,
 ETA) and one when it ends; the GGUF join alike; a sharded cell's shards each say which shard
-they are and only the merge says ``cell done``."""
+they are and only the merge says ``cell done``; ``t2exp status`` finds a sweep's parent run by
+its directory however the directory is named."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 
 from fakes.openai_server import FakeOpenAIServer
 from helpers.app import run_app
+from helpers.command import cli
 from helpers.tracking import mlflow_runs
 from t2exp.infra import progress
 
@@ -124,3 +126,19 @@ def test_shards_say_which_shard_they_are_and_only_the_merge_says_cell_done(share
     assert "t2exp.shards" in cell.data.tags and float(done[0]) == round(cell.data.metrics["avg/mrr_at_3"], 1)
     shards = sorted(r.info.run_name for r in runs if "t2exp.shard" in r.data.tags)
     assert shards == ["bm25f · minilm · k=3 · shard 0/2", "bm25f · minilm · k=3 · shard 1/2"]
+
+
+def test_status_of_a_sweep_directory_named_through_a_link_or_dotdot_finds_its_parent_run(shared_cache, tmp_path):
+    """The sweep's directory given another way than the sweep recorded it (through a symbolic
+    link, with ``..``): the same table as with its parent run id, parent run and job states included."""
+    from t2exp.__main__ import main
+
+    track = tmp_path / "track"
+    run_app(["-m", "k=3,5", "generator=none", "dataset=finqa", "dataset.limit=2"], shared_cache, track)
+    (parent,) = [r for r in mlflow_runs(track)[1] if r.data.tags.get("t2exp.sweep") == "parent"]
+    by_id = cli(main, ["status", parent.info.run_id, "--tracking-uri", f"sqlite:///{track / 'mlflow.db'}"])
+    assert by_id.returncode == 0 and f"2 jobs: 2 done (parent run {parent.info.run_id})" in by_id.stdout, by_id.stdout
+    (tmp_path / "link").symlink_to(track)
+    for other in (tmp_path / "link" / "multirun", track / "multirun" / ".." / "multirun"):
+        proc = cli(main, ["status", str(other)])
+        assert proc.returncode == 0 and proc.stdout.splitlines()[:-1] == by_id.stdout.splitlines()[:-1], proc.stdout + proc.stderr
