@@ -1,33 +1,12 @@
-"""What ``t2exp status`` reads of a sweep besides its runs: every job its ``multirun.yaml`` makes
-(the ones not started yet included), and its parent run found by the sweep's directory."""
+"""What ``t2exp status`` reads of a sweep besides its runs: its parent run found by the sweep's
+directory (every job its ``multirun.yaml`` makes: :func:`t2exp.infra.hydra_internals.expected_jobs`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from t2exp.infra.mlflow_store import Tag
-
-
-def expected_jobs(sweep_dir: Path) -> list[list[str]]:
-    """The overrides of every job of the sweep in ``sweep_dir``, in job order, as Hydra's basic
-    sweeper makes them from its ``multirun.yaml``; [] for another sweeper or no readable file."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-
-    from t2exp.infra.hydra_internals import BASIC_SWEEPER, basic_sweep_jobs
-
-    try:
-        cfg = OmegaConf.load(sweep_dir / "multirun.yaml")
-        if OmegaConf.select(cfg, "hydra.sweeper._target_") != BASIC_SWEEPER:
-            return []
-        params = cfg.hydra.sweeper.get("params")
-        plain = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
-        task = cast(list[str], OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))  # ${oc.env:...} kept as written
-        overrides = [f"{k}={v}" for k, v in plain.items()] + [str(o) for o in task]
-        return basic_sweep_jobs(OverridesParser.create().parse_overrides(overrides))
-    except Exception:  # no multirun.yaml, or one Hydra cannot read back: the jobs that started still tell
-        return []
 
 
 def filter_literal(value: str) -> str | None:

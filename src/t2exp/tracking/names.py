@@ -45,7 +45,7 @@ def swept_values() -> list[tuple[str, str]]:
     outside one, and for another sweeper: the sweep's end names its cells."""
     from hydra.core.hydra_config import HydraConfig
 
-    from t2exp.cli.sweep_jobs import expected_jobs
+    from t2exp.infra.hydra_internals import expected_jobs
 
     if not HydraConfig.initialized() or str(HydraConfig.get().mode) != "RunMode.MULTIRUN":
         return []
