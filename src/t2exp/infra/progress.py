@@ -157,16 +157,19 @@ def stage(
     lines = bool(bar.disable)
     s = Stage(name, unit, bar, total, clock, (_every() if every is None else every) if lines else None)
     stop = threading.Event()
+    ticker = threading.Thread(target=_tick, args=(s, stop), name=f"progress {name}", daemon=True)
     if lines:
         log.info("%s", s.line(s.started))
         if s.every:
-            threading.Thread(target=_tick, args=(s, stop), name=f"progress {name}", daemon=True).start()
+            ticker.start()
     ok = False
     try:
         yield s
         ok = True
     finally:
         stop.set()
+        if ticker.is_alive():
+            ticker.join()  # its last line comes before the stage's end line
         bar.close()
         dt = s.seconds
         rate = f", {dt / s.done:.1f}s/{unit}" if s.done and dt / s.done >= 0.1 else ""
