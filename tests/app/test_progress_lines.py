@@ -10,7 +10,7 @@ import logging
 import re
 
 from fakes.openai_server import FakeOpenAIServer
-from helpers.app import run_app
+from helpers.app import answering_args, run_app
 from helpers.command import cli
 from helpers.tracking import mlflow_runs
 from t2exp.infra import progress
@@ -72,17 +72,7 @@ def test_a_run_with_a_slow_generator_prints_progress_lines_while_it_generates(sh
     the generate stage's start line, lines with done/total, rate and ETA while answers arrive, and
     its end line."""
     with FakeOpenAIServer(model="fake-model", delay=0.3) as srv:
-        args = [
-            "rag_method=oracle",
-            "dataset=finqa",
-            "dataset.limit=4",
-            "generator=openai_compat",
-            f"generator.base_url={srv.base_url}",
-            "generator.model=fake-model",
-            "generator.max_concurrency=1",
-            "generator.batch_size=1",
-        ]
-        proc = run_app(args, shared_cache, tmp_path, env={"T2EXP_PROGRESS_EVERY": "0.1"})
+        proc = run_app(answering_args(srv.base_url, 4), shared_cache, tmp_path, env={"T2EXP_PROGRESS_EVERY": "0.1"})
     out = proc.stdout + proc.stderr
     assert "generate FinQA: 0/4 answers" in out, out[-3000:]
     done = [int(n) for n in re.findall(r"generate FinQA: ([0-4])/4 answers, [\d.]+ ?(?:s/answer|answers/s), ETA \S+", out)]
