@@ -67,6 +67,15 @@ def test_a_stage_with_a_bar_logs_no_lines_while_it_runs(caplog, monkeypatch):
     assert caplog.messages == ["generate FinQA: 1 answer in 31.0s, 31.0s/answer"]
 
 
+def test_an_interval_that_is_no_number_is_one_warning_and_the_default(caplog, monkeypatch):
+    monkeypatch.setenv(progress.PROGRESS_ENV, "0")
+    monkeypatch.setenv("T2EXP_PROGRESS_EVERY", "soon")
+    with caplog.at_level(logging.INFO, logger="t2exp"):
+        with progress.stage("embed documents", 2, "document", clock=Clock()) as s:
+            assert s.every == 30
+    assert caplog.messages[0] == "T2EXP_PROGRESS_EVERY=soon is invalid: seconds between progress lines, a number >= 0; using 30"
+
+
 def test_a_run_with_a_slow_generator_prints_progress_lines_while_it_generates(shared_cache, tmp_path):
     """A real run, answers from the stand-in server slowed down: its output (no terminal) holds
     the generate stage's start line, lines with done/total, rate and ETA while answers arrive, and
