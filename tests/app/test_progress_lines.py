@@ -119,6 +119,7 @@ def test_shards_say_which_shard_they_are_and_only_the_merge_says_cell_done(share
     proc = run_app(["generator=none", "dataset=finqa", "dataset.limit=4", "shards=2"], shared_cache, tmp_path)
     out = proc.stdout + proc.stderr
     assert len(re.findall(r"shard [01]/2 done: bm25f · minilm · k=3: MRR@3 [\d.]+ \(MLflow run", out)) == 2, out[-3000:]
+    assert len(re.findall(r"^shard [01]/2: its slice of the cell's questions; the merge gives the cell's result\nsubset ", out, re.M)) == 2
     (done,) = re.findall(r"cell done: bm25f · minilm · k=3: MRR@3 ([\d.]+) \(MLflow run ([0-9a-f]{32})\)", out)
     client, runs = mlflow_runs(tmp_path)
     cell = next(r for r in runs if r.info.run_id == done[1])

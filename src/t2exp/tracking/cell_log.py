@@ -165,7 +165,8 @@ class CellLog:
             + "\n"
             + run_footer(tracker.run_id, str(tr.experiment), str(tracker.experiment_id), str(tr.uri), result.predictions_path)
         )
-        print(text, file=sys.stderr)
+        shard = f"shard {self.shard}: its slice of the cell's questions; the merge gives the cell's result\n" if self.shard else ""
+        print(shard + text, file=sys.stderr)
         if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log (a shard's: of its slice)
             avg = result.table.get("avg", {})
             shown = ", ".join(f"{metric_label(n)} {tabular.value(avg[n]['mean'])}" for n in ("nm", f"mrr_at_{self.k}") if n in avg)
