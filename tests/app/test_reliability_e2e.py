@@ -32,6 +32,7 @@ import pytest
 
 from fakes.openai_server import FakeOpenAIServer
 from fakes.providers import OpenAIFake
+from helpers.app import answering_args as gen_args
 from helpers.app import app_overrides
 from helpers.command import cli
 from helpers.paths import ROOT
@@ -116,22 +117,6 @@ def free_port() -> int:
 def short_reply(messages) -> str:
     """Deterministic, short and question-specific."""
     return f"Final answer: {sum(map(ord, messages[-1]['content'])) % 997}"
-
-
-def gen_args(base_url: str, n_questions: int, *extra: str) -> list[str]:
-    return [
-        "rag_method=oracle",
-        "dataset=finqa",
-        f"dataset.limit={n_questions}",
-        "generator=openai_compat",
-        f"generator.base_url={base_url}",
-        f"generator.model={MODEL}",
-        "generator.max_concurrency=1",
-        "generator.batch_size=1",
-        "generator.max_retries=1",
-        "generator.backoff_base=0",
-        *extra,
-    ]
 
 
 @pytest.fixture

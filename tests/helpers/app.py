@@ -44,6 +44,24 @@ def app_overrides(cache: Path, tracking_dir: Path, *, traces: bool = False) -> l
     ]
 
 
+def answering_args(base_url: str, n_questions: int, *extra: str) -> list[str]:
+    """A run answering ``n_questions`` FinQA questions (their gold documents as context) with the
+    stand-in OpenAI server at ``base_url`` (tests/fakes), one request at a time, one retry, no backoff."""
+    return [
+        "rag_method=oracle",
+        "dataset=finqa",
+        f"dataset.limit={n_questions}",
+        "generator=openai_compat",
+        f"generator.base_url={base_url}",
+        "generator.model=fake-model",
+        "generator.max_concurrency=1",
+        "generator.batch_size=1",
+        "generator.max_retries=1",
+        "generator.backoff_base=0",
+        *extra,
+    ]
+
+
 def run_app(
     args: list[str],
     cache: Path,

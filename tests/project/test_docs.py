@@ -107,7 +107,7 @@ FILE = re.compile(
     r"|conf/[\w/]+\.yaml|prompts/[\w/]+\.(?:j2|jsonl|md))`"
 )
 MODULE = re.compile(r"`(t2exp(?:\.\w+)+)`")
-TAGS = {"version", "error", "resumed_from", "tuned_on", "reported_on", "kind", "predictions", "log"}  # MLflow tags, t2exp.log
+TAGS = {"version", "error", "resumed_from", "rerun", "tuned_on", "reported_on", "kind", "predictions", "log"}  # MLflow tags, t2exp.log
 
 
 def _exists(dotted: str) -> bool:

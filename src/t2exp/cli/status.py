@@ -117,7 +117,8 @@ def _record_from_job_dirs(sweep_dir: Path, tracking_uri: str | None) -> dict[str
     """A sweep that waited for its jobs: its jobs from their Hydra directories, its parent from MLflow."""
     from omegaconf import OmegaConf
 
-    from t2exp.cli.sweep_jobs import expected_jobs, parent_run
+    from t2exp.cli.sweep_jobs import parent_run
+    from t2exp.infra.hydra_internals import expected_jobs
     from t2exp.infra.mlflow_store import open_client
     from t2exp.infra.redaction import redact_overrides
 

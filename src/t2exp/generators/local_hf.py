@@ -18,7 +18,7 @@ from pathlib import Path
 
 from t2exp.errors import ConfigError
 from t2exp.generators import Cancelled, Generation, Messages, OnResult, Sampling, ShouldStop
-from t2exp.infra import model_hub
+from t2exp.infra import model_hub, progress
 from t2exp.infra.cache import build_lock, content_key, lock_name
 from t2exp.infra.contained import remove_file, remove_tree
 from t2exp.infra.devices import resolve_device, resolve_dtype
@@ -27,13 +27,13 @@ log = logging.getLogger(__name__)
 
 
 def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path, install: str = "pip install -e .") -> Path:
-    """Concatenate GGUF parts shipped in PyPI packages (each exposing ``get_part_path()``)."""
+    """Concatenate GGUF parts shipped in PyPI packages (each exposing ``get_part_path()``), shown as a stage."""
     if dest.exists() and dest.stat().st_size == size:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".partial")
     h = hashlib.sha256()
-    with open(tmp, "wb") as out:
+    with open(tmp, "wb") as out, progress.stage("join GGUF parts", len(packages), "part") as shown:
         for pkg in packages:
             try:
                 mod = importlib.import_module(pkg)
@@ -43,6 +43,7 @@ def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path, ins
                 while chunk := part.read(1 << 22):
                     h.update(chunk)
                     out.write(chunk)
+            shown.advance()
     digest = h.hexdigest()
     if digest != sha256 or tmp.stat().st_size != size:
         remove_file(tmp, dest.parent, missing_ok=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 # hydra.sweeper._target_ of Hydra's default sweeper (hydra/sweeper=basic)
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -28,6 +29,25 @@ def basic_sweep_jobs(overrides: Sequence[Any]) -> list[list[str]]:
 
     (batch,) = BasicSweeper.split_arguments(list(overrides), None)
     return batch
+
+
+def expected_jobs(sweep_dir: Path) -> list[list[str]]:
+    """The overrides of every job of the sweep in ``sweep_dir``, in job order, as Hydra's basic
+    sweeper makes them from its ``multirun.yaml``; [] for another sweeper or no readable file."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    try:
+        cfg = OmegaConf.load(sweep_dir / "multirun.yaml")
+        if OmegaConf.select(cfg, "hydra.sweeper._target_") != BASIC_SWEEPER:
+            return []
+        params = cfg.hydra.sweeper.get("params")
+        plain = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
+        task = cast(list[str], OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))  # ${oc.env:...} kept as written
+        overrides = [f"{k}={v}" for k, v in plain.items()] + [str(o) for o in task]
+        return basic_sweep_jobs(OverridesParser.create().parse_overrides(overrides))
+    except Exception:  # no multirun.yaml, or one Hydra cannot read back: the jobs that started still tell
+        return []
 
 
 def create_main_hydra(conf_dir: str, job_name: str, prepend: Callable[[Any], None] | None = None) -> None:

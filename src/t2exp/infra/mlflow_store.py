@@ -123,6 +123,7 @@ class Tag:
     SHARDS, SHARD, SHARD_OF = "t2exp.shards", "t2exp.shard", "t2exp.shard_of"  # a sharded cell's run; a shard's (i/N, the cell key)
     SUPERSEDED_BY = "t2exp.superseded_by"  # a stale cell run, KILLED: the run that completed the cell
     RESUMED_FROM = "t2exp.resumed_from"  # a skipped cell's mirror in a sweep: the finished run
+    RERUN = "t2exp.rerun"  # a cell run again: how many runs of it the experiment held before
     SWEEP, SWEEP_DIR = "t2exp.sweep", "t2exp.sweep_dir"  # a sweep's parent run ("parent") and its directory
     REPORT = "t2exp.report"  # the run of a report
     KIND, PREDICTIONS = "t2exp.kind", "t2exp.predictions"  # t2exp score --mlflow: "score" and the file scored
@@ -185,11 +186,10 @@ def child_runs(client: Any, parent_id: str, status: str | None = None) -> list[A
     return search_all(client, client.get_run(parent_id).info.experiment_id, where)
 
 
-def cell_runs(client: Any, experiment_id: str, key: str, status: str, shards: int | None = None) -> list[Any]:
-    """The runs of the cell ``key`` (a sharded cell's of ``shards`` shards, when given) in ``status``, newest first."""
-    where = f"tags.`{Tag.CELL_KEY}` = '{key}' and attributes.status = '{status}'" + (
-        f" and tags.`{Tag.SHARDS}` = '{shards}'" if shards else ""
-    )
+def cell_runs(client: Any, experiment_id: str, key: str, status: str | None = None, shards: int | None = None) -> list[Any]:
+    """The runs of the cell ``key`` (a sharded cell's of ``shards`` shards, when given; in ``status``, when given), newest first."""
+    where = f"tags.`{Tag.CELL_KEY}` = '{key}'" + (f" and attributes.status = '{status}'" if status else "")
+    where += f" and tags.`{Tag.SHARDS}` = '{shards}'" if shards else ""
     return search_all(client, experiment_id, where)[::-1]
 
 

@@ -26,6 +26,7 @@ from t2exp.pipeline.steps import Components, Result, run_steps
 from t2exp.pipeline.stop import Interrupted, StopOnSignals
 from t2exp.tracking import cell_run as runs
 from t2exp.tracking.cell_log import cell_params, cell_tags, finished_metrics, recording, run_name
+from t2exp.tracking.names import SEP
 
 log = logging.getLogger("t2exp")
 
@@ -101,7 +102,7 @@ def _answer(
     shard = Components(parts=parts, settings=dataclasses.replace(components.settings, run_dir=layout.dir(i)), stop=components.stop)
     tags = {Tag.SHARD: f"{i}/{n}", Tag.SHARD_OF: cell.key, Tag.OVERRIDES: " ".join(redact_overrides(list(overrides or [])))}
     try:
-        result = run_and_log(cfg, overrides, signals, cell, shard, tags=tags, parent=parent, name=f"{run_name(cfg)}-shard{i}of{n}")
+        result = run_and_log(cfg, overrides, signals, cell, shard, tags=tags, parent=parent, name=f"{run_name(cfg)}{SEP}shard {i}/{n}")
     except BaseException as exc:
         status, why = ("KILLED", f"interrupted by {exc}") if isinstance(exc, Interrupted) else ("FAILED", str(exc))
         try:

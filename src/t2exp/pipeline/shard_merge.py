@@ -50,7 +50,7 @@ def merge_if_last(
         waiting = [i for i in range(layout.shards) if not _joins(layout, i, cell_run_id, uri)]
         if waiting:
             log.info(
-                "shard done; the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
+                "the cell is merged when shards %s of %d have finished (or by `t2exp collect %s`)",
                 ", ".join(map(str, waiting)),
                 layout.shards,
                 layout.run_dir,

@@ -30,7 +30,7 @@ from t2exp.infra.redaction import env_secrets, redact_overrides, redact_text
 from t2exp.infra.signals import Interrupted
 from t2exp.tracking.inspection import TABLE_FILE, description, predictions_table, traced_keys, traced_rows
 from t2exp.tracking.mlflow_run import PARENT_ENV, Tracker, finished_run_for, flatten, mirror_into_sweep
-from t2exp.tracking.names import cell_name
+from t2exp.tracking.names import cell_name, swept_values
 from t2exp.tracking.summary import results_markdown, results_table, run_footer
 
 log = logging.getLogger("t2exp")
@@ -48,9 +48,10 @@ class CellResult(Protocol):
 
 
 def run_name(cfg: DictConfig) -> str:
-    """``bm25f · minilm · k=3``: short enough for the MLflow runs table; a sweep's end adds the
-    keys its cells differ in (:func:`t2exp.tracking.names.name_sweep_cells`)."""
-    return cell_name(str(cfg.rag_method.name), str(cfg.embedder.name), str(cfg.k))
+    """``bm25f · minilm · k=3``: short enough for the MLflow runs table; in a sweep, with the keys
+    its cells differ in (:func:`t2exp.tracking.names.swept_values`; the sweep's end sets them on
+    every cell, :func:`t2exp.tracking.names.name_sweep_cells`)."""
+    return cell_name(str(cfg.rag_method.name), str(cfg.embedder.name), str(cfg.k), swept_values())
 
 
 def cell_tags(key: str, overrides: list[str] | None) -> dict[str, str]:
@@ -88,10 +89,11 @@ class CellLog:
     """What a cell logs on its MLflow run (``tracker``) once its steps are done: the run's config
     (``cfg``), its data (``subsets``) and ``run_dir`` (its leaderboard) beside the result."""
 
-    def __init__(self, tracker: Tracker, cfg: DictConfig, subsets: Sequence[Subset], run_dir: Path) -> None:
+    def __init__(self, tracker: Tracker, cfg: DictConfig, subsets: Sequence[Subset], run_dir: Path, shard: str | None = None) -> None:
         self.tracker, self.cfg, self.subsets, self.run_dir = tracker, cfg, subsets, run_dir
         self.k = int(cfg.k)
         self.status = "FAILED"  # until log() has logged the result
+        self.shard = shard  # "i/N" for a shard of a sharded cell: its slice, not the cell
         # one trace per question with tracking.traces=true, none with false, else for at most
         # tracking.trace_limit questions chosen by question id alone (inspection.traced_keys: two
         # cells over the same questions trace the same ones)
@@ -163,11 +165,13 @@ class CellLog:
             + "\n"
             + run_footer(tracker.run_id, str(tr.experiment), str(tracker.experiment_id), str(tr.uri), result.predictions_path)
         )
-        print(text, file=sys.stderr)
-        if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log
+        shard = f"shard {self.shard}: its slice of the cell's questions; the merge gives the cell's result\n" if self.shard else ""
+        print(shard + text, file=sys.stderr)
+        if os.environ.get(PARENT_ENV):  # a sweep cell: one line for the sweep's log (a shard's: of its slice)
             avg = result.table.get("avg", {})
             shown = ", ".join(f"{metric_label(n)} {tabular.value(avg[n]['mean'])}" for n in ("nm", f"mrr_at_{self.k}") if n in avg)
-            log.info("cell done: %s: %s (MLflow run %s)", run_name(self.cfg), shown or "no metrics", tracker.run_id)
+            done = f"shard {self.shard} done" if self.shard else "cell done"
+            log.info("%s: %s: %s (MLflow run %s)", done, run_name(self.cfg), shown or "no metrics", tracker.run_id)
 
 
 def start_run(
@@ -176,7 +180,7 @@ def start_run(
     """A cell's (or a shard's) MLflow run, created with its ``tags``, ``params`` and ``subsets`` as
     inputs (closed FAILED when those cannot be logged)."""
     tracker = Tracker(str(tracking["uri"]), str(tracking["experiment"]), tracking.get("artifact_location"), name, tags, parent=parent)
-    log.info("MLflow run %s (%s) in %s", tracker.run_id, name, tracking["uri"])
+    log.info("MLflow run %s (%s) in %s", tracker.run_id, tracker.name, tracking["uri"])
     try:
         tracker.log_params(params)
         tracker.log_inputs(subsets)
@@ -210,7 +214,7 @@ def recording(
         tracker = start_run(tr, name or run_name(cfg), tags, params, subsets, parent=parent)
     else:
         tracker = Tracker.attach(str(tr.uri), run_id)
-    cell_log = CellLog(tracker, cfg, subsets, run_dir)
+    cell_log = CellLog(tracker, cfg, subsets, run_dir, tags.get(Tag.SHARD))
     try:
         yield cell_log
     except Interrupted as exc:

@@ -97,6 +97,7 @@ class Tracker:
     ``$T2EXP_PARENT_RUN_ID`` when a sweep set it."""
 
     broken = False  # a store call failed: nothing more is written
+    name = ""  # the run's name as created (a re-run's says so)
 
     def __init__(
         self, uri: str, experiment: str, artifact_location: str | None, run_name: str, tags: dict[str, str], parent: str | None = None
@@ -113,10 +114,17 @@ class Tracker:
 
     @_store_call
     def _open(self, experiment: str, artifact_location: str | None, tags: dict[str, str], run_name: str) -> None:
+        from t2exp.tracking.names import earlier_runs, rerun_name
+
         self.experiment_id = ensure_tracking(self.uri, experiment, artifact_location)
         self.client = open_client(self.uri)
+        key = tags.get(Tag.CELL_KEY) if Tag.RESUMED_FROM not in tags else None  # a cell's run, not a skipped cell's copy
+        earlier = earlier_runs(self.client, self.experiment_id, key) if key else 0
+        if earlier:
+            run_name = rerun_name(run_name, earlier)
+            tags = {**tags, "mlflow.runName": run_name, Tag.RERUN: str(earlier)}
         self.run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name)
-        self.run_id = self.run.info.run_id
+        self.run_id, self.name = self.run.info.run_id, run_name
 
     @classmethod
     def attach(cls, uri: str, run_id: str) -> Tracker:

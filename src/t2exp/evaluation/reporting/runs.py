@@ -11,7 +11,7 @@ from t2exp.infra.mlflow_store import Tag, child_runs, search_all
 
 GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker", "protocol")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
-_SKIP_OVERRIDE = re.compile(r"^(hydra|paths|tracking)\.|^(experiment|resume|experiment_name)$")
+_SKIP_OVERRIDE = re.compile(r"^(hydra|paths|tracking)\.|^(experiment|resume|experiment_name|shards?)$")
 
 
 class ReportError(T2ExpError):
