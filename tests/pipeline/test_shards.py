@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
-from helpers.app import compose_cfg, run_app
+from helpers.app import answering_args, compose_cfg, run_app
 from helpers.command import cli
 from helpers.tracking import mlflow_runs
 
@@ -83,21 +83,6 @@ def _finqa_shards(limit: int) -> list[int]:
     return [shard_index(finqa.name, q.id, 3) for q in finqa.questions]
 
 
-def _answering(base_url: str) -> list[str]:
-    return [
-        "rag_method=oracle",
-        "dataset=finqa",
-        "dataset.limit=8",
-        "generator=openai_compat",
-        f"generator.base_url={base_url}",
-        "generator.model=fake-model",
-        "generator.max_concurrency=1",
-        "generator.batch_size=1",
-        "generator.max_retries=1",
-        "generator.backoff_base=0",
-    ]
-
-
 def test_a_failed_shard_reruns_alone_and_the_merge_equals_the_unsharded_cell(tmp_path):
     """Shards run in order (the basic launcher): the endpoint fails on shard 1's second question.
     The re-run (resume=true, the endpoint back) asks only what shard 1 left and shard 2; shard 0's
@@ -107,14 +92,14 @@ def test_a_failed_shard_reruns_alone_and_the_merge_equals_the_unsharded_cell(tmp
     assert slices.count(0) >= 1 and slices.count(1) >= 2
     sharded, unsharded = tmp_path / "sharded", tmp_path / "unsharded"
     with FakeOpenAIServer(script=["ok"] * (slices.count(0) + 1), default="500") as failing:
-        proc = run_app([*_answering(failing.base_url), "shards=3"], sharded / "cache", sharded / "track", check=False)
+        proc = run_app([*answering_args(failing.base_url, 8), "shards=3"], sharded / "cache", sharded / "track", check=False)
     assert proc.returncode == 2, proc.stderr[-3000:]
     client, _, cells, shards = _cells(sharded / "track")
     (failed_cell,) = cells
     assert failed_cell.info.status == "FAILED" and failed_cell.data.tags["t2exp.error"].startswith("shard 1 of 3: ")
     assert {r.data.tags["t2exp.shard"]: r.info.status for r in shards} == {"0/3": "FINISHED", "1/3": "FAILED"}
     with FakeOpenAIServer() as back:
-        run_app([*_answering(back.base_url), "shards=3", "resume=true"], sharded / "cache", sharded / "track")
+        run_app([*answering_args(back.base_url, 8), "shards=3", "resume=true"], sharded / "cache", sharded / "track")
         assert len(back.requests) == len(slices) - slices.count(0) - 1  # shard 1's unanswered questions and shard 2's
     client, _, cells, shards = _cells(sharded / "track")
     (cell_run,) = [r for r in cells if r.info.status == "FINISHED"]
@@ -124,7 +109,7 @@ def test_a_failed_shard_reruns_alone_and_the_merge_equals_the_unsharded_cell(tmp
     with sqlite3.connect(sharded / "cache" / "llm.sqlite") as src, sqlite3.connect(unsharded / "cache" / "llm.sqlite") as dst:
         src.backup(dst)  # a consistent copy, whatever is still in the cache's WAL
     with FakeOpenAIServer() as idle:
-        run_app(_answering(idle.base_url), unsharded / "cache", unsharded / "track")
+        run_app(answering_args(idle.base_url, 8), unsharded / "cache", unsharded / "track")
         assert idle.requests == []  # every answer from the LLM cache: the same answers, the same seconds
     _same_cell(unsharded / "track", sharded / "track")
 
