@@ -117,8 +117,9 @@ def test_the_old_name_runs_the_same_tuner_and_says_its_name_once(shared_cache, t
             "hydra.sweeper.n_trials=1",
             "hydra.sweeper.sampler.seed=0",
             "generator=none",
+            "dataset=finqa",
             "dataset.limit=1",
-            "rag_method.alpha=interval(0,1)",
+            "rag_method.bm25.k1=interval(1,3)",  # a sparse parameter: the tuner is the subject, not the vectors
         ],
         shared_cache,
         tmp_path,
