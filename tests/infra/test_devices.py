@@ -78,20 +78,19 @@ def test_the_machine_s_answer_without_torch_is_torch_s():
     assert devices.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def test_a_run_with_no_text_to_embed_and_no_generator_never_imports_torch(tmp_path):
-    """A sparse retriever needs no vectors and ``generator=none`` no model: the process (a fresh
+@pytest.mark.parametrize("method", ["bm25", "base"])
+def test_a_run_that_needs_no_model_never_imports_torch(tmp_path, warm_cache, method):
+    """A sparse retriever needs no vectors, a dense one whose vectors and token counts are cached
+    (its second run) needs no model, and ``generator=none`` none either: the process (a fresh
     interpreter, reporting its imports) loads neither torch nor transformers."""
     import re
 
     from helpers.app import run_app
 
-    proc = run_app(
-        ["rag_method=bm25", "generator=none", "dataset.limit=1"],
-        tmp_path / "cache",
-        tmp_path,
-        process=True,
-        env={"PYTHONPROFILEIMPORTTIME": "1"},
-    )
+    args = [f"rag_method={method}", "generator=none", "dataset=finqa", "dataset.limit=1"]
+    if method == "base":
+        run_app(args, warm_cache, tmp_path / "first")  # here: the question's vector and the documents' counts
+    proc = run_app(args, warm_cache, tmp_path / "second", process=True, env={"PYTHONPROFILEIMPORTTIME": "1"})
     imported = set(re.findall(r"^import time:.*\|\s+([\w.]+)$", proc.stderr, flags=re.M))
     assert "t2exp.pipeline.cell" in imported  # the report is there, and the run went through a cell
     assert not imported & {"torch", "transformers", "sentence_transformers"}

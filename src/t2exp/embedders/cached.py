@@ -6,6 +6,8 @@ and committed after each chunk, so a killed indexing job resumes where it stoppe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from t2exp.embedders import Embedder
@@ -19,8 +21,25 @@ class CachedEmbedder:
         self.chunk = chunk
         self.computed = 0
 
-    def __getattr__(self, item: str):  # name, dim, max_tokens, count_tokens, ...
-        return getattr(self.inner, item)
+    def __getattr__(self, item: str):  # name, dim, max_tokens, ...; count_tokens kept in the cache
+        value = getattr(self.inner, item)
+        return self._kept_counts(value) if item == "count_tokens" else value
+
+    def _kept_counts(self, count: Callable[[list[str]], list[int]]) -> Callable[[list[str]], list[int]]:
+        """The inner ``count_tokens`` of documents, each count kept beside the vectors: a run whose
+        counts and vectors are all cached loads no tokenizer (nor its model)."""
+
+        def counts(texts: list[str]) -> list[int]:
+            keys = [content_key(self.inner.fingerprint, "tokens", self._template("document"), t) for t in texts]
+            found = self.cache.get_many(keys)
+            missing = [i for i, k in enumerate(keys) if k not in found]
+            if missing:
+                new = {keys[i]: str(n).encode() for i, n in zip(missing, count([texts[i] for i in missing]), strict=True)}
+                self.cache.put_many(new)
+                found.update(new)
+            return [int(found[k]) for k in keys]
+
+        return counts
 
     @property
     def fingerprint(self) -> str:
