@@ -7,6 +7,7 @@ so a Hydra release that moves one of these breaks here, in one file."""
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,20 +35,31 @@ def basic_sweep_jobs(overrides: Sequence[Any]) -> list[list[str]]:
 def expected_jobs(sweep_dir: Path) -> list[list[str]]:
     """The overrides of every job of the sweep in ``sweep_dir``, in job order, as Hydra's basic
     sweeper makes them from its ``multirun.yaml``; [] for another sweeper or no readable file."""
+    path = sweep_dir / "multirun.yaml"
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return []
+    return [list(job) for job in _jobs_of(str(path), stamp)]
+
+
+@functools.lru_cache(maxsize=8)
+def _jobs_of(path: str, stamp: int) -> tuple[tuple[str, ...], ...]:
+    """:func:`expected_jobs` of one version (``stamp``) of the file: read once per process, not once per cell run."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
     try:
-        cfg = OmegaConf.load(sweep_dir / "multirun.yaml")
+        cfg = OmegaConf.load(path)
         if OmegaConf.select(cfg, "hydra.sweeper._target_") != BASIC_SWEEPER:
-            return []
+            return ()
         params = cfg.hydra.sweeper.get("params")
         plain = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
         task = cast(list[str], OmegaConf.to_container(cfg.hydra.overrides.task, resolve=False))  # ${oc.env:...} kept as written
         overrides = [f"{k}={v}" for k, v in plain.items()] + [str(o) for o in task]
-        return basic_sweep_jobs(OverridesParser.create().parse_overrides(overrides))
-    except Exception:  # no multirun.yaml, or one Hydra cannot read back: the jobs that started still tell
-        return []
+        return tuple(tuple(job) for job in basic_sweep_jobs(OverridesParser.create().parse_overrides(overrides)))
+    except Exception:  # a multirun.yaml Hydra cannot read back: the jobs that started still tell
+        return ()
 
 
 def create_main_hydra(conf_dir: str, job_name: str, prepend: Callable[[Any], None] | None = None) -> None:
