@@ -21,7 +21,7 @@ The sweep's own report plot is copied next to them as ``report_table3_bars.png``
 
 ``--only compare`` (also part of the default run) takes the pictures of docs/compare.md: the
 retrieval-only sweep ``-m rag_method=base,bm25f generator=none dataset.limit=20``, then, in a
-fresh profile driven by real mouse clicks (:mod:`cdp_browser`), the path from the experiment page
+fresh profile driven by real mouse clicks (tests/helpers/browser.py), the path from the experiment page
 the sweep printed at its end (``inspect: ..., then http://127.0.0.1:5000/#/experiments/<id>?workflowType=machine_learning``,
 the runs view) to the answer, one picture per step and each click printed:
 
@@ -174,10 +174,11 @@ def printed_page(sweep_stdout: str) -> str:
 
 
 class ClickPath:
-    """Real mouse clicks in one fresh profile, each one counted (:mod:`cdp_browser`)."""
+    """Real mouse clicks in one fresh profile, each one counted (tests/helpers/browser.py)."""
 
     def __init__(self, binary: str) -> None:
-        from cdp_browser import Browser
+        sys.path.insert(0, str(ROOT / "tests"))
+        from helpers.browser import Browser
 
         self.b = Browser(binary)
         self.b.send("Page.enable")
