@@ -77,20 +77,36 @@ def test_the_sweep_logs_its_page_on_the_parent_run(sweep):
     assert len(page_data(written)["questions"]) == 12
 
 
-def test_an_answer_holding_script_end_tags_stays_data(sweep, tmp_path):
-    hostile = '</script><script>document.title="owned"</script><!-- </SCRIPT'
+HOSTILE = '</script><script>document.title="owned"</script><!-- </SCRIPT'
+
+
+def hostile_page(sweep, tmp_path: Path) -> Path:
+    """The page of the sweep's two cells as files whose every answer is :data:`HOSTILE`."""
     files = []
     for i, rows in enumerate(sweep.rows.values()):
         path = tmp_path / f"cell{i}.jsonl"
-        path.write_text("".join(json.dumps({**r, "answer_text": hostile}) + "\n" for r in rows), encoding="utf-8")
+        path.write_text("".join(json.dumps({**r, "answer_text": HOSTILE}) + "\n" for r in rows), encoding="utf-8")
         files.append(str(path))
     out = tmp_path / "page.html"
     proc = _explore(*files, "--out", str(out), "--n-boot", "50", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    html = out.read_text(encoding="utf-8")
-    (inlined,) = DATA.findall(html)
+    return out
+
+
+def test_an_answer_holding_script_end_tags_stays_data(sweep, tmp_path):
+    out = hostile_page(sweep, tmp_path)
+    (inlined,) = DATA.findall(out.read_text(encoding="utf-8"))
     assert "<" not in inlined and ">" not in inlined
-    assert {v[1] for cell in page_data(out)["values"] for v in cell} == {hostile}
+    assert {v[1] for cell in page_data(out)["values"] for v in cell} == {HOSTILE}
+
+
+def test_bad_arguments_are_one_line(sweep, tmp_path):
+    proc = _explore(sweep.parent, "--metric", "accuracy", "--tracking-uri", sweep.uri, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("t2exp explore: error: --metric='accuracy' is invalid; allowed: ")
+    proc = _explore(sweep.parent, "--baseline", "rag_method=hyde", "--tracking-uri", sweep.uri, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("t2exp explore: error: --baseline 'rag_method=hyde': no run ")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_bad_sources_are_one_line(tmp_path):
@@ -125,5 +141,12 @@ def test_the_page_in_headless_chromium_lists_what_compare_lists(sweep, tmp_path)
         assert b.js("document.getElementById('count').textContent") == str(len(sweep.differ))
         b.js("document.querySelector('.row').click()")
         assert "retrieved ids" in b.js("document.getElementById('detail').innerText")
+        # a page whose every answer is markup shows it as text, and runs none of it
+        b.goto(hostile_page(sweep, tmp_path).as_uri())
+        b._until(lambda: b.js("document.body && document.body.dataset.ready === '1'"), 60, "the hostile page ready")
+        assert b.js("document.title").startswith("t2exp explore: ")
+        assert b.js("document.querySelectorAll('.row').length") == 12
+        b.js("document.querySelector('.row').click()")
+        assert HOSTILE in b.js("document.getElementById('detail').innerText")
     finally:
         b.close()
