@@ -70,6 +70,18 @@ def test_explore_of_a_sweep_has_every_question_and_marks_those_compare_lists(swe
     assert delta[1] <= delta[0] <= delta[2] and delta[4] >= delta[3]
 
 
+def test_explore_of_one_cell_run_and_of_runs_given_by_id(sweep, tmp_path):
+    cell_a, cell_b = sweep.rows
+    proc = _explore(cell_a, "--tracking-uri", sweep.uri, "--n-boot", "50", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = page_data(tmp_path / "outputs" / "reports" / cell_a / "explore.html")
+    assert len(data["cells"]) == 1 and len(data["questions"]) == len(sweep.rows[cell_a])
+    out = tmp_path / "two.html"
+    proc = _explore(cell_a, cell_b, "--baseline", cell_b, "--tracking-uri", sweep.uri, "--out", str(out), "--n-boot", "50", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [c["run_id"] for c in page_data(out)["cells"]] == [cell_b, cell_a]
+
+
 def test_the_sweep_logs_its_page_on_the_parent_run(sweep):
     logged = [a.path for a in sweep.client.list_artifacts(sweep.parent, "report")]
     assert "report/explore.html" in logged

@@ -28,10 +28,10 @@ from t2exp.evaluation.metrics import aggregate, metric_label, question_value
 from t2exp.evaluation.paired import OVERALL, CompareError, compare_pairs, load_run_predictions
 from t2exp.evaluation.questions import answer_of, gold_rank, index_by_question
 from t2exp.evaluation.reporting.build import default_out_dir
-from t2exp.evaluation.reporting.runs import RunInfo, resolve_target
+from t2exp.evaluation.reporting.runs import RUN_ID, RunInfo, resolve_target
 from t2exp.evaluation.reporting.tables import select_baseline
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
-from t2exp.infra.mlflow_store import open_client
+from t2exp.infra.mlflow_store import child_runs, open_client
 
 TEMPLATE = Path(__file__).with_name("explore.html")
 PAGE = "explore.html"
@@ -57,12 +57,12 @@ class Explored:
 
 
 def gather(sources: Sequence[str], baseline: str | None = None, tracking_uri: str | None = None) -> Explored:
-    """One source that is no file: a sweep's parent run id or an experiment name, its FINISHED
-    cells (:func:`resolve_target`), ``baseline`` naming one (a run id or ``key=value``
-    overrides; default the first). Else each source a run id or a predictions file
+    """One source that names a sweep (a parent run id or an experiment name): its FINISHED cells
+    (:func:`resolve_target`), ``baseline`` naming one (a run id or ``key=value`` overrides;
+    default the first). Else each source a run id or a predictions file
     (:func:`load_source`), ``baseline`` one of them as given (default the first)."""
     client = lazy_client(tracking_uri)
-    if len(sources) == 1 and not Path(sources[0]).is_file() and not sources[0].endswith((".jsonl", ".json")):
+    if len(sources) == 1 and _swept(client, sources[0]):
         swept = resolve_target(client(), sources[0])
         base = select_baseline(swept.runs, baseline) if baseline else swept.runs[0]
         runs = [base, *(r for r in swept.runs if r is not base)]
@@ -74,6 +74,13 @@ def gather(sources: Sequence[str], baseline: str | None = None, tracking_uri: st
     loaded = [(s, load_source(client, s)) for s in ordered]  # every source read (or refused) before a name is looked up
     cells = [Cell(_source_name(client, s), rows, None if Path(s).is_file() else s) for s, rows in loaded]
     return Explored(" vs ".join(c.name for c in cells), cells)
+
+
+def _swept(client: Callable[[], Any], source: str) -> bool:
+    """``source`` names a sweep: no file, and no run id without child runs (one cell's run)."""
+    if Path(source).is_file() or source.endswith((".jsonl", ".json")):
+        return False
+    return RUN_ID.match(source) is None or bool(child_runs(client(), source))
 
 
 def _source_name(client: Callable[[], Any], source: str) -> str:
