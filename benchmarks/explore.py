@@ -39,7 +39,7 @@ WORDS = "what was the change in net revenue between 2019 and 2020 as a percentag
 
 
 def synthetic_cells(n: int, n_cells: int, seed: int = 0) -> list:
-    from t2exp.evaluation.reporting.explore import Cell
+    from t2exp.evaluation.reporting.explore import ExploredRun
 
     rng = random.Random(seed)
     questions = [
@@ -73,7 +73,7 @@ def synthetic_cells(n: int, n_cells: int, seed: int = 0) -> list:
                     "nm": 1.0 if right else 0.0,
                 }
             )
-        cells.append(Cell(f"cell {c} · method{c % 4} · k={3 + c // 4 * 2}", rows, f"{c:032x}"))
+        cells.append(ExploredRun(f"cell {c} · method{c % 4} · k={3 + c // 4 * 2}", rows, f"{c:032x}"))
     return cells
 
 

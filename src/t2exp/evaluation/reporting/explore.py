@@ -38,7 +38,7 @@ PAGE = "explore.html"
 
 
 @dataclass
-class Cell:
+class ExploredRun:
     """One column group of the page: a run's (or a file's) prediction rows."""
 
     name: str
@@ -51,7 +51,7 @@ class Explored:
     """What the page shows: its title, the cells (the baseline first), the notes."""
 
     title: str
-    cells: list[Cell]
+    cells: list[ExploredRun]
     notes: list[str] = field(default_factory=list)
     parent_id: str | None = None
 
@@ -66,13 +66,13 @@ def gather(sources: Sequence[str], baseline: str | None = None, tracking_uri: st
         swept = resolve_target(client(), sources[0])
         base = select_baseline(swept.runs, baseline) if baseline else swept.runs[0]
         runs = [base, *(r for r in swept.runs if r is not base)]
-        cells = [Cell(r.name, load_run_predictions(client(), r.run_id), r.run_id) for r in runs]
+        cells = [ExploredRun(r.name, load_run_predictions(client(), r.run_id), r.run_id) for r in runs]
         return Explored(swept.title, cells, list(swept.notes), swept.parent_id)
     if baseline is not None and baseline not in sources:
         raise CompareError(f"--baseline {baseline}: not one of the runs given ({', '.join(sources)}); give one of them as written")
     ordered = sorted(sources, key=lambda s: s != (baseline or sources[0]))
     loaded = [(s, load_source(client, s)) for s in ordered]  # every source read (or refused) before a name is looked up
-    cells = [Cell(_source_name(client, s), rows, None if Path(s).is_file() else s) for s, rows in loaded]
+    cells = [ExploredRun(_source_name(client, s), rows, None if Path(s).is_file() else s) for s, rows in loaded]
     return Explored(" vs ".join(c.name for c in cells), cells)
 
 
@@ -95,7 +95,7 @@ def _finite(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-def _headline(cells: Sequence[Cell], metric: str, n_boot: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+def _headline(cells: Sequence[ExploredRun], metric: str, n_boot: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
     """Per cell: its mean and CI per subset and overall (as a run aggregates them); per other
     cell: its difference with the baseline (cell 0), CI, p and Holm's p over the cells."""
     result = compare_pairs(lambda i: cells[int(i)].rows, [(str(i), "0") for i in range(1, len(cells))], metric, n_boot=n_boot, seed=seed)
