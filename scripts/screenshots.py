@@ -21,7 +21,7 @@ The sweep's own report plot is copied next to them as ``report_table3_bars.png``
 
 ``--only compare`` (also part of the default run) takes the pictures of docs/compare.md: the
 retrieval-only sweep ``-m rag_method=base,bm25f generator=none dataset.limit=20``, then, in a
-fresh profile driven by real mouse clicks (:mod:`cdp_browser`), the path from the experiment page
+fresh profile driven by real mouse clicks (tests/helpers/browser.py), the path from the experiment page
 the sweep printed at its end (``inspect: ..., then http://127.0.0.1:5000/#/experiments/<id>?workflowType=machine_learning``,
 the runs view) to the answer, one picture per step and each click printed:
 
@@ -174,10 +174,11 @@ def printed_page(sweep_stdout: str) -> str:
 
 
 class ClickPath:
-    """Real mouse clicks in one fresh profile, each one counted (:mod:`cdp_browser`)."""
+    """Real mouse clicks in one fresh profile, each one counted (tests/helpers/browser.py)."""
 
     def __init__(self, binary: str) -> None:
-        from cdp_browser import Browser
+        sys.path.insert(0, str(ROOT / "tests"))
+        from helpers.browser import Browser
 
         self.b = Browser(binary)
         self.b.send("Page.enable")
@@ -280,15 +281,41 @@ def compare_pictures(browser: str, out: Path, env: dict[str, str]) -> None:
             print(f"  {i}. {c}")
 
 
+def explore_picture(browser: str, out: Path, env: dict[str, str]) -> None:
+    """docs/compare.md's picture of ``t2exp explore``'s page (``explore.png``, 1440 px wide): the
+    page the retrieval-only two-cell sweep writes beside its report, opened from ``file://`` with
+    the network shut off, "cells disagree" ticked and the first question clicked."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.browser import Browser
+
+    with tempfile.TemporaryDirectory(prefix="t2exp-explore-") as tmp:
+        work = Path(tmp)
+        subprocess.run([sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True)
+        (page,) = work.glob("outputs/reports/*/explore.html")
+        b = Browser(browser, width=1440, height=900, offline=True)
+        try:
+            b.goto(page.as_uri())
+            b.wait_text("cells disagree")
+            b.click("cells disagree", "label")
+            b.js("document.querySelector('.row > div:nth-child(3)').click()")
+            b.wait_text("retrieved ids")
+            b.shot(out / "explore.png")
+        finally:
+            b.close()
+    shrink(out / "explore.png")
+    print("explore.png: the explorer page of the sweep " + " ".join(COMPARE_SWEEP[1:]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     ap.add_argument("--browser", default=shutil.which("chromium") or shutil.which("chromium-browser") or "chromium")
     ap.add_argument(
         "--only",
-        choices=("all", "inspection", "compare"),
+        choices=("all", "inspection", "compare", "explore"),
         default="all",
-        help="inspection: the MLflow UI pages of getting-started.md; compare: the click path of compare.md",
+        help="inspection: the MLflow UI pages of getting-started.md; compare: the click path of compare.md; "
+        "explore: the explorer page of compare.md",
     )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -298,6 +325,8 @@ def main() -> None:
         inspection_pictures(args.browser, args.out, env)
     if args.only in ("all", "compare"):
         compare_pictures(args.browser, args.out, env)
+    if args.only in ("all", "explore"):
+        explore_picture(args.browser, args.out, env)
     print(f"wrote the pictures in {args.out}")
 
 

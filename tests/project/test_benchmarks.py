@@ -110,3 +110,14 @@ def test_prompt_lookup():
     float(r["plain_s_per_answer"]), float(r["lookup_s_per_answer"])  # measured figures (no speed asserted)
     same, n = r["identical"].split("/")
     assert int(n) == 1 and 0 <= int(same) <= 1
+
+
+def test_explore():
+    import shutil
+
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium): the page is measured in headless Chromium")
+    r = ratio(run_script("explore.py"), "explore")
+    assert (r["questions"], r["cells"]) == ("500", "3")
+    for key in ("page_mb", "first_rows_s", "filter_ms", "sort_ms", "search_ms"):
+        float(r[key])  # measured figures (no speed asserted)

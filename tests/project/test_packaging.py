@@ -146,6 +146,7 @@ def test_the_wheel_carries_configs_prompts_and_bundled_data(wheel):
         res + "prompts/answer_program.j2",
     } <= expected
     assert sorted(expected - names) == []
+    assert "t2exp/evaluation/reporting/explore.html" in names  # the template of t2exp explore's page
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
     assert "License-Expression: Apache-2.0" in zipfile.ZipFile(whl).read(meta).decode()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 COMMANDS = {
     "score": ("t2exp.cli.score", "score any system's predictions against the gold answers"),
     "compare": ("t2exp.cli.compare", "two runs question by question: paired CI and p-value"),
+    "explore": ("t2exp.cli.explore", "every question of a sweep's cells side by side in one HTML page"),
     "report": ("t2exp.cli.report", "paper-style tables and plots of a sweep's runs"),
     "collect": ("t2exp.cli.collect", "merge a sharded cell's finished shards into the cell's result and MLflow run"),
     "status": ("t2exp.cli.status", "a sweep's jobs: done, running, failed or pending (MLflow, the cache, Slurm)"),

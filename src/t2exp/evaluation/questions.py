@@ -102,7 +102,7 @@ def gold_rank(row: Mapping[str, Any] | None) -> int | None:
     return round(1 / rr) if rr else 0
 
 
-def _answer(row: Mapping[str, Any] | None) -> Any:
+def answer_of(row: Mapping[str, Any] | None) -> Any:
     """The row's answer: the model's answer string, else its parsed number (None without either)."""
     if row is None:
         return None
@@ -126,10 +126,10 @@ def question_record(d: QuestionDiff) -> dict[str, Any]:
         "id": d.id,
         "question": d.question,
         "gold": gold,
-        "answer_a": _answer(d.row_a),
+        "answer_a": answer_of(d.row_a),
         "nm_a": (d.row_a or {}).get("nm"),
         "gold_rank_a": gold_rank(d.row_a),
-        "answer_b": _answer(d.row_b),
+        "answer_b": answer_of(d.row_b),
         "nm_b": (d.row_b or {}).get("nm"),
         "gold_rank_b": gold_rank(d.row_b),
         "a": pct(d.a),

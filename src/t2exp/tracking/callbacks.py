@@ -148,6 +148,19 @@ def _report(uri: str, parent_id: str, work: Path | None) -> None:
         log.info("sweep report: %s (%s)", ", ".join(sorted(result.tables)) or "no table", result.out_dir)
     except T2ExpError as exc:
         log.warning("sweep report not made: %s", exc)
+        return
+    _explorer(uri, parent_id, work)
+
+
+def _explorer(uri: str, parent_id: str, work: Path | None) -> None:
+    """The sweep's explorer page (:func:`t2exp.evaluation.reporting.explore.explore_parent`) beside
+    its report; one that cannot be made is one warning, the sweep ends normally."""
+    try:
+        from t2exp.evaluation.reporting.explore import explore_parent
+
+        log.info("sweep explorer page: %s (artifact report/explore.html of the parent run)", explore_parent(uri, parent_id, work))
+    except Exception as exc:  # best effort: the runs and the report are logged
+        log.warning("sweep explorer page not made: %s", one_line(exc, 200))
 
 
 def is_joblib_launcher(launcher: Any) -> bool:

@@ -10,7 +10,7 @@ from t2exp.errors import T2ExpError
 from t2exp.infra.mlflow_store import Tag, child_runs, search_all
 
 GROUPS = ("dataset", "embedder", "store", "rag_method", "generator", "reranker", "protocol")
-_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _SKIP_OVERRIDE = re.compile(r"^(hydra|paths|tracking)\.|^(experiment|resume|experiment_name|shards?)$")
 
 
@@ -100,7 +100,7 @@ def _nothing_finished(client: Any, title: str, parent_id: str, exp_id: str, chil
 def resolve_target(client: Any, target: str) -> Target:
     """A parent run id (its children) or an experiment name (its finished result runs)."""
     notes: list[str] = []
-    if _RUN_ID.match(target):
+    if RUN_ID.match(target):
         try:
             parent = client.get_run(target)
         except Exception:  # not a run id after all: try it as an experiment name

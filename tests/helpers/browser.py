@@ -1,6 +1,8 @@
 """Headless Chromium driven over its DevTools protocol (the ``websockets`` package MLflow already
 needs): a new, empty profile, real mouse clicks on what a person would click, and screenshots of
-what the page shows then (``scripts/screenshots.py``'s click path)."""
+what the page shows then (``scripts/screenshots.py``'s click path); with ``offline=True`` every
+request the page makes goes to a closed port (what the explorer page's tests and benchmark need:
+a page that fetches nothing)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from websockets.sync.client import connect
 class Browser:
     """One headless Chromium with a new, empty profile, and its one tab."""
 
-    def __init__(self, binary: str, width: int = 1800, height: int = 1000, timeout: float = 120) -> None:
+    def __init__(self, binary: str, width: int = 1800, height: int = 1000, timeout: float = 120, *, offline: bool = False) -> None:
         self.profile = tempfile.TemporaryDirectory(prefix="t2exp-profile-")
         self.proc = subprocess.Popen(
             [
@@ -30,6 +32,7 @@ class Browser:
                 f"--user-data-dir={self.profile.name}",
                 f"--window-size={width},{height}",
                 "--remote-debugging-port=0",
+                *(["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"] if offline else []),
                 "about:blank",
             ],
             stdout=subprocess.DEVNULL,
