@@ -247,7 +247,7 @@ def test_the_commands_are_subcommands_of_t2exp(tmp_path):
     from t2exp.__main__ import main
     from t2exp.cli import COMMANDS
 
-    assert set(COMMANDS) == {"score", "compare", "report", "reproduce", "collect", "status"}
+    assert set(COMMANDS) == {"score", "compare", "explore", "report", "reproduce", "collect", "status"}
     for name in COMMANDS:
         proc = cli(main, [name, "--help"], cwd=tmp_path)
         assert proc.returncode == 0 and proc.stdout.startswith(f"usage: t2exp {name} "), proc.stdout[:200]
