@@ -19,7 +19,7 @@ PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile $(COV)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
 	echo "make: $(1): $$((SECONDS - t0)) s, CPU $$(tail -n 1 "$$cpu") (exit $$rc)"; rm -f "$$cpu"; exit $$rc
 
-.PHONY: test test-full full bench full-bench lint docs wheel vllm vllm-install ci
+.PHONY: test test-full full bench lint docs wheel vllm vllm-install ci
 
 test:
 	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
@@ -34,12 +34,6 @@ test-full: test
 # one file of several long scripts: its tests go to whichever worker is free
 bench:
 	@$(call timed,bench,$(PYTEST) -n 2 --dist load -m bench --durations=10)
-
-# the full tier and the benchmark scripts in one session (CI's second phase): the benchmarks' file
-# is handed out first (tests/conftest.py), to one worker, while the others take the full tier's
-# waiting tests
-full-bench:
-	@$(call timed,full-bench,$(PYTEST) -n 4 -m "full or bench" --durations=30)
 
 lint:
 	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)
@@ -63,14 +57,17 @@ vllm:
 # CI in two phases, each with checks beside it at nice 10 (they take what the tests leave idle; one
 # job slot each from the -j of `ci`):
 #   1. the fast tier (the README's command) | docs, the wheel, the vLLM venv's install
-#   2. the full tier and the benchmark scripts in one session | lint, the vLLM tests
+#   2. the full tier (four workers), then the benchmark scripts | lint, the vLLM tests
 # T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 VLLM := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
 ci:
 	@$(MAKE) --no-print-directory -j 8 --output-sync=target test ci-beside-1
-	@$(MAKE) --no-print-directory -j 8 --output-sync=target full-bench ci-beside-2
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests-2 ci-beside-2
 
-.PHONY: ci-beside-1 ci-beside-2
+.PHONY: ci-tests-2 ci-beside-1 ci-beside-2
+ci-tests-2: full
+	@$(MAKE) --no-print-directory bench
+
 ci-beside-1:
 	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target docs wheel $(if $(VLLM),vllm-install)
 

@@ -72,13 +72,6 @@ def _children() -> list:
     return psutil.Process().children(recursive=True)
 
 
-@pytest.hookimpl(trylast=True)  # after any reordering plugin: the order within each group stays
-def pytest_collection_modifyitems(config, items) -> None:
-    """The benchmark scripts' tests first: in a session of the full tier and the benchmarks
-    (``make full-bench``), their one long file starts at once in one worker, not last."""
-    items.sort(key=lambda item: item.get_closest_marker("bench") is None)
-
-
 def pytest_runtest_logfinish(nodeid, location) -> None:
     for child in _children():
         _STARTED_BY.setdefault(child.pid, nodeid)
