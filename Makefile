@@ -24,9 +24,8 @@ timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
 test:
 	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
 
-# most of its tests wait on processes, servers and Slurm, not on the cores: four workers
 full:
-	@$(call timed,full,$(PYTEST) -n 4 -m "full and not bench" --durations=30)
+	@$(call timed,full,$(PYTEST) -n 2 -m "full and not bench" --durations=30)
 
 test-full: test
 	@$(MAKE) --no-print-directory full
@@ -51,10 +50,10 @@ VLLM_INSTALL := bash scripts/vllm_cpu.sh install || echo "the vLLM install faile
 vllm:
 	@$(call timed,vllm,$(VLLM_INSTALL); T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
-# CI: the tiers one after the other (the fast tier, the full tier on four workers, the benchmarks
-# on two); beside them from the start, at nice 10 (they take what the tests leave idle; one job slot
-# each from the -j of `ci`), docs, the wheel, lint and the vLLM venv with its tests (the longest
-# check beside: it starts first). T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
+# CI: the tiers one after the other (the fast tier, the full tier, the benchmarks); beside them
+# from the start, at nice 10 (they take what the tests leave idle; one job slot each from the -j of
+# `ci`), docs, the wheel, lint and the vLLM venv with its tests (the longest check beside: it
+# starts first). T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 ci:
 	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
 
