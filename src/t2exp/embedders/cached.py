@@ -30,7 +30,8 @@ class CachedEmbedder:
         counts and vectors are all cached loads no tokenizer (nor its model)."""
 
         def counts(texts: list[str]) -> list[int]:
-            keys = [content_key(self.inner.fingerprint, "tokens", self._template("document"), t) for t in texts]
+            fp, tpl = self.inner.fingerprint, self._template("document")
+            keys = [content_key(fp, "tokens", tpl, t) for t in texts]
             found = self.cache.get_many(keys)
             missing = [i for i, k in enumerate(keys) if k not in found]
             if missing:
