@@ -10,10 +10,11 @@ SHELL := bash
 PYTHON ?= python
 # T2EXP_CI_COV=1: line coverage of src/ ([tool.coverage] in pyproject.toml; subprocesses too)
 COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
-# xdist workers; each test file runs whole in one of them. The fast tier's tests wait on files,
+# xdist workers; each test file runs whole in one of them, handed out in the order tests/conftest.py
+# gives (the files with a one-time cost first). The fast tier's tests wait on files,
 # sockets and child processes part of the time, so three workers keep two cores busier than two;
 # the tiers of real processes and models keep two.
-PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile $(COV)
+PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile --no-loadscope-reorder $(COV)
 # each target prints its wall time and the CPU time (user, system) of what it ran when it ends
 # (what CI costs, target by target)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \

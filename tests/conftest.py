@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,25 @@ os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 # .t2exp_cache/models is the offline generators' conversion, shared with the checkout on purpose.
 _CHECKOUT_OUTPUTS = ("outputs", "multirun", "mlruns", ".t2exp_cache")
 _STARTED = pytest.StashKey[float]()
+
+
+# The files whose first test pays a cost once for the whole run (the offline 0.5B generator's
+# conversion; the corpora's vectors, made by the first test that asks for the shared cache; a
+# module's real sweep): xdist hands them out first, so that no worker starts one near the end while
+# the others are idle. The other files follow in xdist's own order, most tests first (`make` passes
+# --no-loadscope-reorder, so xdist keeps the order this hook gives).
+_FIRST = ("tests/generators/test_local_generator.py", "tests/evaluation/test_compare.py")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    tests_in = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def rank(item) -> tuple[int, int]:
+        file = item.nodeid.split("::")[0]
+        return (_FIRST.index(file) if file in _FIRST else len(_FIRST), -tests_in[file])
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
 
 
 def _written_into_checkout(since: float) -> list[str]:

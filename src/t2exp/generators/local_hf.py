@@ -13,6 +13,9 @@ import hashlib
 import importlib
 import logging
 import time
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 
@@ -52,6 +55,25 @@ def join_gguf_parts(packages: list[str], sha256: str, size: int, dest: Path, ins
         )
     tmp.replace(dest)
     return dest
+
+
+@contextmanager
+def _plain_gguf_reads() -> Iterator[None]:
+    """gguf-py's reader (what transformers reads a GGUF file with) slices a ``numpy.memmap`` once per
+    metadata value, and a memmap runs Python hooks on every slice: the tokenizer's 151k tokens and merges
+    cost more than the weights. Here its memmap is viewed as a plain array of the same mapped bytes
+    (slices at C speed, identical values) while a checkpoint is converted."""
+    import numpy as np
+    from gguf import gguf_reader
+
+    plain = types.ModuleType("numpy")
+    plain.__dict__.update(np.__dict__)
+    plain.memmap = lambda *args, **kwargs: np.memmap(*args, **kwargs).view(np.ndarray)  # type: ignore[attr-defined]
+    real, gguf_reader.np = gguf_reader.np, plain
+    try:
+        yield
+    finally:
+        gguf_reader.np = real
 
 
 class TransformersGenerator:
@@ -123,8 +145,9 @@ class TransformersGenerator:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
+            with _plain_gguf_reads():
+                tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
             model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module's __getattr__ types it Tensor | Module
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
