@@ -13,6 +13,7 @@ description and it still holds N objects (reused as is); anything else is droppe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -118,16 +119,11 @@ class WeaviateStore:
                     grpc_secure=self.grpc_secure,
                     auth_credentials=auth,
                 )
-            if self.connection == "embedded":
-                o = embedded_options(str(self.binary), str(self.embedded_dir), self.host, self.http_port, self.grpc_port)
-                return weaviate.connect_to_embedded(
-                    hostname=o.hostname,
-                    port=o.port,
-                    grpc_port=o.grpc_port,
-                    version=o.version,
-                    persistence_data_path=o.persistence_data_path,
-                    binary_path=o.binary_path,
-                )
+            if self.connection == "embedded":  # every field of the options, under connect_to_embedded's names
+                options = embedded_options(str(self.binary), str(self.embedded_dir), self.host, self.http_port, self.grpc_port)
+                args = dataclasses.asdict(options)
+                env = args.pop("additional_env_vars")
+                return weaviate.connect_to_embedded(**args, environment_variables=env)
             # connection=cloud: the config checks require cluster_url and a set api_key_env (t2exp.config)
             return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)  # type: ignore[arg-type]
         except (WeaviateBaseError, OSError) as exc:
