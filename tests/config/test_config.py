@@ -54,8 +54,12 @@ def test_every_store_builds(option, keys, tmp_path, request):
     if option == "weaviate":
         wire = request.getfixturevalue("weaviate_wire")
         where = wire.overrides()[1:]
+    if option == "weaviate_embedded":
+        where = [f"store.binary={sys.executable}"]  # a file there; a user's is the Weaviate server binary
     cfg = compose_cfg(f"store={option}", "generator=none", f"paths.cache={tmp_path}", *where)
     _typed(cfg)
+    if option == "weaviate_embedded":
+        return  # building it starts the server: its start-up arguments are checked in tests/stores/test_weaviate_store.py
     store = build(cfg.store, "store")
     assert isinstance(store, target_class(cfg.store._target_))
     if option == "weaviate":

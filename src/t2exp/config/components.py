@@ -172,7 +172,8 @@ class LanceDBConfig:
 @dataclass
 class WeaviateConfig:
     _target_: str = MISSING
-    connection: str = "local"  # local (connect_to_local) | custom (connect_to_custom) | cloud (connect_to_weaviate_cloud)
+    # local (connect_to_local) | custom (connect_to_custom) | cloud (connect_to_weaviate_cloud) | embedded (connect_to_embedded)
+    connection: str = "local"
     host: str = "localhost"  # HTTP host (local/custom)
     http_port: int = 8080  # REST port
     grpc_port: int = 50051  # the v4 client needs both ports reachable
@@ -184,8 +185,11 @@ class WeaviateConfig:
     batch_size: int = 200  # objects per import request (collection.batch.fixed_size)
     candidate_depth: int = 50  # per-list depth when native_hybrid=false (t2exp's fusion over near_vector + bm25)
     native_hybrid: bool = True  # true: Weaviate query.hybrid; false: t2exp.index.fusion.fuse, as LanceDB
+    binary: str | None = None  # embedded only: the server binary's path, or an http://localhost URL of its release tarball
+    embedded_dir: str | None = None  # embedded only: the server's data (data/) and its binary's link (bin/)
 
     def __post_init__(self) -> None:
+        from t2exp.stores.weaviate_embedded import PRESEEDED, preseeded
         from t2exp.stores.weaviate_store import CONNECTIONS
 
         one_of("store.connection", self.connection, CONNECTIONS)
@@ -195,6 +199,9 @@ class WeaviateConfig:
             require(
                 bool(self.cluster_url), "store.cluster_url", self.cluster_url, "https://<cluster>.weaviate.cloud (store.connection=cloud)"
             )
+        if self.connection == "embedded":
+            require(preseeded(self.binary), "store.binary", self.binary, PRESEEDED)
+            require(bool(self.embedded_dir), "store.embedded_dir", self.embedded_dir, "a directory for the embedded server's data")
 
 
 # --- reranker -------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
+from importlib.util import find_spec
 from pathlib import Path
 
 from t2exp.errors import ConfigError
@@ -119,6 +120,23 @@ class TransformersGenerator:
         self.prompt_lookup = prompt_lookup
         self._last: tuple[list[int], object] | None = None
         self.reused_prefix_tokens = 0
+        self._check_parts()
+
+    def _check_parts(self) -> None:
+        """Before any work: the weight packages are installed, unless their converted checkpoint is cached."""
+        if not self.gguf_parts or (self._hf_dir / "config.json").exists():
+            return
+        missing = [pkg for pkg in self.gguf_parts if find_spec(pkg) is None]
+        if missing:
+            raise ConfigError(
+                f"generator.gguf_parts: {len(missing)} of the {len(self.gguf_parts)} weight packages of {self.name} "
+                f"are not installed ({missing[0]}, ...); {self.install}"
+            )
+
+    @property
+    def _hf_dir(self) -> Path:
+        """Where the GGUF parts' converted transformers checkpoint is cached."""
+        return self.models_dir / f"{(self.sha256 or 'gguf')[:12]}-hf"
 
     @property
     def fingerprint(self) -> str:
@@ -129,7 +147,7 @@ class TransformersGenerator:
         if not self.gguf_parts:
             return str(self.model_id)
         tag = (self.sha256 or "gguf")[:12]
-        hf_dir = self.models_dir / f"{tag}-hf"
+        hf_dir = self._hf_dir
         with build_lock(self.models_dir / "locks", lock_name("model", tag)):
             if (hf_dir / "config.json").exists():
                 return str(hf_dir)

@@ -33,6 +33,8 @@ OPERATIONAL_KEYS = frozenset(
         "grpc_secure",
         "cluster_url",
         "connection",
+        "binary",
+        "embedded_dir",
         "api_key_env",
         "timeout",
         "max_concurrency",

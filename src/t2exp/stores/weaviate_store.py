@@ -13,6 +13,7 @@ description and it still holds N objects (reused as is); anything else is droppe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -27,10 +28,11 @@ from t2exp.errors import ConfigError, RemoteError, one_line
 from t2exp.index.fusion import fuse
 from t2exp.index.store import Hits
 from t2exp.infra.redaction import register_secret
+from t2exp.stores.weaviate_embedded import embedded_options
 
 log = logging.getLogger(__name__)
 
-CONNECTIONS = ("local", "custom", "cloud")
+CONNECTIONS = ("local", "custom", "cloud", "embedded")
 _BUILDING = "t2exp:building"
 _COMPLETE = "t2exp:complete rows={}"
 _DOCKER = "docker run -d -p {http}:8080 -p {grpc}:50051 cr.weaviate.io/semitechnologies/weaviate:1.40.3"
@@ -64,6 +66,8 @@ class WeaviateStore:
         batch_size: int = 200,
         candidate_depth: int = 50,
         native_hybrid: bool = True,
+        binary: str | None = None,
+        embedded_dir: str | None = None,
     ) -> None:
         self.connection = connection
         self.host = host
@@ -77,6 +81,7 @@ class WeaviateStore:
         self.batch_size = int(batch_size)
         self.candidate_depth = int(candidate_depth)
         self.native_hybrid = bool(native_hybrid)
+        self.binary, self.embedded_dir = binary, embedded_dir  # connection=embedded (t2exp.stores.weaviate_embedded)
         self.collection_name: str | None = None
         self.collection: Any = None
         self.inserted = 0
@@ -87,6 +92,8 @@ class WeaviateStore:
     def _where(self) -> str:
         if self.connection == "cloud":
             return f"cluster_url={self.cluster_url}"
+        if self.connection == "embedded":
+            return f"embedded server {self.binary} on {self.host} http_port={self.http_port} grpc_port={self.grpc_port}"
         return f"host={self.host} http_port={self.http_port} grpc_host={self.grpc_host} grpc_port={self.grpc_port}"
 
     def _connect(self) -> Any:
@@ -112,13 +119,20 @@ class WeaviateStore:
                     grpc_secure=self.grpc_secure,
                     auth_credentials=auth,
                 )
+            if self.connection == "embedded":  # every field of the options, under connect_to_embedded's names
+                options = embedded_options(str(self.binary), str(self.embedded_dir), self.host, self.http_port, self.grpc_port)
+                args = dataclasses.asdict(options)
+                env = args.pop("additional_env_vars")
+                return weaviate.connect_to_embedded(**args, environment_variables=env)
             # connection=cloud: the config checks require cluster_url and a set api_key_env (t2exp.config)
             return weaviate.connect_to_weaviate_cloud(cluster_url=self.cluster_url, auth_credentials=auth)  # type: ignore[arg-type]
         except (WeaviateBaseError, OSError) as exc:
             detail = one_line(exc, 300)
-            fix = _DOCKER.format(http=self.http_port, grpc=self.grpc_port)
+            fix = f"start a server with `{_DOCKER.format(http=self.http_port, grpc=self.grpc_port)}`"
+            if self.connection == "embedded":
+                fix = "check store.binary (a Weaviate server binary or its tarball's URL) and that the two ports are free"
             raise RemoteError(
-                f"store=weaviate: cannot connect ({self._where()}): {detail} -- start a server with `{fix}` "
+                f"store=weaviate: cannot connect ({self._where()}): {detail} -- {fix} "
                 "or point store.host/http_port/grpc_port at a running one"
             ) from None
 
