@@ -25,7 +25,8 @@ fresh profile driven by real mouse clicks (tests/helpers/browser.py), the path f
 the sweep printed at its end (``inspect: ..., then http://127.0.0.1:5000/#/experiments/<id>?workflowType=machine_learning``,
 the runs view) to the answer, one picture per step and each click printed:
 
-- ``compare_0_experiment.png``: that page as it opens: the runs table with the sweep's parent run;
+- ``compare_0_experiment.png``: that page as it opens: the runs table with the sweep's parent run,
+  beside the MLflow Assistant panel a new browser opens (a click on its close button follows);
 - ``compare_1_parent.png``: after a click on the parent run: its description's first lines;
 - ``compare_2_questions.png``: after a click on the description's link to the cell's questions
   next to the best's;
@@ -51,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ["-m", "rag_method=bm25f,hybrid", "generator=qwen_coder_0_5b", "dataset.limit=2"]
 COMPARE_SWEEP = ["-m", "rag_method=base,bm25f", "generator=none", "dataset.limit=20"]
+WIDTH, HEIGHT = 1440, 900  # a common laptop screen: what the docs' clicks are counted at
 
 
 def free_port() -> int:
@@ -83,7 +85,7 @@ def shoot(browser: str, url: str, out: Path) -> None:
                 "--disable-gpu",
                 "--hide-scrollbars",
                 f"--user-data-dir={profile}",
-                "--window-size=1800,1000",
+                f"--window-size={WIDTH},{HEIGHT}",
                 "--virtual-time-budget=25000",
                 f"--screenshot={out}",
                 url,
@@ -180,7 +182,7 @@ class ClickPath:
         sys.path.insert(0, str(ROOT / "tests"))
         from helpers.browser import Browser
 
-        self.b = Browser(binary)
+        self.b = Browser(binary, width=WIDTH, height=HEIGHT)
         self.b.send("Page.enable")
         self.clicks: list[str] = []
 
@@ -188,12 +190,23 @@ class ClickPath:
         where = self.b.click(text, selector)
         self.clicks.append(f"{text!r} -> {where.split('#', 1)[-1]}")
 
+    def close_assistant(self) -> None:
+        """A click on the close button of MLflow's Assistant panel, which a new browser opens beside
+        every page (MLflow remembers it closed)."""
+        self.b.wait_text("MLflow Assistant")
+        self.click("Close", "button")
+
     def parent(self) -> None:
-        """A click on the sweep's parent run in the runs table."""
+        """A click on the sweep's parent run in the runs table; its description's first lines
+        scrolled into view, as the reader scrolls to them."""
         self.b.wait_text("sweep rag_method")
         name = self.b.js("[...document.querySelectorAll('a')].map(a => a.innerText.trim()).find(t => t.startsWith('sweep '))")
         self.click(str(name), "a")
         self.b.wait_text("Sweep report")
+        self.b.js(
+            "[...document.querySelectorAll('a')].find(a => a.innerText.trim() === \"its questions next to the best's\")"
+            "?.scrollIntoView({block: 'center'})"
+        )
 
     def questions(self) -> None:
         """A click on the parent's link to the cell's questions next to the best's."""
@@ -214,6 +227,7 @@ def click_path(binary: str, url: str, page: str, out: Path) -> list[str]:
         if c.b.js("document.body.innerText.includes('Got it')"):
             raise SystemExit(f"{page}: MLflow's notice is on the page")
         c.b.shot(out / "compare_0_experiment.png")
+        c.close_assistant()
         c.parent()
         c.b.shot(out / "compare_1_parent.png")
         c.questions()
@@ -233,6 +247,7 @@ def bare_click_path(binary: str, url: str, experiment_id: str, out: Path) -> lis
         c.b.wait_text("Got it")
         c.b.shot(out / "compare_notice.png")
         c.click("Got it", "button")
+        c.close_assistant()
         c.click("Model training", "a, button, [role=button], [role=tab], [role=radio], label, span")
         c.parent()
         c.questions()
@@ -292,7 +307,7 @@ def explore_picture(browser: str, out: Path, env: dict[str, str]) -> None:
         work = Path(tmp)
         subprocess.run([sys.executable, "-m", "t2exp", *COMPARE_SWEEP], cwd=work, env=env, check=True, capture_output=True)
         (page,) = work.glob("outputs/reports/*/explore.html")
-        b = Browser(browser, width=1440, height=900, offline=True)
+        b = Browser(browser, width=WIDTH, height=HEIGHT, offline=True)
         try:
             b.goto(page.as_uri())
             b.wait_text("cells disagree")

@@ -41,6 +41,11 @@ SKIPPED_KEYS = ("defaults", "_target_", "meta")
 MAX_LIST = 4
 # groups with no default option, added with +GROUP=NAME
 ADDED_GROUPS = ("experiment", "rung", "tune_space")
+# groups that are part of one option of another group: how an option of theirs is chosen
+PICKED_WITH = {
+    "reranker": "Choose one with `rag_method=reranker reranker=<option>` (the group belongs to `rag_method=reranker`)",
+    "protocol_method": "The option `paper_<method>` is chosen by `protocol=paper rag_method=<method>`, not by hand",
+}
 MAX_TEXT = 60
 
 
@@ -271,8 +276,9 @@ def option_table(conf_dir: Path, group: str) -> str:
         sets = [cell(x) for x in inherits(o)] + [code(s) for s in settings(o)]
         cells.append("<br>".join(sets) if sets else "–")
         rows.append("| " + " | ".join(cells) + " |")
-    pick = f"`+{group}=<option>`" if group in ADDED_GROUPS else f"`{group}=<option>`"
-    out = ["\n".join(rows), "", f"Choose one with {pick}; each row is a file in `conf/{group}/`, shown whole below.", ""]
+    plus = "+" if group in ADDED_GROUPS else ""
+    pick = PICKED_WITH.get(group, f"Choose one with `{plus}{group}=<option>`")
+    out = ["\n".join(rows), "", f"{pick}; each row is a file in `conf/{group}/`, shown whole below.", ""]
     for o in opts:
         out.append(f'??? example "`conf/{group}/{o.path.name}`"')
         out.append("")

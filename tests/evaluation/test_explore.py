@@ -162,3 +162,22 @@ def test_the_page_in_headless_chromium_lists_what_compare_lists(sweep, tmp_path)
         assert HOSTILE in b.js("document.getElementById('detail').innerText")
     finally:
         b.close()
+
+
+def test_a_sweep_whose_page_cannot_be_made_warns_and_still_finishes(shared_cache, tmp_path, monkeypatch):
+    """The explorer page failing at a sweep's end is one warning line; the cells, the parent run
+    and its report are logged as ever."""
+    from t2exp.evaluation.reporting import explore
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(explore, "explore_parent", broken)
+    lines = run_app(["-m", "k=3,5", "generator=none", "dataset.limit=2"], shared_cache, tmp_path).stdout.splitlines()
+    assert [line.split("] ", 1)[1] for line in lines if "explorer page" in line] == ["sweep explorer page not made: disk full"]
+    assert any("] sweep done: MLflow parent run" in line for line in lines)
+    client, runs = mlflow_runs(tmp_path)
+    (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
+    assert parent.info.status == "FINISHED" and len(runs) == 3 and all(r.info.status == "FINISHED" for r in runs)
+    logged = [a.path for a in client.list_artifacts(parent.info.run_id, "report")]
+    assert "report/report.md" in logged and "report/explore.html" not in logged

@@ -91,15 +91,17 @@ class Browser:
         time.sleep(1.5)  # let the page settle (charts, fonts) before a picture
 
     def click(self, text: str, selector: str = "a, button, [role=button], [role=tab], [role=radio], label, span") -> str:
-        """A real mouse click on the innermost visible element matching ``selector`` whose text is
-        ``text``; follows a tab it opens. Returns the page's address after it."""
+        """A real mouse click on the innermost visible element matching ``selector`` whose text (or,
+        for an icon button, its ``aria-label``) is ``text``; follows a tab it opens. Returns the
+        page's address after it."""
         find = f"""(() => {{
           const els = [...document.querySelectorAll({json.dumps(selector)})].filter(e => {{
             const r = e.getBoundingClientRect();
-            return r.width > 0 && r.height > 0 && e.innerText && e.innerText.trim() === {json.dumps(text)}; }});
+            const said = (e.innerText || '').trim() || e.getAttribute('aria-label');
+            return r.width > 0 && r.height > 0 && said === {json.dumps(text)}; }});
           if (!els.length) return null;
           const e = els[els.length - 1]; e.scrollIntoView({{block: 'center'}});
-          const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];
+          const r = e.getClientRects()[0]; return [r.x + r.width / 2, r.y + r.height / 2];  // a wrapped link: its first line
         }})()"""
         xy = self._until(lambda: self.js(find), 60, f"element {text!r} to click on {self.js('location.href')}")
         before = {p["id"] for p in self.pages()}

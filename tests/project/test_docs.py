@@ -73,6 +73,27 @@ def test_a_new_group_is_listed(tmp_path: Path, hooks: tuple[ModuleType, ModuleTy
     assert "`judge.level=2`" in ct.option_table(conf, "judge")
 
 
+def test_the_way_to_choose_an_option_composes(hooks: tuple[ModuleType, ModuleType]) -> None:
+    """The line under each group's option table says how to choose an option; that command line,
+    with the group's first option, composes (a group that is part of one option of another names it)."""
+    import shlex
+
+    from helpers.app import compose_cfg
+
+    ct, _ = hooks
+    for group in ct.groups(CONF_DIR):
+        if group.startswith("hydra/"):
+            continue
+        table = ct.option_table(CONF_DIR, group)
+        pick = re.search(r"(?:Choose one with|is chosen by) `([^`]*<(?:option|method)>[^`]*)`", table)
+        assert pick, f"{group}: no 'Choose one with `...`' line"
+        option = ct.options(CONF_DIR, group)[0].name
+        overrides = shlex.split(pick.group(1).replace("<option>", option).replace("<method>", option.removeprefix("paper_")))
+        if group in ("rung", "tune_space"):
+            overrides.insert(0, "+experiment=beyond_tune")
+        compose_cfg(*overrides)
+
+
 def test_schema_tables_come_from_the_dataclasses(hooks: tuple[ModuleType, ModuleType]) -> None:
     ct, _ = hooks
     classes = [c.__name__ for c in ct.group_schemas(CONF_DIR, "rag_method")]
@@ -163,49 +184,79 @@ def test_the_files_and_modules_the_docs_name_exist() -> None:
     assert not missing, "\n".join(missing)
 
 
-# a fenced bash block that the line `<!-- runnable -->` precedes: every command in it is run by
-# test_the_runnable_blocks_run, the experiment app's with SMALL and the marker's own overrides added
-# (`<!-- runnable: rag_method=hybrid -->`: one method where a sweep would index with several; later
-# overrides win)
-RUNNABLE = re.compile(r"^<!-- runnable(?::([^>]*))? -->\n```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# a fenced bash or python block that the line `<!-- runnable -->` precedes: every command of a bash block
+# is run by test_the_runnable_blocks_run, the experiment app's with SMALL and the marker's own overrides
+# added (`<!-- runnable: rag_method=hybrid -->`: one method where a sweep would index with several;
+# later overrides win); a python block is run as a script
+RUNNABLE = re.compile(r"^<!-- runnable(?::([^>]*))? -->\n```(bash|python)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SMALL = ["dataset.limit=2", "generator=none"]
+# what a reader copies from an earlier command's output into a later command: the placeholder, and
+# the line of the output that gives it (the latest one printed on the same page)
+PRINTED = {
+    "<cell run id>": re.compile(r"^MLflow run (\w{32}) in experiment", re.MULTILINE),
+    "<parent run id>": re.compile(r"sweep done: MLflow parent run (\w{32})"),
+    "<score run id>": re.compile(r"logged MLflow run (\w{32})"),
+    "<predictions file>": re.compile(r"^predictions: (\S+)", re.MULTILINE),
+}
 
 
 def runnable_commands() -> list[tuple[str, list[str], list[str]]]:
     """(page, argv, the marker's overrides) of every command in a runnable block of the README and
-    the docs pages."""
+    the docs pages; a python block is one argv ``["python", "-c", SOURCE]``."""
     import shlex
 
     out = []
     for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
-        for extra, block in RUNNABLE.findall(page.read_text(encoding="utf-8")):
+        for extra, language, block in RUNNABLE.findall(page.read_text(encoding="utf-8")):
+            name = str(page.relative_to(ROOT))
+            if language == "python":
+                out.append((name, ["python", "-c", block], []))
+                continue
             for line in block.replace("\\\n", " ").splitlines():
-                argv = shlex.split(line, comments=True)
+                argv = shlex.split(re.sub(r"<[\w ]+>", lambda m: f"'{m.group(0)}'", line), comments=True)  # a placeholder: one word
                 if argv:
-                    out.append((str(page.relative_to(ROOT)), argv, extra.split()))
+                    out.append((name, argv, extra.split()))
     return out
 
 
 def test_the_runnable_blocks_run(tmp_path: Path, warm_cache: Path) -> None:
     """Each command of a runnable block, in order, in one fresh working directory (a report reads the
     sweeps before it), in process: ``python -m t2exp``/``t2exp`` lines as typed, the app's with
-    ``dataset.limit=2 generator=none`` and the test's warm embedding cache added."""
+    ``dataset.limit=2 generator=none`` and the test's warm embedding cache added, a placeholder
+    (``<cell run id>``) filled from what an earlier command of the page printed; a python block as
+    a script."""
+    import os
+
     from helpers.command import cli
     from helpers.tracking import seed_tracking
     from t2exp.__main__ import main
     from t2exp.cli import COMMANDS
 
     commands = runnable_commands()
-    assert {page for page, _, _ in commands} >= {"README.md", "docs/reproduction.md"}
+    assert {page for page, _, _ in commands} >= {"README.md", "docs/reproduction.md", "docs/compare.md"}
     seed_tracking(tmp_path / "mlruns")
+    printed: dict[tuple[str, str], str] = {}
     for page, argv, extra in commands:
+        if argv[:2] == ["python", "-c"]:
+            cwd = os.getcwd()
+            try:
+                os.chdir(tmp_path)
+                exec(compile(argv[2], page, "exec"), {"__name__": "__main__"})
+            finally:
+                os.chdir(cwd)
+            continue
         prefix = 3 if argv[:3] == ["python", "-m", "t2exp"] else 1 if argv[0] == "t2exp" else 0
         assert prefix, f"{page}: {shlex_join(argv)}: a runnable block holds t2exp commands only"
-        args = argv[prefix:]
+        args = [printed.get((page, a), a) for a in argv[prefix:]]
+        unfilled = [a for a in args if a.startswith("<") and a.endswith(">")]
+        assert not unfilled, f"{page}: {shlex_join(argv)}: no earlier command of the page printed {unfilled}"
         if not args or args[0] not in COMMANDS:  # the experiment app
             args += [*SMALL, *extra, f"paths.cache={warm_cache}", "tracking.traces=false"]
         proc = cli(main, args, cwd=tmp_path)
         assert proc.returncode == 0, f"{page}: {shlex_join(argv)} -> exit {proc.returncode}\n{proc.stderr[-3000:]}"
+        for placeholder, line in PRINTED.items():
+            for found in line.findall(proc.stdout + proc.stderr):
+                printed[(page, placeholder)] = found
 
 
 def shlex_join(argv: list[str]) -> str:
