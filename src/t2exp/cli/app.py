@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from t2exp import config as t2exp_config
 from t2exp.cli.argv import hydra_argv
@@ -118,8 +118,10 @@ class _Skip(Exception):
     """The command line is not a plain run/multirun of our config: leave it all to Hydra."""
 
 
-def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """The overrides of every job Hydra will run (basic sweeper), composing nothing yet."""
+def _job_overrides(overrides: list[str], multirun: bool) -> tuple[list[list[str]], list[str], DictConfig]:
+    """The overrides of every job Hydra will run (basic sweeper); the command line's overrides without
+    its sweeps, and their config composed with Hydra's own node (a job of just those overrides has it
+    without that node: composed once)."""
     from hydra import compose
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -132,17 +134,17 @@ def _job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
     if not multirun:
         if len(plain) != len(parsed):
             raise _Skip("sweep without --multirun")  # Hydra explains
-        return [overrides]
+        return [overrides], plain, base
     sweeper = OmegaConf.select(base, "hydra.sweeper._target_", default=None)
     if sweeper == SWEEPER_CLASS:  # hydra/sweeper=held_out_optuna: its folds, then the job without the searched keys
         check_folds(base, bool(base.hydra.sweeper.get("held_out", True)))
-        return [plain]
+        return [plain], plain, base
     if sweeper != BASIC_SWEEPER:
         raise _Skip("another sweeper")
     params = base.hydra.sweeper.get("params")
     params_dict = cast(dict[str, Any], OmegaConf.to_container(params, resolve=False)) if params else {}
     params_list = [f"{k}={v}" for k, v in params_dict.items()]
-    return basic_sweep_jobs(parser.parse_overrides(params_list + overrides))
+    return basic_sweep_jobs(parser.parse_overrides(params_list + overrides)), plain, base
 
 
 def preflight(argv: list[str]) -> int:
@@ -190,13 +192,13 @@ def _compose_jobs(overrides: list[str], multirun: bool, config_dir: str | None =
     cfgs = []
     try:
         with app_context(config_dir):
-            jobs = _job_overrides(overrides, multirun)
+            jobs, plain, base = _job_overrides(overrides, multirun)
             if len(jobs) > PREFLIGHT_MAX_JOBS:
                 log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))
                 return None
             for i, job in enumerate(jobs):
                 try:
-                    cfgs.append(compose("config", overrides=job))
+                    cfgs.append(_without_hydra(base) if job == plain else compose("config", overrides=job))
                 except Exception as exc:  # Hydra's composition error
                     if len(jobs) == 1:
                         raise
@@ -212,6 +214,13 @@ def _compose_jobs(overrides: list[str], multirun: bool, config_dir: str | None =
             raise schema_error from None
         return None
     return cfgs, jobs
+
+
+def _without_hydra(cfg: DictConfig) -> DictConfig:
+    """``cfg`` as ``hydra.compose`` returns it by default: without Hydra's own node."""
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
 
 
 def _check_jobs(cfgs: list[DictConfig], jobs: list[list[str]]) -> None:

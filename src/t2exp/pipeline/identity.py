@@ -46,6 +46,7 @@ OPERATIONAL_KEYS = frozenset(
         "startup_timeout",
         "poll_interval",
         "command",
+        "install",
         "extra_args",
         "env",
         "threads",
