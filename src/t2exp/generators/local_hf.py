@@ -108,6 +108,7 @@ class TransformersGenerator:
         self.models_dir = Path(models_dir)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        self.gpus = 1 if self.device.startswith("cuda") else 0  # what a cell's gpu_seconds counts
         self.threads = threads
         self.batch_size = batch_size
         self.max_context_tokens = max_context_tokens
