@@ -85,3 +85,43 @@ def test_a_negative_or_half_set_price_is_one_line_naming_the_field(shared_cache,
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
     assert field in line and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert not srv.requests
+
+
+class _OnTwoGpus:
+    """A generator computing on two GPUs: each answer ``Final answer: 5``, 10 prompt and 3
+    completion tokens."""
+
+    name, batch_size, fingerprint, gpus = "two-gpus", 2, "two-gpus-v1", 2
+
+    def generate(self, prompts, sampling, on_result=None, should_stop=None):
+        from t2exp.generators import Generation
+
+        out = [Generation(text="Final answer: 5", prompt_tokens=10, completion_tokens=3) for _ in prompts]
+        for i, g in enumerate(out):
+            if on_result is not None:
+                on_result(i, g)
+        return out
+
+
+def test_gpu_seconds_are_the_seconds_generating_times_the_generators_gpus(tmp_path):
+    """A cell's GPU-seconds: the time it spent generating, on each of the generator's GPUs; its
+    tokens those of its answers."""
+    from helpers.app import compose_cfg
+    from helpers.paths import ROOT
+    from t2exp.answering.prompts import PromptLibrary
+    from t2exp.data.loader import load_subsets, loader_args
+    from t2exp.generators import Sampling
+    from t2exp.generators.cached import CachedGenerator
+    from t2exp.infra.cache import KVCache
+    from t2exp.methods import Services
+    from t2exp.methods.pretrained_only import PretrainedOnly
+    from t2exp.pipeline.steps import Components, Parts, Settings, run_steps
+
+    subsets = load_subsets(**loader_args(compose_cfg("dataset=finqa", "dataset.limit=3")))
+    generator = CachedGenerator(_OnTwoGpus(), KVCache(tmp_path / "llm.sqlite"))
+    services = Services(None, None, generator, PromptLibrary(ROOT / "prompts"), variant="plain", lock_dir=tmp_path / "locks", k=3)
+    settings = Settings(sampling=Sampling(), answer_mode="direct", k=3, run_dir=tmp_path / "run")
+    m = run_steps(Components(Parts(subsets=subsets, method=PretrainedOnly(), services=services), settings)).metrics
+    assert (m["questions"], m["prompt_tokens"], m["completion_tokens"]) == (3, 30, 9)
+    assert m["generate_seconds"] > 0 and m["gpu_seconds"] == 2 * m["generate_seconds"]
+    assert "json_valid_share" not in m  # no JSON asked for
