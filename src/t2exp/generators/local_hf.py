@@ -103,8 +103,7 @@ class TransformersGenerator:
         self.name = name
         self.model_id = model
         self.gguf_parts = list(gguf_parts or [])
-        self.sha256 = sha256
-        self.size = size
+        self.sha256, self.size = sha256, size  # of the joined GGUF file
         self.models_dir = Path(models_dir)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
