@@ -116,7 +116,7 @@ def _headline(cells: Sequence[ExploredRun], metric: str, n_boot: int, seed: int)
         c = deltas.get(i)
         delta = None if c is None else {s: [d.diff, d.low, d.high, d.p, d.p_holm] for s, d in c.deltas().items()}
         differ = [] if c is None else [[q.subset, q.id] for q in c.questions]
-        cost = {c[0]: cell.metrics[c[0]] for c in COSTS if c[0] in cell.metrics}
+        cost = {name: cell.metrics[name] for name, _, _ in COSTS if name in cell.metrics}
         out.append({"name": cell.name, "run_id": cell.run_id, "means": means, "delta": delta, "differ": differ, "cost": cost})
     notes = [f"{cells[int(a)].name}: not compared with the baseline: {why}" for a, _, why in result.refused]
     return out, notes
