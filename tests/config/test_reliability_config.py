@@ -555,7 +555,7 @@ def test_error_line_is_redacted(monkeypatch, capsys):
 
 
 def test_cell_key_ignores_where_a_cell_runs_and_how_servers_are_reached():
-    """store.uri, the generator's base_url, timeouts and concurrency (and paths.*)
+    """store.uri, the generator's base_url, timeouts, concurrency and price (and paths.*)
     do not change what a cell computes, so they must not change its key; results-changing keys do."""
     base = {
         "k": 3,
@@ -567,7 +567,7 @@ def test_cell_key_ignores_where_a_cell_runs_and_how_servers_are_reached():
     moved = {
         **base,
         "store": {**base["store"], "uri": "/b/cache/lancedb"},
-        "generator": {**base["generator"], "base_url": "http://b:9000/v1", "timeout": 30, "max_concurrency": 2},
+        "generator": {**base["generator"], "base_url": "http://b:9000/v1", "timeout": 30, "max_concurrency": 2, "price": {"input": 1.0}},
         "dataset": {**base["dataset"], "path": "/mnt/b/data"},
         "paths": {"cache": "/b/cache"},
     }

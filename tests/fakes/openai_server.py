@@ -81,6 +81,7 @@ class FakeOpenAIServer:
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []  # chat bodies, in arrival order
+        self.answered: list[tuple[dict[str, Any], dict[str, int]]] = []  # each completion sent: its request's body and its usage
         self.authorization: list[str] = []  # Authorization headers of chat requests
         self.model_requests = 0
         self.errors: list[str] = []
@@ -150,6 +151,9 @@ class FakeOpenAIServer:
         texts = [self.reply(body["messages"]) for _ in range(int(body.get("n", 1)))]  # ``n`` choices, as the API returns them
         prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
         completion_tokens = sum(len(t.split()) for t in texts)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        with self.lock:
+            self.answered.append((body, usage))
         return {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -159,11 +163,7 @@ class FakeOpenAIServer:
                 {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": finish_reason, "logprobs": None}
                 for i, t in enumerate(texts)
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

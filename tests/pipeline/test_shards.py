@@ -112,6 +112,13 @@ def test_a_failed_shard_reruns_alone_and_the_merge_equals_the_unsharded_cell(tmp
         run_app(answering_args(idle.base_url, 8), unsharded / "cache", unsharded / "track")
         assert idle.requests == []  # every answer from the LLM cache: the same answers, the same seconds
     _same_cell(unsharded / "track", sharded / "track")
+    # its tokens: each question's once, as the server counted them, whichever attempt or shard asked it
+    # (and an answer from the LLM cache counts what it cost when made)
+    usage = [u for _, u in failing.answered + back.answered]
+    tokens = (len(slices), sum(u["prompt_tokens"] for u in usage), sum(u["completion_tokens"] for u in usage))
+    (fresh,) = [r for r in _cells(unsharded / "track")[2] if r.info.status == "FINISHED"]
+    for run in (cell_run, fresh):
+        assert tuple(run.data.metrics[m] for m in ("questions", "prompt_tokens", "completion_tokens")) == tokens
 
 
 def test_a_missing_shard_or_a_question_twice_is_one_line_naming_the_shard(tmp_path):

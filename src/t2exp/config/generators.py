@@ -32,6 +32,21 @@ class NoGeneratorConfig:
 
 
 @dataclass
+class PriceConfig:
+    """What the generator's tokens cost, in USD per million (null: not known): what a cell's
+    ``cost_usd`` is counted at, when both are set."""
+
+    input: float | None = None  # prompt tokens
+    output: float | None = None  # completion tokens
+
+    def check(self, prefix: str) -> None:
+        for side, other in (("input", self.output), ("output", self.input)):
+            value = getattr(self, side)
+            ok = value is None and other is None or value is not None and value >= 0
+            require(ok, f"{prefix}.{side}", value, "a number >= 0 (USD per million tokens), input and output set together")
+
+
+@dataclass
 class GeneratorConfig:
     _target_: str = MISSING
     name: str = MISSING
@@ -48,6 +63,7 @@ class GeneratorConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     aux_sampling: SamplingConfig | None = None  # HyDE passages, summaries (null: AUX_MAX_TOKENS tokens, the answer's seed)
     batch_size: int = 1
+    price: PriceConfig = field(default_factory=PriceConfig)  # USD per million tokens, e.g. {input: 0.15, output: 0.60}
 
     def __post_init__(self) -> None:
         from t2exp.answering.answer_choice import GROUNDING
@@ -60,6 +76,7 @@ class GeneratorConfig:
         if self.aux_sampling is not None:
             self.aux_sampling.check("generator.aux_sampling")
         at_least("generator.batch_size", self.batch_size, 1)
+        self.price.check("generator.price")
 
 
 @dataclass

@@ -12,7 +12,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,31 @@ from t2exp.infra.cache import atomic_write_text
 
 DECIMALS = 1  # percent with one decimal: the paper's tables and every t2exp table
 MISSING = "–"
+# what a cell cost, as its run logs it (docs/evaluation.md, "What a cell costs"): the metric, its
+# column's heading and decimals in the report's Table 3 and the explorer's headline
+COSTS = (
+    ("questions", "Questions", 0),
+    ("prompt_tokens", "Prompt tokens", 0),
+    ("completion_tokens", "Completion tokens", 0),
+    ("generate_seconds", "Generate s", 1),
+    ("gpu_seconds", "GPU s", 1),
+    ("json_valid_share", "JSON valid %", 1),
+    ("cost_usd", "USD", 4),
+)
+
+
+def costs_logged(metrics: Iterable[Mapping[str, float]]) -> list[tuple[str, str, int]]:
+    """The :data:`COSTS` some run logged, of runs that answered (a retrieval-only sweep has none)."""
+    metrics = list(metrics)
+    if not any("prompt_tokens" in m for m in metrics):
+        return []
+    return [c for c in COSTS if any(c[0] in m for m in metrics)]
+
+
+def cost_text(metrics: Mapping[str, float], cost: tuple[str, str, int]) -> str:
+    """One of a run's :data:`COSTS` as its column shows it."""
+    value = metrics.get(cost[0])
+    return MISSING if value is None else f"{value:.{cost[2]}f}"
 
 
 def value(mean: float | None, low: float | None = None, high: float | None = None, *, signed: bool = False) -> str:

@@ -103,11 +103,11 @@ class TransformersGenerator:
         self.name = name
         self.model_id = model
         self.gguf_parts = list(gguf_parts or [])
-        self.sha256 = sha256
-        self.size = size
+        self.sha256, self.size = sha256, size  # of the joined GGUF file
         self.models_dir = Path(models_dir)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        self.gpus = 1 if self.device.startswith("cuda") else 0  # what a cell's gpu_seconds counts
         self.threads = threads
         self.batch_size = batch_size
         self.max_context_tokens = max_context_tokens

@@ -46,6 +46,8 @@ class _Malformed(Exception):
 class OpenAICompatGenerator(Retrying):
     """Chat completions via the official ``openai`` client, one request per prompt."""
 
+    gpus = 0  # the server's GPUs are not this run's: a cell logs no gpu_seconds
+
     def __init__(
         self,
         name: str,

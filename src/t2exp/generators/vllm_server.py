@@ -96,6 +96,7 @@ class VLLMServerGenerator:
         self.host = host
         self.port = int(port)
         self.tensor_parallel_size = int(tensor_parallel_size)
+        self.gpus = self.tensor_parallel_size  # what a cell's gpu_seconds counts
         self.max_model_len = int(max_model_len) if max_model_len else None
         self.gpu_memory_utilization = float(gpu_memory_utilization)
         self.quantization = quantization

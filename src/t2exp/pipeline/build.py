@@ -36,7 +36,7 @@ log = logging.getLogger("t2exp")
 # what a method class declares (t2exp.methods.RagMethod) and the run reads before building it
 METHOD_FLAGS = ("needs_index", "needs_generator", "needs_reranker")
 # keys of a generator config that configure the run, not the backend's constructor
-GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling")
+GENERATOR_RUN_KEYS = ("answer_mode", "prompt", "grounding", "demos", "demos_k", "sampling", "aux_sampling", "price")
 
 
 def build_component(cfg: DictConfig | None, **kwargs: Any) -> Any:

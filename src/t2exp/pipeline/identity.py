@@ -18,8 +18,8 @@ from t2exp.infra.cache import content_key
 from t2exp.infra.option_meta import without_meta
 from t2exp.infra.redaction import is_secret_key
 
-# component settings that change where a cell runs or how a server is reached, not what it
-# computes: a moved cache, another mount point or another server for the same weights resume the cell
+# component settings that change where a cell runs, how a server is reached or what it costs, not
+# what it computes: a moved cache, another mount point or another server for the same weights resume the cell
 OPERATIONAL_KEYS = frozenset(
     {
         "uri",
@@ -51,6 +51,7 @@ OPERATIONAL_KEYS = frozenset(
         "env",
         "threads",
         "path",
+        "price",  # what the tokens cost: the cell's cost_usd, not its answers
     }
 )
 COMPONENT_GROUPS = ("dataset", "embedder", "store", "generator", "reranker")

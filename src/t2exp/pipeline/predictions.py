@@ -29,13 +29,12 @@ PREDICTIONS_FILE, LEADERBOARD_FILE = "predictions.jsonl", "leaderboard.jsonl"
 
 @dataclass
 class Tally:
-    """What a writer counts as it writes: the generator's tokens and answers, and each question's
-    stage times."""
+    """What a writer counts as it writes: the generator's answers (reasoning tokens, truncations,
+    model seconds) and each question's stage times (a cell's prompt and completion tokens are
+    counted once from its rows: :func:`t2exp.evaluation.scoring.cell_rows.usage`)."""
 
     tokens: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("prompt_tokens", "completion_tokens", "reasoning_tokens", "truncated_generations", "model_seconds"), 0
-        )
+        default_factory=lambda: dict.fromkeys(("reasoning_tokens", "truncated_generations", "model_seconds"), 0)
     )
     generated: int = 0
     # question id -> stage (retrieve, generate, score) -> (start, end) in ns since the epoch: the
@@ -47,8 +46,6 @@ class Tally:
         self.generated += 1
         if not g.cached:
             self.tokens["model_seconds"] += g.seconds
-        self.tokens["prompt_tokens"] += g.prompt_tokens
-        self.tokens["completion_tokens"] += g.completion_tokens
         self.tokens["reasoning_tokens"] += int(g.extra.get("reasoning_tokens", 0) or 0)
         self.tokens["truncated_generations"] += int(g.finish_reason == "length")
 

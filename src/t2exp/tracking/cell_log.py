@@ -66,6 +66,13 @@ def cell_params(resolved: Mapping[str, Any], subsets: Sequence[Subset]) -> dict[
     return params
 
 
+def cost_usd(metrics: Mapping[str, float], price: Mapping[str, Any] | None) -> dict[str, float]:
+    """``cost_usd``: the cell's tokens at ``generator.price`` (USD per million), when both prices are set."""
+    if not price or price.get("input") is None or price.get("output") is None or "prompt_tokens" not in metrics:
+        return {}
+    return {"cost_usd": (metrics["prompt_tokens"] * float(price["input"]) + metrics["completion_tokens"] * float(price["output"])) / 1e6}
+
+
 def finished_metrics(cfg: DictConfig, key: str, *, mirror: bool = True) -> dict[str, float] | None:
     """With ``resume=true``, the metrics of the cell's FINISHED MLflow run (``mirror``: listed under
     the current sweep as well), or None: the cell is to run."""
@@ -119,6 +126,7 @@ class CellLog:
         ``prompts`` it rendered) and views on its MLflow run, summed up on the terminal: an unsharded
         run's and a sharded cell's merge alike."""
         result.run_id = self.tracker.run_id
+        result.metrics.update(cost_usd(result.metrics, self.cfg.generator.get("price")))
         self.tracker.log_metrics({**result.metrics, **headline_metrics(result.metrics, self.k)})
         self._artifacts(result, prompts)
         self._views(result)

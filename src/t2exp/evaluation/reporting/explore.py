@@ -31,6 +31,7 @@ from t2exp.evaluation.reporting.build import default_out_dir
 from t2exp.evaluation.reporting.runs import RUN_ID, RunInfo, resolve_target
 from t2exp.evaluation.reporting.tables import select_baseline
 from t2exp.evaluation.stats import CI_SEED, N_BOOT
+from t2exp.evaluation.tabular import COSTS, costs_logged
 from t2exp.infra.mlflow_store import child_runs, open_client
 
 TEMPLATE = Path(__file__).with_name("explore.html")
@@ -44,6 +45,7 @@ class ExploredRun:
     name: str
     rows: list[dict[str, Any]]
     run_id: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)  # what the run logged (none: a file)
 
 
 @dataclass
@@ -66,13 +68,13 @@ def gather(sources: Sequence[str], baseline: str | None = None, tracking_uri: st
         swept = resolve_target(client(), sources[0])
         base = select_baseline(swept.runs, baseline) if baseline else swept.runs[0]
         runs = [base, *(r for r in swept.runs if r is not base)]
-        cells = [ExploredRun(r.name, load_run_predictions(client(), r.run_id), r.run_id) for r in runs]
+        cells = [ExploredRun(r.name, load_run_predictions(client(), r.run_id), r.run_id, r.metrics) for r in runs]
         return Explored(swept.title, cells, list(swept.notes), swept.parent_id)
     if baseline is not None and baseline not in sources:
         raise CompareError(f"--baseline {baseline}: not one of the runs given ({', '.join(sources)}); give one of them as written")
     ordered = sorted(sources, key=lambda s: s != (baseline or sources[0]))
     loaded = [(s, load_source(client, s)) for s in ordered]  # every source read (or refused) before a name is looked up
-    cells = [ExploredRun(_source_name(client, s), rows, None if Path(s).is_file() else s) for s, rows in loaded]
+    cells = [_source_cell(client, s, rows) for s, rows in loaded]
     return Explored(" vs ".join(c.name for c in cells), cells)
 
 
@@ -83,11 +85,12 @@ def _swept(client: Callable[[], Any], source: str) -> bool:
     return RUN_ID.match(source) is None or bool(child_runs(client(), source))
 
 
-def _source_name(client: Callable[[], Any], source: str) -> str:
-    """A file by its path, a run by its MLflow name."""
+def _source_cell(client: Callable[[], Any], source: str, rows: list[dict[str, Any]]) -> ExploredRun:
+    """A file by its path, a run by its MLflow name, with what it logged."""
     if Path(source).is_file():
-        return source
-    return f"{RunInfo.from_mlflow(client().get_run(source)).name} ({source[:8]})"
+        return ExploredRun(source, rows)
+    run = RunInfo.from_mlflow(client().get_run(source))
+    return ExploredRun(f"{run.name} ({source[:8]})", rows, source, run.metrics)
 
 
 def _finite(v: Any) -> Any:
@@ -96,8 +99,9 @@ def _finite(v: Any) -> Any:
 
 
 def _headline(cells: Sequence[ExploredRun], metric: str, n_boot: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per cell: its mean and CI per subset and overall (as a run aggregates them); per other
-    cell: its difference with the baseline (cell 0), CI, p and Holm's p over the cells."""
+    """Per cell: its mean and CI per subset and overall (as a run aggregates them), what it cost
+    (as its run logged it); per other cell: its difference with the baseline (cell 0), CI, p and
+    Holm's p over the cells."""
     result = compare_pairs(lambda i: cells[int(i)].rows, [(str(i), "0") for i in range(1, len(cells))], metric, n_boot=n_boot, seed=seed)
     deltas = {int(c.a): c for c in result.pairs}
     out = []
@@ -112,7 +116,8 @@ def _headline(cells: Sequence[ExploredRun], metric: str, n_boot: int, seed: int)
         c = deltas.get(i)
         delta = None if c is None else {s: [d.diff, d.low, d.high, d.p, d.p_holm] for s, d in c.deltas().items()}
         differ = [] if c is None else [[q.subset, q.id] for q in c.questions]
-        out.append({"name": cell.name, "run_id": cell.run_id, "means": means, "delta": delta, "differ": differ})
+        cost = {name: cell.metrics[name] for name, _, _ in COSTS if name in cell.metrics}
+        out.append({"name": cell.name, "run_id": cell.run_id, "means": means, "delta": delta, "differ": differ, "cost": cost})
     notes = [f"{cells[int(a)].name}: not compared with the baseline: {why}" for a, _, why in result.refused]
     return out, notes
 
@@ -161,6 +166,7 @@ def page_data(explored: Explored, metric: str = "auto", n_boot: int = N_BOOT, se
         "answered": metric.startswith("nm"),
         "notes": [*explored.notes, *notes],
         "cells": headline,
+        "cost_columns": costs_logged(c.metrics for c in cells),
         "subsets": sorted({k[0] for k in keys}) + [OVERALL],
         "questions": questions,
         "values": [[_answer_cell(ix.get(k), metric) for k in keys] for ix in indexed],

@@ -38,13 +38,14 @@ def _delta_cells(t: Table, run_id: str) -> list[str]:
 
 
 def render_markdown(t: Table) -> str:
-    heads = [HEADERS.get(k, k) for k in t.keys] + [_col_header(s, m) for s, m in t.columns]
+    heads = [HEADERS.get(k, k) for k in t.keys] + [_col_header(s, m) for s, m in t.columns] + [c[1] for c in t.costs]
     with_delta = t.best is not None
     if with_delta:
         heads += [f"Δ vs {baseline_word(t)}", "p", holm_header(t.m)]
     rows = []
     for r in t.runs:
         cells = [r.label(k) for k in t.keys] + [_fmt_cell(t.cells[(r.run_id, s, m)]) for s, m in t.columns]
+        cells += [tabular.cost_text(r.metrics, c) for c in t.costs]
         if with_delta:
             cells += _delta_cells(t, r.run_id)
         rows.append(cells)
@@ -53,6 +54,11 @@ def render_markdown(t: Table) -> str:
         f"Values in %, 95 % bootstrap CI in brackets ({N_BOOT:,} resamples of questions, as logged by each run); "
         "Avg = question-weighted over subsets."
     )
+    if t.costs:
+        lines.append(
+            f"{', '.join(c[1] for c in t.costs)}: what each cell cost, as its run logged it (tokens the generator counted, "
+            "answers from the LLM cache included; the seconds spent generating; USD at generator.price)."
+        )
     if any(c.derived for c in t.cells.values()):
         lines.append("† not logged by the run (its k differs): recomputed from its predictions.jsonl as the app computes it.")
     if with_delta:
@@ -81,6 +87,7 @@ def write_csv(t: Table, path: Path) -> None:
     head = list(t.keys) + ["run_id"]
     for s, m in t.columns:
         head += [f"{s}/{m}", f"{s}/{m}_ci_low", f"{s}/{m}_ci_high"]
+    head += [c[0] for c in t.costs]
     if t.best is not None:
         head += [
             "delta_metric",
@@ -100,6 +107,7 @@ def write_csv(t: Table, path: Path) -> None:
         for s, m in t.columns:
             c = t.cells[(r.run_id, s, m)]
             row += [_num(c.mean), _num(c.low), _num(c.high)]
+        row += [_num(r.metrics.get(c[0])) for c in t.costs]
         if t.best is not None:
             d = t.deltas.get(r.run_id)
             row += [t.primary, t.best]

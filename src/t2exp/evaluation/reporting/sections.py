@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from t2exp.evaluation import tabular
 from t2exp.evaluation.reporting.pairs import build_pairs, render_pairs, write_pairs_csv
 from t2exp.evaluation.reporting.plots import MAX_BAR_ROWS, plot_bars, plot_curve
 from t2exp.evaluation.reporting.ranks import build_ranks, render_ranks, write_ranks_csv
@@ -40,6 +41,7 @@ def paper_tables(
     t3_metrics = ["nm", f"mrr_at_{k}"]
     t3_keys = label_keys(runs, ["generator", "rag_method"])
     t3 = build_table("table3", f"Table 3 layout: Number Match and MRR@{k}", runs, t3_keys, subsets, t3_metrics, source)
+    t3.costs = tabular.costs_logged(r.metrics for r in runs)
     if auto or "table3" in want:
         add_deltas(t3, t3_metrics, source, n_boot, seed, baseline)
         built["table3"] = t3

@@ -142,6 +142,7 @@ class Table:
     deltas: dict[str, Delta] = field(default_factory=dict)
     subset_deltas: dict[str, dict[str, Delta]] = field(default_factory=dict)  # run id -> subset -> its Δ
     notes: list[str] = field(default_factory=list)
+    costs: list[tuple[str, str, int]] = field(default_factory=list)  # tabular.COSTS shown after the values (Table 3)
 
     @property
     def m(self) -> int:

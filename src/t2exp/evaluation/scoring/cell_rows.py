@@ -137,9 +137,24 @@ def score_cell(rows: Sequence[Prediction], subsets: Sequence[Subset], k: int) ->
     agg = aggregate(per_q, names, ci=True, n_boot=N_BOOT, seed=CI_SEED)
     names_of = sorted(s.name for s in subsets if s.questions)
     table = {s: agg.get(s, {}) for s in [*names_of, "avg"]}
-    metrics = flatten_table(table)
+    metrics = {**flatten_table(table), **usage(rows)}
     if answered:
         degenerate = degenerate_counts(per_q)
         metrics.update({f"{s}/degenerate_predictions": float(degenerate.get(s, 0)) for s in names_of})
         metrics["degenerate_predictions"] = float(sum(degenerate.values()))
     return metrics, {s: {n: v.__dict__ for n, v in m.items()} for s, m in table.items()}
+
+
+def usage(rows: Sequence[Prediction]) -> dict[str, float]:
+    """What a cell's rows say it used: its questions; with answers, the prompt and completion
+    tokens (an answer from the LLM cache counts what it cost when made) and, where answers were
+    asked as JSON, the share (%) that were valid JSON."""
+    out = {"questions": float(len(rows))}
+    answered = [r for r in rows if r.generation is not None]
+    if answered:
+        out["prompt_tokens"] = float(sum(r.prompt_tokens or 0 for r in answered))
+        out["completion_tokens"] = float(sum(r.completion_tokens or 0 for r in answered))
+    judged = [bool(r.fields["json_valid"]) for r in answered if "json_valid" in r.fields]
+    if judged:
+        out["json_valid_share"] = 100.0 * sum(judged) / len(judged)
+    return out
