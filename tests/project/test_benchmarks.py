@@ -104,6 +104,13 @@ def test_dtype():
     float(r["prefill_fp32_over_bf16"]), float(r["decode_fp32_over_bf16"])  # measured figures (no speed asserted)
 
 
+def test_gguf_read():
+    out = run_script("gguf_read.py")
+    r = ratio(out, "gguf_read")
+    float(r["memmap_over_plain_view"])  # a measured figure (no speed asserted)
+    assert r["same_reading"] == "true"  # the plain view reads what the memory map holds
+
+
 def test_prompt_lookup():
     out = run_script("prompt_lookup.py")
     r = ratio(out, "prompt_lookup")
