@@ -85,6 +85,15 @@ def test_the_documented_gpu_reproduction_sweep_composes_as_written():
     assert preflight(hydra_argv(argv[3:])) == 16
 
 
+@pytest.mark.parametrize("argv", [["reranker=cross_encoder"], ["-m", "reranker=cross_encoder,cohere"]])
+def test_an_option_of_a_group_that_another_option_brings_names_that_option(argv):
+    """Hydra's own advice (``+reranker=...``) would add a reranker to a method that never calls one."""
+    with pytest.raises(ConfigError) as err:
+        preflight(hydra_argv([*argv, "generator=none"]))
+    line = "reranker=cross_encoder: the reranker group is chosen inside rag_method=reranker; "
+    assert str(err.value).endswith(line + "add it: rag_method=reranker reranker=cross_encoder"), str(err.value)
+
+
 HEAVY = ("mlflow", "torch", "lancedb", "transformers", "hydra", "pandas")
 
 

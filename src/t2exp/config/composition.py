@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from t2exp.errors import ConfigError
 
 _IN_YAML = re.compile(r"^In '([^']+)': ")  # Hydra: "In 'rag_method/mine': ConfigKeyError raised while composing config"
+# Hydra, for an option of a group no default chooses: "Could not override 'reranker'. ... use +reranker=bge"
+_NOT_IN_DEFAULTS = re.compile(r"Could not override '(\w+)'\. No match in the defaults list\.\s+To append to your default list use \+(\S+)")
 
 
 @contextmanager
@@ -49,7 +51,7 @@ def composition_error(exc: BaseException) -> ConfigError | None:
     from t2exp.config.messages import config_error, omegaconf_cause
 
     if omegaconf_cause(exc) is None:
-        return None
+        return _chosen_inside(str(exc))
     error = config_error(exc)
     m = _IN_YAML.match(str(exc))
     if m is None:
@@ -57,3 +59,19 @@ def composition_error(exc: BaseException) -> ConfigError | None:
     group, _, option = m.group(1).rpartition("/")
     where = f"{m.group(1)}.yaml (the option {group}={option})" if group else f"{m.group(1)}.yaml"
     return ConfigError(f"{where}: {error}")
+
+
+def _chosen_inside(message: str) -> ConfigError | None:
+    """An option of a group that one option of another group brings (``reranker``, chosen inside
+    ``rag_method=reranker``) given alone: one line naming the option to add; None for anything else."""
+    from t2exp.infra.paths import CONF_DIR
+
+    m = _NOT_IN_DEFAULTS.search(message)
+    if m is None:
+        return None
+    group, given = m.groups()
+    brings = re.compile(rf"^\s*-\s*/{group}@", re.MULTILINE)
+    owners = sorted(f"{f.parent.name}={f.stem}" for f in CONF_DIR.glob("*/*.yaml") if brings.search(f.read_text(encoding="utf-8")))
+    if not owners:
+        return None
+    return ConfigError(f"{given}: the {group} group is chosen inside {' or '.join(owners)}; add it: {owners[0]} {given}")
