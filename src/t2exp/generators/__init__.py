@@ -78,6 +78,7 @@ class Cancelled(Exception):
 class Generator(Protocol):
     name: str
     batch_size: int
+    gpus: int  # the GPUs this run computes on (0 for a CPU or a remote server): a cell's gpu_seconds
 
     @property
     def fingerprint(self) -> str:

@@ -229,9 +229,8 @@ def _counts(c: Components, clock: Clock, tally: Tally, services: Services) -> di
         metrics.update({k: float(v) for k, v in tally.tokens.items()})
         metrics["llm_calls"] = float(generator.calls)
         metrics["questions_per_second"] = tally.generated / seconds if seconds > 0 else 0.0
-        gpus = getattr(generator, "gpus", 0)  # a remote server's GPUs are not the run's
-        if gpus:
-            metrics["gpu_seconds"] = seconds * gpus
+        if generator.gpus:  # a remote server's GPUs are not the run's
+            metrics["gpu_seconds"] = seconds * generator.gpus
     if embedder is not None:
         metrics["embeddings_computed"] = float(embedder.computed)
     metrics.update(c.parts.method.stats())

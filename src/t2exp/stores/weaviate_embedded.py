@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from t2exp.infra.contained import remove_file
+
 # what store.binary may be, said when it is missing (the config's check, before any work)
 PRESEEDED = (
     "the Weaviate server binary you provide, as store.connection=embedded downloads nothing: the path of the file "
@@ -45,7 +47,7 @@ def embedded_options(binary: str, embedded_dir: str, host: str, http_port: int, 
         link = bin_dir / f"weaviate-{tag}-{hashlib.sha256(tag.encode('utf-8')).hexdigest()}"
         bin_dir.mkdir(parents=True, exist_ok=True)
         tmp = link.with_name(f"{link.name}.{os.getpid()}")
-        tmp.unlink(missing_ok=True)
+        remove_file(tmp, bin_dir, missing_ok=True)
         tmp.symlink_to(Path(binary).expanduser().resolve())
         os.replace(tmp, link)  # another cell's link to an earlier binary is replaced whole
     return EmbeddedOptions(
