@@ -8,6 +8,7 @@ file and the fix; a new store whose creation failed is removed.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -107,11 +108,18 @@ def _schema(db: Path) -> tuple[set[str], int, str | None] | None:
 
 def _earlier(revision: str | None) -> bool:
     """``revision`` is a schema revision this MLflow upgrades from (not its newest, nor one it does not know)."""
+    head, known = _revisions()
+    return revision is None or (revision != head and revision in known)
+
+
+@functools.cache
+def _revisions() -> tuple[str, frozenset[str]]:
+    """This MLflow's newest schema revision and all it knows (its migration scripts, read once)."""
     from alembic.script import ScriptDirectory
     from mlflow.store.db.utils import _get_alembic_config
 
     script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
-    return revision is None or (revision != script.get_current_head() and revision in {s.revision for s in script.walk_revisions()})
+    return str(script.get_current_head()), frozenset(s.revision for s in script.walk_revisions())
 
 
 def half_migrated(db: Path) -> str | None:
