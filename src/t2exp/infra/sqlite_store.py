@@ -150,12 +150,12 @@ def refuse_earlier_schema(uri: str, key: str = "tracking.uri") -> None:
         return
     schema = _schema(db)
     if schema is not None and schema[1] and _earlier(schema[2]):
-        import mlflow
+        from mlflow import __version__ as here
 
         raise TrackingError(
-            f"{key}={uri}: {db} holds the schema of an earlier MLflow (revision {schema[2]}); MLflow {mlflow.__version__} "
+            f"{key}={uri}: {db} holds the schema of an earlier MLflow (revision {schema[2] or 'none recorded'}); MLflow {here} "
             f"here does not upgrade it, as the upgrade is one-way for every client of the store (each then needs MLflow "
-            f">= {mlflow.__version__}): back it up and run 'mlflow db upgrade {uri}', or point {key} at a new file"
+            f">= {here}): back it up and run 'mlflow db upgrade {uri}', or point {key} at a new file"
         )
     _CHECKED.add(uri)
 
