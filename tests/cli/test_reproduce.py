@@ -65,6 +65,52 @@ def test_verdicts_name_measured_and_expected(tmp_path: Path) -> None:
     assert "measured     12.5" in l2 and "expected       10 ± 1" in l2 and "off by +2.5" in l2
 
 
+def _has_quality_criteria() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mlflow.genai.evaluation.quality_criteria") is not None
+
+
+def _quality_criteria(client, run_id: str) -> list[dict]:
+    import json
+
+    return json.loads(client.get_run(run_id).data.tags[reproduce_run.QUALITY_CRITERIA_TAG])["rules"]
+
+
+def test_the_tolerances_are_the_quality_criteria_of_the_run_they_check(tmp_path: Path) -> None:
+    """A condition's tolerances on its run, as the quality criteria MLflow's evaluation-runs page
+    reads: each expected metric between expected - tolerance and expected + tolerance, by the
+    run's own metric names; the run's metrics meet them exactly when the verdicts say OK."""
+    pytest.importorskip("mlflow.genai.evaluation.quality_criteria", reason="MLflow 3.18 added quality criteria")
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    run_id = client.create_run(client.create_experiment("t2exp")).info.run_id
+    measured = {"avg/mrr_at_3": 50.04, "avg/nm": 12.5}
+    for key, value in measured.items():
+        client.log_metric(run_id, key, value)
+    cond = expected_files.Condition(
+        table="t", name="c", overrides=[], expected={"avg/mrr_at_3": 50.0, "avg/nm": 10.0}, tolerance={"avg/mrr_at_3": 0.1, "avg/nm": 1.0}
+    )
+    reproduce_run.record_criteria(db, run_id, cond)
+    rules = _quality_criteria(client, run_id)
+    assert [(r["metricKey"], r["comparator"], r["threshold"]) for r in rules] == [
+        ("avg/mrr_at_3", "GTE", pytest.approx(49.9)),
+        ("avg/mrr_at_3", "LTE", pytest.approx(50.1)),
+        ("avg/nm", "GTE", 9.0),
+        ("avg/nm", "LTE", 11.0),
+    ]
+    metrics = client.get_run(run_id).data.metrics
+    met = {r["metricKey"]: True for r in rules}
+    for r in rules:
+        value = metrics[r["metricKey"]]
+        met[r["metricKey"]] &= value >= r["threshold"] if r["comparator"] == "GTE" else value <= r["threshold"]
+    verdicts = reproduce.verdicts(reproduce.RunResult(cond, tmp_path, 1.0, 0, measured))
+    assert [status == "OK" for status, _ in verdicts] == [met["avg/mrr_at_3"], met["avg/nm"]] == [True, False]
+
+
 def test_an_echoed_command_holds_no_secret() -> None:
     cond = expected_files.Condition(
         table="t",
@@ -96,12 +142,20 @@ def test_a_changed_expected_number_fails(tmp_path: Path, capsys: pytest.CaptureF
     cond["expected"]["avg/mrr_at_3"] = 90.0
     path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
-    assert reproduce.main([CI_CONDITION, "--expected", str(expected)]) == 1
+    keep = tmp_path / "kept"
+    assert reproduce.main([CI_CONDITION, "--expected", str(expected), "--keep", str(keep)]) == 1
     out = capsys.readouterr().out
     fails = [line for line in out.splitlines() if line.strip().startswith("FAIL")]
     assert len(fails) == 1, out
     assert "avg/mrr_at_3" in fails[0] and "measured  95.8333" in fails[0] and "expected       90 ± 0.1" in fails[0]
     assert "4 OK, 1 FAIL" in out
+    if _has_quality_criteria():  # MLflow 3.18: the tolerances on the run they check
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=f"sqlite:///{keep / CI_CONDITION / 'mlruns' / 'mlflow.db'}")
+        (run,) = client.search_runs([client.get_experiment_by_name("t2exp").experiment_id])
+        rules = {(r["metricKey"], r["comparator"]): r["threshold"] for r in _quality_criteria(client, run.info.run_id)}
+        assert rules[("avg/mrr_at_3", "GTE")] == pytest.approx(89.9) and len(rules) == 2 * len(cond["expected"])
 
 
 @pytest.mark.parametrize(

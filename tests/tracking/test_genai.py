@@ -228,3 +228,61 @@ def test_the_mirror_of_a_cell_resume_skipped_finds_the_original_traces(tmp_path)
 
     assert len(traced(original)) == 4
     assert traced(mirror) == traced(original)
+
+
+@pytest.fixture(scope="module")
+def two_cells(tmp_path_factory):
+    """Two real retrieval cells over the same 8 questions (4 per subset), every question traced:
+    BM25 and the oracle (the gold document first). The store's URI, its client, and the runs by method."""
+    from helpers.app import run_app
+    from helpers.tracking import mlflow_runs
+
+    track = tmp_path_factory.mktemp("two_cells")
+    run_app(["-m", "rag_method=bm25,oracle", "generator=none", "dataset.limit=4"], track / "cache", track, traces=True)
+    client, runs = mlflow_runs(track)
+    cells = {r.data.params["rag_method.name"]: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    return f"sqlite:///{track / 'mlflow.db'}", client, cells
+
+
+def test_each_question_trace_is_the_evaluation_row_mlflow_pairs_on(two_cells):
+    """Each trace's evaluation request id is its question (``<subset>/<id>``), the same in both
+    cells; Recall@r is pass/fail feedback (a boolean), MRR@k a number."""
+    _, client, cells = two_cells
+    requests = []
+    for run in cells.values():
+        traces = client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id)
+        assert len(traces) == 8
+        for t in traces:
+            assert t.info.tags["mlflow.eval.requestId"] == f"{t.info.tags['t2exp.subset']}/{t.info.tags['t2exp.question_id']}"
+            feedback = {a.name: a.value for a in t.info.assessments if a.feedback is not None}
+            assert all(type(feedback[f"recall_at_{r}"]) is bool for r in (1, 3, 5)) and type(feedback["mrr_at_3"]) is float, feedback
+        requests.append(sorted(t.info.tags["mlflow.eval.requestId"] for t in traces))
+    assert requests[0] == requests[1] and len(set(requests[0])) == 8
+
+
+def test_mlflow_compare_evaluations_pairs_two_cells_as_t2exp_compare_does(two_cells, monkeypatch):
+    """``mlflow.genai.compare_evaluations`` on two t2exp cells pairs every question by its request
+    id, tests Recall@1 with McNemar's test and MRR@3 with Wilcoxon's, and finds the difference
+    ``t2exp compare`` finds on the same metric (the same questions, the same direction and size)."""
+    import json
+
+    from helpers.command import cli
+    from t2exp.cli.compare import main
+
+    if not hasattr(mlflow.genai, "compare_evaluations"):
+        pytest.skip(f"MLflow {mlflow.__version__} has no mlflow.genai.compare_evaluations (3.18 added it)")
+    uri, _, cells = two_cells
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # compare_evaluations reads the default store
+    oracle, bm25 = cells["oracle"].info.run_id, cells["bm25"].info.run_id
+    result = mlflow.genai.compare_evaluations(oracle, bm25)
+    assert len(result.paired_rows) == 8 and {p["paired_on"] for p in result.paired_rows} == {"eval_request_id"}
+    assert not result.unpaired_baseline_trace_ids and not result.unpaired_candidate_trace_ids
+    assert result.scorers["recall_at_1"].method.startswith("mcnemar") and result.scorers["mrr_at_3"].method.startswith("wilcoxon")
+    for metric in ("recall_at_1", "mrr_at_3"):
+        proc = cli(main, [oracle, bm25, "--tracking-uri", uri, "--metric", metric, "--format", "json"], prog="t2exp compare")
+        assert proc.returncode == 0, proc.stderr
+        ours = json.loads(proc.stdout)
+        overall = next(r for r in ours["rows"] if r["subset"] == "overall")
+        theirs = result.scorers[metric]
+        assert ours["paired"] == theirs.n_paired == 8
+        assert overall["diff"] > 0 and overall["diff"] == pytest.approx(100 * theirs.diff, abs=1e-6), (overall, theirs)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -135,7 +137,6 @@ def test_two_plain_runs_started_together_on_an_empty_dir_both_finish(tmp_path, w
 
 def _damaged_store(tmp_path, kind: str):
     """A store file a run cannot open: not SQLite, or migrated by an MLflow of another version."""
-    import sqlite3
 
     db = tmp_path / kind / "mlflow.db"
     db.parent.mkdir()
@@ -169,6 +170,57 @@ def test_a_store_file_mlflow_cannot_open_is_one_line_naming_it(tmp_path, kind, s
     assert str(db) in line and says in line and "\n" not in line, line
     assert ("mlflow db upgrade" in line) == (kind == "other_version") and "point tracking.uri at" in line, line
     assert db.read_bytes() == before
+
+
+EARLIER_STORE = Path(__file__).with_name("mlflow-3.17.2.db.gz")  # an empty store MLflow 3.17.2 made (its Default experiment)
+
+
+def _store_of_an_earlier_mlflow(db: Path) -> str:
+    """The store MLflow 3.17.2 made, at ``db``; its URI. Where MLflow 3.17 itself runs, the copy is
+    taken one migration back (alembic's downgrade), so that it is older than this MLflow's schema too."""
+    import gzip
+
+    import sqlalchemy
+    from alembic import command
+    from mlflow.store.db.utils import _get_alembic_config, _get_latest_schema_revision
+
+    db.write_bytes(gzip.decompress(EARLIER_STORE.read_bytes()))
+    uri = f"sqlite:///{db}"
+    with sqlite3.connect(db) as conn:
+        (revision,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    if revision == _get_latest_schema_revision():
+        engine = sqlalchemy.create_engine(uri)
+        with engine.begin() as conn:
+            config = _get_alembic_config(uri)
+            config.attributes["connection"] = conn
+            command.downgrade(config, "-1")
+        engine.dispose()
+    return uri
+
+
+def test_a_store_made_by_an_earlier_mlflow_is_one_line_and_never_upgraded(tmp_path):
+    """A store an earlier MLflow made (empty: a store that holds runs reads alike) is never
+    upgraded silently, neither by a run nor by a command that reads runs (MLflow itself creates the
+    tables of a newer schema it misses): one line naming the store, that the upgrade is one-way
+    for every client of it, and the command; exit 2; the file is left byte for byte."""
+    from helpers.app import run_app
+    from t2exp.errors import TrackingError
+    from t2exp.infra.mlflow_store import open_client
+
+    db = tmp_path / "track" / "mlflow.db"
+    db.parent.mkdir()
+    uri = _store_of_an_earlier_mlflow(db)
+    before = db.read_bytes()
+    proc = run_app(["generator=none", "dataset.limit=1"], tmp_path / "cache", db.parent, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("t2exp: error:")]
+    assert line.startswith(f"t2exp: error: tracking.uri={uri}: {db} ") and "Traceback" not in proc.stderr, line
+    assert f"'mlflow db upgrade {uri}'" in line and "one-way for every client" in line, line
+    with pytest.raises(TrackingError) as err:
+        open_client(uri, "--tracking-uri", create=False).search_experiments()
+    assert str(err.value).startswith(f"--tracking-uri={uri}: {db} ") and "mlflow db upgrade" in str(err.value), err.value
+    assert db.read_bytes() == before
+    assert not (tmp_path / "cache" / "runs").exists()
 
 
 @contextmanager
@@ -280,7 +332,6 @@ def test_a_half_migrated_store_with_no_run_is_one_line_saying_it_can_be_deleted(
 def test_a_database_mlflow_did_not_begin_is_never_called_half_migrated(tmp_path):
     """Only a store MLflow began (its experiments table) is called half-migrated and deletable:
     another program's SQLite database, or a file that is not SQLite, is not."""
-    import sqlite3
 
     from t2exp.infra.sqlite_store import half_migrated
 

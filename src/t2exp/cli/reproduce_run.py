@@ -28,6 +28,7 @@ from t2exp.pipeline.stop import stop_grace
 PROG = "t2exp reproduce"
 # the caches a condition inherits from the one before it (keyed by model + text, not by code)
 CARRIED_CACHES = ("embeddings.sqlite", "llm.sqlite")
+QUALITY_CRITERIA_TAG = "mlflow.genaiEvaluate.qualityCriteria"  # MLflow 3.18's mlflow_tags.MLFLOW_GENAI_EVALUATE_QUALITY_CRITERIA
 _RUN_ID = re.compile(r"MLflow run ([0-9a-f]{32})\b")
 
 
@@ -68,6 +69,26 @@ def _mlflow_metrics(work: Path, run_id: str | None) -> dict[str, float]:
     from t2exp.infra.mlflow_store import open_client
 
     return dict(open_client(f"sqlite:///{db}", create=False).get_run(run_id).data.metrics)
+
+
+def record_criteria(db: Path, run_id: str, cond: Condition) -> None:
+    """The tolerances of ``cond`` on the run they check, as MLflow's quality criteria (the run tag
+    its evaluation-runs page reads): each expected ``<subset>/<metric>`` ``>= expected - tolerance``
+    and ``<= expected + tolerance``. MLflow before 3.18 has no such tag: nothing is recorded."""
+    try:  # MLflow's own rule and tag format (metric key: "<scorer>/<aggregation>", here "<subset>/<metric>")
+        from mlflow.genai.evaluation.quality_criteria import QualityCriteriaRule, build_quality_criteria_tag
+    except ImportError:
+        return
+    from t2exp.infra.mlflow_store import open_client
+
+    rules = []
+    for key, want in cond.expected.items():
+        scope, _, metric = key.partition("/")
+        tol = cond.tolerance[key]
+        if metric:
+            rules += [QualityCriteriaRule(scope, metric, ">=", want - tol), QualityCriteriaRule(scope, metric, "<=", want + tol)]
+    if rules:
+        open_client(f"sqlite:///{db}", create=False).set_tag(run_id, QUALITY_CRITERIA_TAG, build_quality_criteria_tag(rules))
 
 
 def lookup(metrics_json: dict[str, Any], name: str) -> float | None:
@@ -153,6 +174,8 @@ def run_condition(
     if rc == 0:
         ids = _RUN_ID.findall(out)
         run_id = ids[-1] if ids else None
+        if run_id is not None and (work / "mlruns" / "mlflow.db").is_file():
+            record_criteria(work / "mlruns" / "mlflow.db", run_id, cond)
         mj = _metrics_json(work, run_id)
         measured = {k: lookup(mj, k) for k in cond.expected}
         if any(v is None for v in measured.values()):

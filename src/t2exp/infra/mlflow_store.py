@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse, urlsplit, urlunsplit
 
 from t2exp.errors import TrackingError, one_line
 from t2exp.infra.redaction import register_secret
-from t2exp.infra.sqlite_store import first_open, sqlite_path
+from t2exp.infra.sqlite_store import first_open, refuse_earlier_schema, sqlite_path
 
 # a command retries a few times and then says so in one line; a value the user set wins
 HTTP_RETRY_DEFAULTS = {
@@ -146,6 +146,7 @@ def open_client(uri: str, key: str = "tracking.uri", *, create: bool = True) -> 
             f"{key}={uri}: no MLflow store at {path} (nothing was created); give the store your runs were "
             f"logged to (a run's default: mlruns/mlflow.db under the directory it was started from)"
         )
+    refuse_earlier_schema(uri, key)
     with first_open(uri) if create else nullcontext():
         return MlflowClient(tracking_uri=uri)
 

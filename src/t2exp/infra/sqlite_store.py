@@ -8,6 +8,7 @@ file and the fix; a new store whose creation failed is removed.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from t2exp.infra.contained import remove_file
 
 SQLITE_PREFIX = "sqlite:///"
 _OPENED: set[str] = set()  # the SQLite stores this process has opened (MLflow caches each one)
+_CHECKED: set[str] = set()  # the SQLite stores whose schema this process has read (refuse_earlier_schema)
 INIT_LOCK_TIMEOUT = 600  # seconds a process waits for another one creating the same store
 
 
@@ -88,30 +90,48 @@ def _create(db: Path) -> None:
         _remove_half_made(tmp)
 
 
-def half_migrated(db: Path) -> str | None:
-    """What tells that ``db`` is a store whose creation was cut off (MLflow's migrations stopped
-    part-way: a table one of them rebuilds left behind, or its schema at an earlier revision of
-    this MLflow) and that it holds no run, with what to do; None otherwise (read only)."""
+def _schema(db: Path) -> tuple[set[str], int, str | None] | None:
+    """The tables of the store ``db``, how many experiments it holds and its schema revision, read
+    only; None for a file that is not SQLite or cannot be read."""
     import sqlite3
     from contextlib import closing
-
-    from alembic.script import ScriptDirectory
-    from mlflow.store.db.utils import _get_alembic_config
 
     try:
         with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)) as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+            experiments = conn.execute("SELECT count(*) FROM experiments").fetchone()[0] if "experiments" in tables else 0
             found = conn.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
-    except sqlite3.Error:  # not SQLite, or unreadable: not this case
+    except sqlite3.Error:  # not SQLite, or unreadable
         return None
-    if "experiments" not in tables:  # not begun by MLflow (another program's database): not this case
-        return None
+    return tables, experiments, found[0] if found else None
+
+
+def _earlier(revision: str | None) -> bool:
+    """``revision`` is a schema revision this MLflow upgrades from (not its newest, nor one it does not know)."""
+    head, known = _revisions()
+    return revision is None or (revision != head and revision in known)
+
+
+@functools.cache
+def _revisions() -> tuple[str, frozenset[str]]:
+    """This MLflow's newest schema revision and all it knows (its migration scripts, read once)."""
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.utils import _get_alembic_config
+
     script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
-    revision = found[0] if found else None
+    return str(script.get_current_head()), frozenset(s.revision for s in script.walk_revisions())
+
+
+def half_migrated(db: Path) -> str | None:
+    """What tells that ``db`` is a store whose creation was cut off (MLflow's migrations stopped
+    part-way, before it wrote its Default experiment: a table one of them rebuilds left behind, or
+    its schema at an earlier revision of this MLflow), with what to do; None otherwise (read only)."""
+    schema = _schema(db)
+    if schema is None or "experiments" not in schema[0]:  # not begun by MLflow (another program's database): not this case
+        return None
+    tables, experiments, revision = schema
     left = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
-    earlier = revision is None or (revision != script.get_current_head() and revision in {s.revision for s in script.walk_revisions()})
-    if runs or not (left or earlier):
+    if experiments or not (left or _earlier(revision)):
         return None
     where = f"stops at revision {revision}" if revision else "has no revision"
     return (
@@ -119,6 +139,25 @@ def half_migrated(db: Path) -> str | None:
         + (f", {left[0]} left behind" if left else "")
         + f") and holds no run: delete {db} and run again (a new store is created)"
     )
+
+
+def refuse_earlier_schema(uri: str, key: str = "tracking.uri") -> None:
+    """A SQLite store an earlier MLflow made is never opened: this MLflow would upgrade its schema
+    (MLflow creates the tables it misses), one way, for every client of the store. Raises
+    ``TrackingError`` naming the store and the command that upgrades it. Read once per process and store."""
+    db = sqlite_path(uri)
+    if db is None or uri in _CHECKED or not db.is_file():
+        return
+    schema = _schema(db)
+    if schema is not None and schema[1] and _earlier(schema[2]):
+        from mlflow import __version__ as here
+
+        raise TrackingError(
+            f"{key}={uri}: {db} holds the schema of an earlier MLflow (revision {schema[2] or 'none recorded'}); MLflow {here} "
+            f"here does not upgrade it, as the upgrade is one-way for every client of the store (each then needs MLflow "
+            f">= {here}): back it up and run 'mlflow db upgrade {uri}', or point {key} at a new file"
+        )
+    _CHECKED.add(uri)
 
 
 def _forget_engine(db: Path) -> None:

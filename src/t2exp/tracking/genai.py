@@ -8,7 +8,7 @@ questions as evaluation data::
 
     result = mlflow.genai.evaluate(data=evaluation_data("bundled"), predict_fn=my_rag, scorers=scorers(k=3))
 
-Each scorer gives one question's value as ``t2exp score`` computes it (1/0, or the reciprocal rank),
+Each scorer gives one question's value as ``t2exp score`` computes it (true/false, or the reciprocal rank),
 so MLflow's mean is ``t2exp score``'s ``avg`` / 100; no numeric gold: no NM value; no ``retrieved``: no
 retrieval values.
 """
@@ -129,9 +129,15 @@ def _scorer(name: str, k: int) -> Any:
             if name in problems:  # a row this metric cannot read: no value, and why (left out of the mean)
                 return Feedback(name=name, value=None, rationale=f"not scored: {problems[name]}")
             return None  # not applicable: no numeric gold, or no retrieved list
-        return Feedback(name=name, value=value, rationale=rationale(name, value, outputs, expectations))
+        return Feedback(name=name, value=feedback_value(name, value), rationale=rationale(name, value, outputs, expectations))
 
     return scorer(score, name=name)
+
+
+def feedback_value(name: str, value: float) -> bool | float:
+    """A metric's value as MLflow feedback: a 0/1 metric (Number Match, Recall@r) as a boolean, a
+    pass/fail that ``mlflow.genai.compare_evaluations`` tests with McNemar's test; MRR@k as a number."""
+    return float(value) if name.startswith("mrr_at_") else bool(value)
 
 
 def rationale(name: str, value: float, outputs: Any, expectations: Mapping[str, Any]) -> str:

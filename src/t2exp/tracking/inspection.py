@@ -17,7 +17,7 @@ from t2exp.evaluation.metrics import question_metric_names
 from t2exp.evaluation.questions import index_by_question
 from t2exp.infra.mlflow_store import Tag
 from t2exp.infra.signals import process_ended
-from t2exp.tracking.genai import rationale
+from t2exp.tracking.genai import feedback_value, rationale
 
 # the experiment kind: "custom_model_development" is the runs table in MLflow UIs that open an
 # experiment by its kind (an experiment without it may be inferred as GenAI and open on its traces);
@@ -130,21 +130,34 @@ def traced_keys(keys: Iterable[tuple[str, str]], limit: int | None = None) -> li
 
 
 def _question_hash(key: tuple[str, str]) -> str:
-    return hashlib.sha256(f"{key[0]}/{key[1]}".encode()).hexdigest()
+    return hashlib.sha256(question_ref(*key).encode()).hexdigest()
+
+
+def question_ref(subset: object, question_id: object) -> str:
+    """``<subset>/<id>``: a question across runs (its trace's evaluation request id, what
+    ``mlflow.genai.compare_evaluations`` pairs two runs' rows by)."""
+    return f"{subset}/{question_id}"
 
 
 def trace_question(client: Any, experiment_id: str, run_id: str, r: Mapping[str, Any], k: int, times: Mapping[str, tuple[int, int]]) -> str:
     """The trace of one question's row ``r``, linked to the run; its id. Its inputs name the
-    question id first: the MLflow UI pairs two runs' traces by them. Spans ``retrieve``,
+    question id first: the MLflow UI pairs two runs' traces by them; its evaluation request id is
+    :func:`question_ref`, which ``mlflow.genai.compare_evaluations`` pairs by. Spans ``retrieve``,
     ``generate`` and ``score``, each with its real start and end (``times``: the question's
     ``Tally.spans``; none for a question resumed from an earlier process)."""
+    from mlflow.tracing.constant import TraceTagKey
+
     root = client.start_trace(
         f"question {r['id']}",
         span_type="CHAIN",
         experiment_id=experiment_id,
         run_id=run_id,
         inputs={"question_id": str(r["id"]), "subset": r.get("subset"), "question": r.get("question")},
-        tags={Tag.QUESTION_ID: str(r["id"]), Tag.SUBSET: str(r.get("subset"))},
+        tags={
+            Tag.QUESTION_ID: str(r["id"]),
+            Tag.SUBSET: str(r.get("subset")),
+            TraceTagKey.EVAL_REQUEST_ID: question_ref(r.get("subset"), r["id"]),
+        },
         start_time_ns=min((t[0] for t in times.values()), default=None),
     )
     scores = _question_spans(client, root.trace_id, root.span_id, r, times, k)
@@ -185,8 +198,8 @@ def _question_spans(client: Any, tid: str, pid: str, r: Mapping[str, Any], times
 
 def assess(tracking_uri: str | None, traced: Sequence[tuple[str, Mapping[str, Any]]], k: int) -> None:
     """Each question's trace gets the gold answer and the gold document id as expectations and
-    every metric of its prediction row (the values in ``predictions.jsonl``) as feedback from a
-    CODE source, each with the rationale :func:`t2exp.tracking.genai.rationale` writes (the one
+    every metric of its prediction row (the values in ``predictions.jsonl``; :func:`feedback_value`) as
+    feedback from a CODE source, each with the rationale :func:`t2exp.tracking.genai.rationale` writes (the one
     the MLflow GenAI scorers give)."""
     from mlflow.entities import AssessmentSource, Expectation, Feedback
     from mlflow.tracing.client import TracingClient
@@ -205,6 +218,5 @@ def assess(tracking_uri: str | None, traced: Sequence[tuple[str, Mapping[str, An
         for name in question_metric_names(k):
             value = r.get(name)
             if value is not None:
-                client.log_assessment(
-                    tid, Feedback(name=name, value=value, source=source, rationale=rationale(name, value, outputs, expected))
-                )
+                why = rationale(name, value, outputs, expected)
+                client.log_assessment(tid, Feedback(name=name, value=feedback_value(name, value), source=source, rationale=why))
