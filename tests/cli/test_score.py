@@ -209,6 +209,7 @@ class _Generator:
 
     name = "fake"
     batch_size = 4
+    gpus = 0
     fingerprint = "fake-generator-v1"
 
     def __init__(self, questions: list[Question]) -> None:

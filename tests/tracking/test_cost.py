@@ -22,7 +22,7 @@ def reply(messages):
     return VALID if len(question) % 2 == 0 else "The answer is five."
 
 
-def test_a_sweep_reports_each_cells_tokens_seconds_and_money_as_the_server_counted_them(shared_cache, tmp_path):
+def test_a_sweep_reports_each_cells_tokens_seconds_and_money_as_the_server_counted_them(warm_cache, tmp_path):
     """Two cells (JSON answers, direct answers) against the stand-in server: each cell's logged
     tokens are the sum of the ``usage`` the server sent for that cell's requests, its money those
     tokens at the prices set, the JSON cell's valid share what the server replied; the sweep's
@@ -32,7 +32,8 @@ def test_a_sweep_reports_each_cells_tokens_seconds_and_money_as_the_server_count
     n = 4
     price = f"generator.price={{input:{PRICE['input']},output:{PRICE['output']}}}"
     with FakeOpenAIServer(model="fake-model", reply=reply) as srv:
-        run_app(["-m", *answering_args(srv.base_url, n, "generator.answer_mode=json,direct", price)], shared_cache, tmp_path)
+        # its own LLM cache: an answer another test cached would reach no server
+        run_app(["-m", *answering_args(srv.base_url, n, "generator.answer_mode=json,direct", price)], warm_cache, tmp_path)
     sent = {"json": [], "direct": []}
     for body, usage in srv.answered:
         sent["json" if "response_format" in body else "direct"].append((body, usage))
