@@ -53,18 +53,17 @@ vllm:
 
 # CI: the fast tier and the full tier at once (the full tier's tests wait on processes, servers
 # and Slurm much of the time and keep one core of two busy; the fast tier computes), then the
-# benchmarks; beside them from the start the vLLM venv with its tests (its install unpacks
-# gigabytes and its servers start for minutes: starved at a lower priority, it ended last), and at
-# nice 10 (they take what the others leave idle) docs, the wheel and lint. Each takes a job slot
-# of the -j of `ci`. T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
+# benchmarks; beside them from the start, at nice 10 (they take what the tests leave idle; one job
+# slot each from the -j of `ci`), docs, the wheel, lint and the vLLM venv with its tests (the
+# longest check beside: it starts first). T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 ci:
-	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests $(CI_VLLM) ci-beside
+	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
 
 .PHONY: ci-tests ci-beside
 ci-tests:
 	@$(MAKE) --no-print-directory --output-sync=target test full
 	@$(MAKE) --no-print-directory bench
 
-CI_VLLM := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
+BESIDE := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm) docs wheel lint
 ci-beside:
-	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target docs wheel lint
+	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target $(BESIDE)
