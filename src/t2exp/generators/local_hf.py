@@ -146,8 +146,8 @@ class TransformersGenerator:
         """The transformers checkpoint to load: the model id, or the GGUF parts joined and converted once."""
         if not self.gguf_parts:
             return str(self.model_id)
-        tag = (self.sha256 or "gguf")[:12]
         hf_dir = self._hf_dir
+        tag = hf_dir.name.removesuffix("-hf")  # the joined file's and the lock's name
         with build_lock(self.models_dir / "locks", lock_name("model", tag)):
             if (hf_dir / "config.json").exists():
                 return str(hf_dir)
