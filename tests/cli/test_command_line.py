@@ -181,3 +181,40 @@ def test_a_run_warns_once_where_nm_applies_and_hides_library_chatter(tmp_path):
         assert "HTTP Request" in verbose.stdout + verbose.stderr  # hydra.verbose shows them again
     retrieval = run_app([*data, "generator=none"], tmp_path / "cache", tmp_path / "track")
     assert "non-numeric gold answer" not in retrieval.stdout + retrieval.stderr  # no NM, nothing to warn about
+
+
+@pytest.mark.parametrize("argv", [["rag_method=bm25"], ["-m", "rag_method=bm25,bm25f"]], ids=["run", "sweep"])
+def test_a_command_line_is_composed_once_per_job_into_what_hydra_composes(tmp_path, monkeypatch, argv):
+    """The pre-flight check, Hydra's mode check, its run and each sweep cell ask for the same configs:
+    each is composed once per command, and every file Hydra writes (each job's config, Hydra's own
+    config, the overrides) is byte for byte what composing every time writes."""
+    import contextlib
+    import shutil
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    import t2exp.cli.app as app
+
+    composed: list[int] = []
+    impl = ConfigLoaderImpl._load_configuration_impl
+    monkeypatch.setattr(ConfigLoaderImpl, "_load_configuration_impl", lambda self, *a, **k: composed.append(1) or impl(self, *a, **k))
+    args = [*argv, "generator=none", "dataset.limit=2"]
+    track = tmp_path / "track"
+
+    def written() -> dict[str, str]:
+        composed.clear()
+        for folder in ("hydra", "multirun", "artifacts"):
+            shutil.rmtree(track / folder, ignore_errors=True)
+        run_app(args, tmp_path / "cache", track)
+        files = {str(p.relative_to(track)): p.read_text() for p in sorted(track.glob("*/**/*.yaml")) if p.parts[-2] == ".hydra"}
+        logged = sorted(p.read_text() for p in track.glob("artifacts/*/artifacts/config.yaml"))  # each MLflow run's config
+        return {**files, **{f"logged config {i}": text for i, text in enumerate(logged)}}
+
+    once = written()
+    composed_once = len(composed)
+    monkeypatch.setattr(app, "composed_once", contextlib.nullcontext)
+    every_time = written()
+    assert once == every_time and any(name.endswith("hydra.yaml") for name in once) and "logged config 0" in once, sorted(once)
+    jobs = 2 if "-m" in argv else 1
+    assert composed_once == (1 if jobs == 1 else 1 + jobs + 1), composed_once  # a sweep: its first line, each cell, Hydra's sweep config
+    assert len(composed) > composed_once

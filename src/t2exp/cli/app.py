@@ -19,7 +19,7 @@ from t2exp import config as t2exp_config
 from t2exp.cli.argv import hydra_argv
 from t2exp.cli.hydra_faults import guard_hydra
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
-from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs
+from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs, composed_once, task_name
 from t2exp.infra.mlflow_store import move_login
 from t2exp.infra.paths import CONF_DIR
 from t2exp.infra.redaction import has_url_password, install_log_redaction, is_secret_key, redact_text
@@ -191,7 +191,7 @@ def _compose_jobs(overrides: list[str], multirun: bool, config_dir: str | None =
 
     cfgs = []
     try:
-        with app_context(config_dir):
+        with app_context(config_dir, job_name=task_name(hydra_main)):  # the name Hydra's own run composes with
             jobs, plain, base = _job_overrides(overrides, multirun)
             if len(jobs) > PREFLIGHT_MAX_JOBS:
                 log.info("pre-flight: %d jobs; each is validated when it starts", len(jobs))
@@ -248,17 +248,18 @@ def main() -> None:
     install_log_redaction()
     register_sweeper()
     register_launcher()
-    try:
-        sys.argv[1:] = hydra_argv(sys.argv[1:])  # options ahead of the overrides
-        sys.argv[1:] = move_secret_overrides(sys.argv[1:])
-        preflight(sys.argv[1:])
-        from t2exp.pipeline.shard_expand import expand_shards
+    with composed_once():  # the pre-flight check's configs are the ones Hydra runs
+        try:
+            sys.argv[1:] = hydra_argv(sys.argv[1:])  # options ahead of the overrides
+            sys.argv[1:] = move_secret_overrides(sys.argv[1:])
+            preflight(sys.argv[1:])
+            from t2exp.pipeline.shard_expand import expand_shards
 
-        sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
-    except T2ExpError as exc:
-        _fail(exc)
-    try:
-        with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
-            hydra_main()
-    finally:
-        end_local_workers()  # a local_parallel sweep's worker processes end with it
+            sys.argv[1:] = expand_shards(sys.argv[1:], _app_overrides)  # shards=N: a sweep of the cell's N shards
+        except T2ExpError as exc:
+            _fail(exc)
+        try:
+            with guard_hydra():  # what Hydra raises itself (its output directory, a stopped sweep): one line too
+                hydra_main()
+        finally:
+            end_local_workers()  # a local_parallel sweep's worker processes end with it

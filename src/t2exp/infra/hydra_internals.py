@@ -62,6 +62,13 @@ def _jobs_of(path: str, stamp: int) -> tuple[tuple[str, ...], ...]:
         return ()
 
 
+def task_name(task_function: Callable[..., Any]) -> str:
+    """The task name ``@hydra.main`` gives the app of ``task_function`` (its module's last part)."""
+    from hydra._internal.utils import detect_calling_file_or_module_from_task_function, detect_task_name
+
+    return detect_task_name(*detect_calling_file_or_module_from_task_function(task_function))
+
+
 def create_main_hydra(conf_dir: str, job_name: str, prepend: Callable[[Any], None] | None = None) -> None:
     """The global Hydra with the search path a ``@hydra.main`` app of ``conf_dir`` gets;
     ``prepend(search_path)`` adds to that path first (a ``--config-dir``)."""
@@ -89,3 +96,72 @@ def wrapped_run_and_report(wrap: Callable[[Callable[[], Any]], Callable[[], Any]
         yield
     finally:
         utils.run_and_report = original
+
+
+@contextmanager
+def composed_once() -> Iterator[None]:
+    """While inside: Hydra composes each command line once. A plain run is composed three times
+    otherwise (the pre-flight check, Hydra's ``get_mode``, its ``run``; a sweep's cells twice each),
+    about 0.1 CPU-s each. The same config name, search path, overrides (Hydra's own and the app's,
+    each in order), task name, working directory and the environment variables it copies
+    (``hydra.job.env_copy``) give the same config: a later request gets a copy of the first one's
+    result, after Hydra's check of sweep overrides for its mode, with the ``hydra.mode`` that Hydra's
+    run adds applied. A multirun request may take a run's result (it only skips defaults a run would
+    refuse as missing)."""
+    import copy
+    import os
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.utils import JobRuntime
+    from hydra.types import RunMode
+
+    original = ConfigLoaderImpl.load_configuration
+    parser = OverridesParser.create()
+    done: dict[tuple[Any, ...], tuple[Any, dict[str, str | None]]] = {}
+
+    def load(
+        self: Any,
+        config_name: str | None,
+        overrides: list[str],
+        run_mode: Any,
+        from_shell: bool = True,
+        validate_sweep_overrides: bool = True,
+    ) -> Any:
+        def compose() -> Any:
+            return original(self, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
+
+        try:
+            parsed = parser.parse_overrides(list(overrides))
+        except Exception:  # Hydra reports it in its own words
+            return compose()
+        mode = [o for o in parsed if o.key_or_group == "hydra.mode"]  # what Hydra's run adds: applied to a copy
+        rest = [o for o in parsed if o.key_or_group != "hydra.mode"]
+        key = (
+            tuple((p.provider, p.path) for p in self.config_search_path.get_path()),
+            config_name,
+            tuple(o.input_line for o in rest if o.is_hydra_override()),
+            tuple(o.input_line for o in rest if not o.is_hydra_override()),
+            JobRuntime().get("name"),  # the job's name where the config gives none
+            os.getcwd(),
+        )
+        for kind in [run_mode] + ([RunMode.RUN] if run_mode == RunMode.MULTIRUN else []):
+            hit, copied = done.get((*key, kind), (None, {}))
+            if hit is not None and all(os.environ.get(k) == v for k, v in copied.items()):
+                if validate_sweep_overrides:
+                    self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
+                cfg = copy.deepcopy(hit)
+                if mode:
+                    ConfigLoaderImpl._apply_overrides_to_config(mode, cfg)
+                    cfg.hydra.overrides.hydra = [o.input_line for o in parsed if o.is_hydra_override()]
+                return cfg
+        cfg = compose()
+        if not mode:  # with the variables it copied from the environment (hydra.job.env_copy)
+            done[(*key, run_mode)] = (copy.deepcopy(cfg), {k: os.environ.get(k) for k in cfg.hydra.job.env_copy})
+        return cfg
+
+    ConfigLoaderImpl.load_configuration = load  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ConfigLoaderImpl.load_configuration = original  # type: ignore[method-assign]
