@@ -108,37 +108,51 @@ def composed_once() -> Iterator[None]:
     result, after Hydra's check of sweep overrides for its mode, with the ``hydra.mode`` that Hydra's
     run adds applied. A multirun request may take a run's result (it only skips defaults a run would
     refuse as missing)."""
-    import copy
-    import os
-
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.utils import JobRuntime
-    from hydra.types import RunMode
 
     original = ConfigLoaderImpl.load_configuration
-    parser = OverridesParser.create()
-    done: dict[tuple[Any, ...], tuple[Any, dict[str, str | None]]] = {}
+    memo = _Compositions(original)
+    ConfigLoaderImpl.load_configuration = lambda loader, *args, **kwargs: memo.load(loader, *args, **kwargs)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ConfigLoaderImpl.load_configuration = original  # type: ignore[method-assign]
+
+
+class _Compositions:
+    """What :func:`composed_once` has composed: a copy of each config, and the environment variables it copied."""
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        self.original = original
+        self.parser = OverridesParser.create()
+        self.done: dict[tuple[Any, ...], tuple[Any, dict[str, str | None]]] = {}
 
     def load(
-        self: Any,
+        self,
+        loader: Any,
         config_name: str | None,
         overrides: list[str],
         run_mode: Any,
         from_shell: bool = True,
         validate_sweep_overrides: bool = True,
     ) -> Any:
-        def compose() -> Any:
-            return original(self, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
+        """``ConfigLoaderImpl.load_configuration`` of ``loader``, from a copy where one is done."""
+        import copy
+        import os
+
+        from hydra.core.utils import JobRuntime
+        from hydra.types import RunMode
 
         try:
-            parsed = parser.parse_overrides(list(overrides))
+            parsed = self.parser.parse_overrides(list(overrides))
         except Exception:  # Hydra reports it in its own words
-            return compose()
+            return self.original(loader, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
         mode = [o for o in parsed if o.key_or_group == "hydra.mode"]  # what Hydra's run adds: applied to a copy
         rest = [o for o in parsed if o.key_or_group != "hydra.mode"]
         key = (
-            tuple((p.provider, p.path) for p in self.config_search_path.get_path()),
+            tuple((p.provider, p.path) for p in loader.config_search_path.get_path()),
             config_name,
             tuple(o.input_line for o in rest if o.is_hydra_override()),
             tuple(o.input_line for o in rest if not o.is_hydra_override()),
@@ -146,22 +160,16 @@ def composed_once() -> Iterator[None]:
             os.getcwd(),
         )
         for kind in [run_mode] + ([RunMode.RUN] if run_mode == RunMode.MULTIRUN else []):
-            hit, copied = done.get((*key, kind), (None, {}))
+            hit, copied = self.done.get((*key, kind), (None, {}))
             if hit is not None and all(os.environ.get(k) == v for k, v in copied.items()):
                 if validate_sweep_overrides:
-                    self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
+                    loader.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
                 cfg = copy.deepcopy(hit)
                 if mode:
-                    ConfigLoaderImpl._apply_overrides_to_config(mode, cfg)
+                    type(loader)._apply_overrides_to_config(mode, cfg)
                     cfg.hydra.overrides.hydra = [o.input_line for o in parsed if o.is_hydra_override()]
                 return cfg
-        cfg = compose()
+        cfg = self.original(loader, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
         if not mode:  # with the variables it copied from the environment (hydra.job.env_copy)
-            done[(*key, run_mode)] = (copy.deepcopy(cfg), {k: os.environ.get(k) for k in cfg.hydra.job.env_copy})
+            self.done[(*key, run_mode)] = (copy.deepcopy(cfg), {k: os.environ.get(k) for k in cfg.hydra.job.env_copy})
         return cfg
-
-    ConfigLoaderImpl.load_configuration = load  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ConfigLoaderImpl.load_configuration = original  # type: ignore[method-assign]
