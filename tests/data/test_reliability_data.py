@@ -161,16 +161,22 @@ def test_rows_to_subset_reports_the_source_it_was_given():
         rows_to_subset("FinQA", [("hub:G4KMU/t2-ragbench/FinQA/test", df)])
 
 
-def test_files_are_read_once_per_process(tmp_path, monkeypatch):
+def test_files_are_read_and_checked_once_per_process(tmp_path, monkeypatch):
+    """The pre-flight check, the run and each cell of a sweep load the same files: read and checked
+    once, each load with its own lists; a changed file is read again."""
     from t2exp.data import loader
 
     frame(3).to_parquet(tmp_path / "FinQA_test.parquet")
-    calls = []
-    real = pd.read_parquet
+    calls, checked = [], []
+    real, check = pd.read_parquet, loader.rows_to_subset
     monkeypatch.setattr(loader.pd, "read_parquet", lambda f, *a, **k: calls.append(f) or real(f, *a, **k))
-    load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
-    load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path, limit=1))
-    assert len(calls) == 1
+    monkeypatch.setattr(loader, "rows_to_subset", lambda *a, **k: checked.append(1) or check(*a, **k))
+    (first,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
+    first.questions.clear()
+    first.stats["rows"] = -1
+    (second,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path, limit=1))
+    assert len(calls) == 1 and len(checked) == 1
+    assert len(second.questions) == 1 and second.stats["rows"] == 3  # the first load's lists were its own
     frame(2).to_parquet(tmp_path / "FinQA_test.parquet")  # a changed file is read again
     (sub,) = load_subsets(**dataset_args(subsets=["FinQA"], path=tmp_path))
     assert len(calls) == 2 and len(sub.questions) == 2

@@ -75,35 +75,57 @@ def _is_bundle(path: Path) -> bool:
         return False
 
 
-# Frames read in this process, by (path, mtime, size): the command line's pre-flight check and
-# the run (and every cell of a sequential sweep) read each file once. Rows are never mutated.
-_FRAMES: dict[tuple[str, int, int], pd.DataFrame] = {}
-_FRAMES_MAX = 32
+# Subsets checked in this process, by their files' (path, mtime, size) and the split settings: the
+# command line's pre-flight check and the run (and every cell of a sequential sweep) read and check
+# each file once. Records are frozen; each load gets its own lists.
+_SUBSETS: dict[tuple[Any, ...], Subset] = {}
+_SUBSETS_MAX = 32
 
 
 def _read_jsonl(f: Path) -> pd.DataFrame:
     return pd.DataFrame.from_records(read_jsonl_objects(f))
 
 
-def _read_file(f: Path) -> pd.DataFrame:
+def _file_key(f: Path) -> tuple[str, int, int]:
     try:
         st = f.stat()
-        key = (str(f.resolve()), st.st_mtime_ns, st.st_size)
+        return (str(f.resolve()), st.st_mtime_ns, st.st_size)
     except OSError as exc:
         raise DataError(f"{f}: cannot read ({exc.strerror or exc})") from None
-    if key in _FRAMES:
-        return _FRAMES[key]
+
+
+def _local_subset(
+    name: str, files: list[Path], question_splits: Sequence[str] | None, corpus_splits: Sequence[str] | None, skip_empty_questions: bool
+) -> Subset:
+    """The checked records of subset ``name`` from its local ``files``, once per process and version of the files."""
+    key = (
+        name,
+        tuple(_file_key(f) for f in files),
+        None if question_splits is None else tuple(question_splits),
+        None if corpus_splits is None else tuple(corpus_splits),
+        skip_empty_questions,
+    )
+    if (kept := _SUBSETS.get(key)) is None:
+        frames = [(str(f), _read_file(f)) for f in files]
+        kept = rows_to_subset(
+            name, frames, question_splits=question_splits, corpus_splits=corpus_splits, skip_empty_questions=skip_empty_questions
+        )
+        if kept.stats.get("empty_questions_skipped"):  # each load warns of the rows it skips
+            return kept
+        if len(_SUBSETS) >= _SUBSETS_MAX:
+            _SUBSETS.pop(next(iter(_SUBSETS)))
+        _SUBSETS[key] = kept
+    return Subset(kept.name, list(kept.questions), list(kept.corpus), list(kept.sources), dict(kept.stats))
+
+
+def _read_file(f: Path) -> pd.DataFrame:
     try:
-        df = pd.read_parquet(f) if f.suffix == ".parquet" else _read_jsonl(f)
+        return pd.read_parquet(f) if f.suffix == ".parquet" else _read_jsonl(f)
     except DataError:
         raise
     except Exception as exc:  # any reader failure becomes one clear line
         first = (str(exc).splitlines() or [""])[0][:200]
         raise DataError(f"{f}: cannot read ({type(exc).__name__}: {first})") from None
-    if len(_FRAMES) >= _FRAMES_MAX:
-        _FRAMES.pop(next(iter(_FRAMES)))
-    _FRAMES[key] = df
-    return df
 
 
 def _load_hub(subset: str, revision: str | None) -> list[tuple[str, pd.DataFrame]]:
@@ -162,12 +184,15 @@ def load_subsets(
     out: list[Subset] = []
     for name in subsets:
         if name in local:
-            frames = [(str(f), _read_file(f)) for f in local[name]]
+            subset = _local_subset(name, local[name], question_splits, corpus_splits, skip_empty_questions)
         else:
-            frames = _load_hub(name, hub_revision)
-        subset = rows_to_subset(
-            name, frames, question_splits=question_splits, corpus_splits=corpus_splits, skip_empty_questions=skip_empty_questions
-        )
+            subset = rows_to_subset(
+                name,
+                _load_hub(name, hub_revision),
+                question_splits=question_splits,
+                corpus_splits=corpus_splits,
+                skip_empty_questions=skip_empty_questions,
+            )
         subset = subsample_corpus(subset, corpus_size, seed if corpus_seed is None else corpus_seed)
         subset.stats["questions_total"] = len(subset.questions)
         subset.questions = select_fold(subset.questions, name, folds, fold, fold_role, fold_seed)
