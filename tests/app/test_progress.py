@@ -30,14 +30,15 @@ def test_a_stage_logs_its_count_rate_and_tallies(caplog):
 
 @pytest.mark.full
 @pytest.mark.slow
-def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path):
-    fresh = tmp_path / "cache"  # its own cache: the corpus is really embedded
+def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path, warm_cache):
+    # its own cache, with the corpora's vectors: the index is really built (the embedding's own
+    # progress line is tested in this process, above)
     # a real process: what a user's terminal shows (library noise written to the file descriptors too)
     # one question, the 0.5B (converted once for the suite, shared with the generation tests; the
     # default 1.5B is the same code on other weights, and converting it would slow this test)
     proc = run_app(
         ["rag_method=base", "dataset=finqa", "dataset.limit=1", "context.mode=focused", "generator=qwen_coder_0_5b"],
-        fresh,
+        warm_cache,
         tmp_path,
         timeout=900,
         process=True,
