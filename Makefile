@@ -13,7 +13,8 @@ COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
 # xdist workers; each test file runs whole in one of them, handed out in the order tests/conftest.py
 # gives (the files with a one-time cost first). The fast tier's tests wait on files,
 # sockets and child processes part of the time, so three workers keep two cores busier than two;
-# the tiers of real processes and models keep two.
+# the full tier's tests wait on real processes, servers and Slurm most of the time: three chains
+# of them overlap their waits. The benchmarks keep two.
 PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile --no-loadscope-reorder $(COV)
 # each target prints its wall time and the CPU time (user, system) of what it ran when it ends
 # (what CI costs, target by target)
@@ -26,7 +27,7 @@ test:
 	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
 
 full:
-	@$(call timed,full,$(PYTEST) -n 2 -m "full and not bench" --durations=30)
+	@$(call timed,full,$(PYTEST) -n 3 -m "full and not bench" --durations=30)
 
 test-full: test
 	@$(MAKE) --no-print-directory full

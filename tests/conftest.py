@@ -42,18 +42,21 @@ _STARTED = pytest.StashKey[float]()
 # The files whose first test pays a cost once for the whole run (the offline 0.5B generator's
 # conversion; the corpora's vectors, made by the first test that asks for the shared cache; a
 # module's real sweep): xdist hands them out first, so that no worker starts one near the end while
-# the others are idle. The other files follow in xdist's own order, most tests first (`make` passes
-# --no-loadscope-reorder, so xdist keeps the order this hook gives).
+# the others are idle. Then the files none of whose tests reads the corpora's vectors, then those
+# that do (by then made: a worker does not wait on the lock of a tier that makes them, its own or
+# one running beside it), each group most tests first (`make` passes --no-loadscope-reorder, so xdist
+# keeps the order this hook gives).
 _FIRST = ("tests/generators/test_local_generator.py", "tests/evaluation/test_compare.py")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
     tests_in = Counter(item.nodeid.split("::")[0] for item in items)
+    vectors = {item.nodeid.split("::")[0] for item in items if "corpus_embeddings" in getattr(item, "fixturenames", ())}
 
-    def rank(item) -> tuple[int, int]:
+    def rank(item) -> tuple[int, bool, int]:
         file = item.nodeid.split("::")[0]
-        return (_FIRST.index(file) if file in _FIRST else len(_FIRST), -tests_in[file])
+        return (_FIRST.index(file) if file in _FIRST else len(_FIRST), file in vectors, -tests_in[file])
 
     items.sort(key=rank)  # stable: a file's tests keep their order
 
