@@ -128,3 +128,8 @@ def test_explore():
     assert (r["questions"], r["cells"]) == ("500", "3")
     for key in ("page_mb", "first_rows_s", "filter_ms", "sort_ms", "search_ms"):
         float(r[key])  # measured figures (no speed asserted)
+
+
+def test_run_overhead():
+    r = ratio(run_script("run_overhead.py"), "run_overhead")
+    float(r["every_time_cpu_s"]), float(r["shipped_cpu_s"]), float(r["every_time_over_shipped"])  # measured (no speed asserted)
