@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -84,6 +85,39 @@ def test_unusable_sqlite_cache_is_a_one_line_error(tmp_path):
     with pytest.raises(CorruptCacheError) as e:
         KVCache(p).open()
     assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def _locked() -> sqlite3.OperationalError:
+    """What SQLite raises at once, without waiting, when two creations of one file meet in its lock upgrade."""
+    exc = sqlite3.OperationalError("database is locked")
+    exc.sqlite_errorname = "SQLITE_BUSY"
+    return exc
+
+
+@pytest.mark.parametrize("locked_times", [1, 99])
+def test_a_cache_another_process_is_creating_is_opened_again_or_named_as_locked(tmp_path, monkeypatch, locked_times):
+    """Two processes creating one cache at once: the one told "database is locked" at once opens
+    it again; a lock that does not end is one line saying so, not a damaged cache."""
+    p = tmp_path / "llm.sqlite"
+    create, calls = KVCache._create_and_check, []
+
+    def meets_a_lock(self):
+        calls.append(1)
+        if len(calls) <= locked_times:
+            raise _locked()
+        create(self)
+
+    monkeypatch.setattr(KVCache, "_create_and_check", meets_a_lock)
+    monkeypatch.setattr(cache_mod.time, "sleep", lambda seconds: None)
+    kv = KVCache(p)
+    if locked_times == 1:
+        kv.put_many({"k": b"v"})
+        assert kv.get("k") == b"v" and len(calls) == 2
+        return
+    with pytest.raises(T2ExpError) as e:
+        kv.open()
+    assert not isinstance(e.value, CorruptCacheError) and len(calls) == cache_mod._OPEN_TRIES
+    assert str(e.value).startswith(f"{p}: database is locked; another process keeps it locked") and "\n" not in str(e.value)
 
 
 WRITER = textwrap.dedent(

@@ -16,6 +16,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -61,7 +62,11 @@ _SQLITE_FAULTS = {
     "SQLITE_READONLY": "the cache is read-only here: point paths.cache at a writable directory",
     "SQLITE_CANTOPEN": "it cannot be opened: point paths.cache at a writable directory",
     "SQLITE_IOERR": "the disk failed a read or write: check it and run the same command again (the cache is kept)",
+    "SQLITE_BUSY": "another process keeps it locked: run the same command again once that one is done (the cache is kept)",
 }
+# Two processes creating one cache at once can meet in SQLite's lock upgrade, where one is told
+# "database is locked" at once rather than waiting (its busy timeout does not apply): it tries again.
+_OPEN_TRIES = 5
 
 
 class KVCache:
@@ -80,13 +85,24 @@ class KVCache:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._guard():
-                conn = self._connect()
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-                conn.commit()
-                problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
-                if problems != ["ok"]:
-                    raise sqlite3.DatabaseError(f"integrity check: {problems[0]}")
+                for attempt in range(1, _OPEN_TRIES + 1):
+                    try:
+                        self._create_and_check()
+                        break
+                    except sqlite3.OperationalError as exc:
+                        if not str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_BUSY") or attempt == _OPEN_TRIES:
+                            raise
+                        self.close()
+                        time.sleep(0.05 * attempt)  # the other process finishes its creation meanwhile
             self._ready = True
+
+    def _create_and_check(self) -> None:
+        conn = self._connect()
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        conn.commit()
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError(f"integrity check: {problems[0]}")
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
