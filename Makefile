@@ -16,6 +16,10 @@ COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
 # the full tier's tests wait on real processes, servers and Slurm most of the time: three chains
 # of them overlap their waits. The benchmarks keep two.
 PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile --no-loadscope-reorder $(COV)
+# the test files that name a tier's marker: `make full` and `make bench` collect only those (the
+# whole suite costs each worker about 8 CPU-s to collect; tests/conftest.py fails a run that finds
+# the marker elsewhere)
+marked = $(shell $(PYTHON) tests/helpers/tiers.py $(1))
 # each target prints its wall time and the CPU time (user, system) of what it ran when it ends
 # (what CI costs, target by target)
 timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
@@ -27,14 +31,14 @@ test:
 	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
 
 full:
-	@$(call timed,full,$(PYTEST) -n 3 -m "full and not bench" --durations=30)
+	@$(call timed,full,$(PYTEST) -n 3 -m "full and not bench" --durations=30 $(call marked,full))
 
 test-full: test
 	@$(MAKE) --no-print-directory full
 
 # one file of several long scripts: its tests go to whichever worker is free
 bench:
-	@$(call timed,bench,$(PYTEST) -n 2 --dist load -m bench --durations=10)
+	@$(call timed,bench,$(PYTEST) -n 2 --dist load -m bench --durations=10 $(call marked,bench))
 
 lint:
 	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)

@@ -49,8 +49,29 @@ _STARTED = pytest.StashKey[float]()
 _FIRST = ("tests/generators/test_local_generator.py", "tests/evaluation/test_compare.py")
 
 
+# (marker, file) of every collected test marked full or bench, deselected or not: `make full` and
+# `make bench` collect only the files that name their marker (helpers.tiers), so a test marked in
+# another way, in another file, would never run in CI; the run fails instead.
+_TIER_MARKED = pytest.StashKey[set]()
+
+
+def pytest_itemcollected(item) -> None:
+    for marker in ("full", "bench"):
+        if item.get_closest_marker(marker):
+            item.config.stash.setdefault(_TIER_MARKED, set()).add((marker, item.nodeid.split("::")[0]))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items) -> None:
+    from helpers.tiers import files_marked
+
+    marked = config.stash.get(_TIER_MARKED, set())
+    for marker in sorted({m for m, _ in marked}):
+        if missed := sorted({f for m, f in marked if m == marker} - set(files_marked(marker))):
+            raise pytest.UsageError(
+                f"tests marked {marker} in {', '.join(missed)}, which `make {marker}` does not collect: "
+                f"write pytest.mark.{marker} in the file"
+            )
     tests_in = Counter(item.nodeid.split("::")[0] for item in items)
     vectors = {item.nodeid.split("::")[0] for item in items if "corpus_embeddings" in getattr(item, "fixturenames", ())}
 
