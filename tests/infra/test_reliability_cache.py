@@ -12,7 +12,6 @@ import sys
 import textwrap
 
 import pytest
-import tenacity
 
 from t2exp.errors import T2ExpError
 from t2exp.infra import cache as cache_mod
@@ -109,7 +108,7 @@ def test_a_cache_another_process_is_creating_is_opened_again_or_named_as_locked(
         create(self)
 
     monkeypatch.setattr(KVCache, "_create_and_check", meets_a_lock)
-    monkeypatch.setattr(tenacity.nap.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(cache_mod.time, "sleep", lambda seconds: None)
     kv = KVCache(p)
     if locked_times == 1:
         kv.put_many({"k": b"v"})

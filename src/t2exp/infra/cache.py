@@ -16,6 +16,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -68,10 +69,6 @@ _SQLITE_FAULTS = {
 _OPEN_TRIES = 5
 
 
-def _locked_at_once(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_BUSY")
-
-
 class KVCache:
     def __init__(self, path: str | Path, table: str = "kv") -> None:
         self.path = Path(path)
@@ -87,17 +84,16 @@ class KVCache:
             if self._ready:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            import tenacity
-
-            retrying = tenacity.Retrying(  # the other process finishes its creation meanwhile
-                stop=tenacity.stop_after_attempt(_OPEN_TRIES),
-                wait=tenacity.wait_incrementing(start=0.05, increment=0.05),
-                retry=tenacity.retry_if_exception(_locked_at_once),
-                before_sleep=lambda _: self.close(),
-                reraise=True,
-            )
             with self._guard():
-                retrying(self._create_and_check)
+                for attempt in range(1, _OPEN_TRIES + 1):
+                    try:
+                        self._create_and_check()
+                        break
+                    except sqlite3.OperationalError as exc:
+                        if not str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_BUSY") or attempt == _OPEN_TRIES:
+                            raise
+                        self.close()
+                        time.sleep(0.05 * attempt)  # the other process finishes its creation meanwhile
             self._ready = True
 
     def _create_and_check(self) -> None:
