@@ -118,8 +118,16 @@ class Browser:
         path.write_bytes(base64.b64decode(data))
 
     def close(self) -> None:
+        import psutil
+
         if self.ws is not None:
             self.ws.close()
+        try:  # its renderers and utility processes write into the profile too: they end before it is removed
+            helpers = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            helpers = []
         self.proc.terminate()
         self.proc.wait(timeout=30)
+        for p in psutil.wait_procs(helpers, timeout=30)[1]:
+            p.kill()
         self.profile.cleanup()
