@@ -166,7 +166,7 @@ class TransformersGenerator:
             with _plain_gguf_reads():
                 tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
                 model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
-            model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module's __getattr__ types it Tensor | Module
+            model.hf_quantizer = None
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
             tmp = hf_dir.with_name(hf_dir.name + ".partial")
