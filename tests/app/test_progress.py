@@ -35,9 +35,17 @@ def test_a_run_shows_its_stages_and_ends_with_where_things_are(tmp_path, warm_ca
     # progress line is tested in this process, above)
     # a real process: what a user's terminal shows (library noise written to the file descriptors too)
     # one question, the 0.5B (converted once for the suite, shared with the generation tests; the
-    # default 1.5B is the same code on other weights, and converting it would slow this test)
+    # default 1.5B is the same code on other weights, and converting it would slow this test), and
+    # an answer of a few tokens: what the terminal shows does not depend on the answer's length
     proc = run_app(
-        ["rag_method=base", "dataset=finqa", "dataset.limit=1", "context.mode=focused", "generator=qwen_coder_0_5b"],
+        [
+            "rag_method=base",
+            "dataset=finqa",
+            "dataset.limit=1",
+            "context.mode=focused",
+            "generator=qwen_coder_0_5b",
+            "generator.sampling.max_tokens=8",
+        ],
         warm_cache,
         tmp_path,
         timeout=900,
