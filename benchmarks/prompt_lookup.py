@@ -71,7 +71,7 @@ def main() -> None:
     sampling = Sampling(max_tokens=args.max_tokens, stop=MODE_STOPS.get(args.mode, ()))
     print(machine())
     print(f"model {plain.name}, {len(prompts)} oracle prompts (answer_mode={args.mode}), prompt_lookup={args.lookup}")
-    plain.generate(prompts[:1], Sampling(max_tokens=2))  # warm-up
+    plain.generate([[{"role": "user", "content": "Hello."}]], Sampling(max_tokens=2))  # warm-up: first-call costs, not a prefill
     secs = {"plain": 0.0, "lookup": 0.0}
     tokens = {"plain": 0, "lookup": 0}
     same = 0

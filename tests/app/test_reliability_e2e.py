@@ -20,7 +20,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from fakes.providers import OpenAIFake
 from helpers.app import answering_args as gen_args
 from helpers.app import app_overrides
 from helpers.command import cli
+from helpers.net import free_port
 from helpers.paths import ROOT
 from helpers.tracking import mlflow_runs, seed_tracking
 
@@ -106,12 +106,6 @@ def prediction_file(cache: Path) -> Path:
 
 def read_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def short_reply(messages) -> str:

@@ -19,6 +19,7 @@ import yaml
 from fakes.openai_server import FakeOpenAIServer
 from helpers.app import app_overrides
 from helpers.command import cli
+from helpers.net import free_port
 from helpers.tracking import MlflowServer
 
 pytest.importorskip("openai")
@@ -31,14 +32,6 @@ ENV_KEY = "cred-4242-from-a-plain-var"  # generator.api_key_env=MY_LLM_CRED
 SECRETS = (PASSWORD, BASE_URL_PASSWORD, CLI_KEY, ENV_KEY)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _files_holding_a_secret(root: Path) -> list[str]:
     return [f"{p}: {s}" for p in sorted(root.rglob("*")) if p.is_file() for s in SECRETS if s.encode() in p.read_bytes()]
 
@@ -46,7 +39,7 @@ def _files_holding_a_secret(root: Path) -> list[str]:
 def test_no_secret_reaches_any_byte_printed_or_written(tmp_path):
     from t2exp.__main__ import main
 
-    server = MlflowServer(tmp_path / "server", _free_port())
+    server = MlflowServer(tmp_path / "server", free_port())
     server.log.parent.mkdir()
     server.start()
     llm = FakeOpenAIServer(model="m").start()

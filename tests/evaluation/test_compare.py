@@ -12,6 +12,7 @@ import pytest
 
 from helpers.app import run_app
 from helpers.command import cli
+from helpers.net import free_port
 from helpers.tracking import mlflow_runs
 from t2exp.evaluation.metrics import question_value
 from t2exp.evaluation.paired import compare, pair_predictions
@@ -263,21 +264,13 @@ def test_the_commands_are_subcommands_of_t2exp(tmp_path):
 # --- opening the store: a read-only command creates none and does not wait on a dead server ------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_server_that_does_not_answer_is_one_line_at_once():
     """MLflow's own client retries a refused connection for minutes in silence: a real process,
     bounded well below that, gets the health check's one line naming the URI and the fix."""
     import sys
     from pathlib import Path
 
-    uri = f"http://127.0.0.1:{_free_port()}"
+    uri = f"http://127.0.0.1:{free_port()}"
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MLFLOW_HTTP")}
     proc = subprocess.run(
         [sys.executable, "-m", "t2exp", "compare", "run-a", "run-b", "--tracking-uri", uri],

@@ -71,9 +71,17 @@ def logged_sweep(tracking_dir: Path, cells: list[dict]) -> tuple[str, str]:
 
 
 class MlflowServer:
-    """A real ``mlflow server`` on a SQLite store, started and killed by the test."""
+    """A real ``mlflow server``, started and killed by the test: on a SQLite store in ``tmp_path``
+    (artifacts under it as the default root), or on ``store`` serving artifacts itself into
+    ``tmp_path``. MLflow's server-side job execution is off: t2exp runs no server jobs, and it
+    starts a job runner and seven consumer processes beside the workers."""
 
-    def __init__(self, tmp_path, port: int) -> None:
+    def __init__(self, tmp_path, port: int, *, store: str | None = None, workers: int = 1) -> None:
+        artifacts = (
+            ["--artifacts-destination", str(tmp_path / "artifacts")]
+            if store is not None
+            else ["--default-artifact-root", str(tmp_path / "server_artifacts")]
+        )
         self.args = [
             sys.executable,
             "-m",
@@ -84,11 +92,10 @@ class MlflowServer:
             "--port",
             str(port),
             "--backend-store-uri",
-            f"sqlite:///{tmp_path / 'server.db'}",
-            "--default-artifact-root",
-            str(tmp_path / "server_artifacts"),
+            store or f"sqlite:///{tmp_path / 'server.db'}",
+            *artifacts,
             "--workers",
-            "1",
+            str(workers),
         ]
         self.uri, self.log = f"http://127.0.0.1:{port}", tmp_path / "server.log"
         self.proc: subprocess.Popen | None = None
@@ -97,8 +104,10 @@ class MlflowServer:
         import time
         import urllib.request
 
-        self.proc = subprocess.Popen(self.args, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        end = time.monotonic() + 180
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        end = time.monotonic() + 180  # a new store: MLflow migrates its schema first (slow on a busy 2-core machine)
         while True:  # waiting for a condition (the server answers), not for time to pass
             try:
                 with urllib.request.urlopen(self.uri + "/health", timeout=2):

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers.net import free_port
 from helpers.tracking import MlflowServer
 from t2exp.tracking.inspection import traced_rows
 from t2exp.tracking.mlflow_run import Tracker
@@ -404,18 +405,10 @@ def test_an_experiment_name_mlflow_refuses_is_one_config_line_naming_it():
     config.check(compose_cfg(f"experiment_name={'x' * 500}"))
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_no_server_at_the_tracking_uri_is_one_line_before_any_work(tmp_path):
     from t2exp.errors import TrackingError
 
-    uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens: the check answers at once, no retries
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens: the check answers at once, no retries
     with pytest.raises(TrackingError, match=r"tracking.uri=http://127\.0\.0\.1:\d+: no MLflow server answers.*mlflow server"):
         Tracker(uri, "t2exp", None, "run", {})
 
@@ -496,7 +489,7 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     from t2exp.__main__ import main
     from t2exp.pipeline import cell
 
-    server = MlflowServer(tmp_path, _free_port()).start()
+    server = MlflowServer(tmp_path, free_port()).start()
     real = cell.run_steps
 
     def run_then_lose_the_server(components, on_row=None):
@@ -632,7 +625,7 @@ def test_the_login_of_a_commands_tracking_uri_moves_out_of_its_lines(option, mon
 
     for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
         monkeypatch.setenv(name, "")
-    uri = f"http://me:pw-on-the-line@127.0.0.1:{_free_port()}"
+    uri = f"http://me:pw-on-the-line@127.0.0.1:{free_port()}"
     assert run_command("report", [option, uri, "--errors", "some-run"]) == 2
     assert os.environ["MLFLOW_TRACKING_PASSWORD"] == "pw-on-the-line"
     assert "pw-on-the-line" not in capsys.readouterr().err

@@ -10,30 +10,21 @@ Slurm cluster) and skips, with the reason, where it cannot: no psycopg2 (``pip i
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from helpers.command import cli
+from helpers.net import free_port
 from helpers.paths import ROOT
+from helpers.tracking import MlflowServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]  # a database server, a tracking server and three cell processes
 
 PG = ROOT / "scripts" / "pg_local.sh"
-SERVER_START_S = 180  # a fresh database: MLflow migrates its schema first (slow on a busy 2-core machine)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pg(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -47,7 +38,7 @@ def postgres() -> Iterator[dict[str, str]]:
     if _pg("status", env={}).returncode == 0:
         yield {}
         return
-    own = {"T2EXP_PG_DIR": tempfile.mkdtemp(prefix="t2exp-pg-"), "T2EXP_PG_PORT": str(_free_port())}
+    own = {"T2EXP_PG_DIR": tempfile.mkdtemp(prefix="t2exp-pg-"), "T2EXP_PG_PORT": str(free_port())}
     up = _pg("up", env=own)
     if up.returncode != 0:
         last = (up.stderr.strip().splitlines() or ["no output"])[-1]
@@ -64,43 +55,11 @@ def tracking_server(postgres, tmp_path_factory) -> Iterator[str]:
     db = _pg("uri", f"t2exp_{uuid.uuid4().hex[:8]}", env=postgres)
     assert db.returncode == 0, db.stderr
     store = db.stdout.strip().replace("postgresql://", "postgresql+psycopg2://", 1)
-    port = _free_port()
-    log = tmp_path_factory.mktemp("mlflow-server") / "server.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        store,
-        "--artifacts-destination",
-        str(log.parent / "artifacts"),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        "2",
-    ]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), free_port(), store=store, workers=2)
     try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            assert proc.poll() is None, f"mlflow server exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"mlflow server not healthy in {SERVER_START_S} s:\n{log.read_text()[-3000:]}"
-            time.sleep(1)
-        yield url
+        yield server.start().uri
     finally:
-        os.killpg(proc.pid, 15)  # the server and its workers: the group this fixture started
-        proc.wait(timeout=60)
+        server.kill()  # the server and its workers: the process group it started
 
 
 def test_three_shards_log_to_one_server_at_once_and_nothing_is_lost(tracking_server, tmp_path):
