@@ -57,9 +57,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="questions per subset (default: the main job's dataset.limit)")
     ap.add_argument("--seed", type=int, default=None, help="the question sample's seed (default: the main job's)")
     ap.add_argument("--keep-models", action="store_true", help="reuse the checkout's converted generator (no conversion)")
-    ap.add_argument(
-        "--quick", action="store_true", help="the 0.5B generator, 1 FinQA question, answers of at most 8 tokens, models reused"
-    )
+    ap.add_argument("--quick", action="store_true", help="the 0.5B generator, 1 FinQA question, answers of at most 8 tokens, models reused")
     ap.add_argument(
         "--no-before",
         dest="before",
