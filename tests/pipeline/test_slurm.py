@@ -245,6 +245,7 @@ def test_submit_and_return_then_status_and_collect(slurm_cluster, shared_cache, 
     _, runs = mlflow_runs(tmp_path)
     (parent,) = [r for r in runs if r.data.tags.get("t2exp.sweep") == "parent"]
     assert parent.info.status == "RUNNING"  # nobody waits for the cells: collect closes it
+    _sacct_states(job_id, 2, timeout_s=SWEEP_TIMEOUT_S)  # Slurm's accounting first: a poll costs no t2exp process
     table = _status_when_ended(sweep_dir)
     rows = {line.split()[0]: line.split() for line in table.splitlines()[1:3]}
     assert rows["0"][1:5] == ["done", f"{job_id}_0", "COMPLETED", "FINISHED"], table  # ended: Slurm saw its process exit
