@@ -19,7 +19,6 @@ import yaml
 from fakes.openai_server import FakeOpenAIServer
 from helpers.app import app_overrides
 from helpers.command import cli
-from helpers.net import free_port
 from helpers.tracking import MlflowServer
 
 pytest.importorskip("openai")
@@ -39,8 +38,7 @@ def _files_holding_a_secret(root: Path) -> list[str]:
 def test_no_secret_reaches_any_byte_printed_or_written(tmp_path):
     from t2exp.__main__ import main
 
-    server = MlflowServer(tmp_path / "server", free_port())
-    server.log.parent.mkdir()
+    server = MlflowServer(tmp_path / "server")
     server.start()
     llm = FakeOpenAIServer(model="m").start()
     host = llm.base_url.split("://", 1)[1]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.net import free_port
+
 # one migrated MLflow store per test session (seed_tracking); where it goes is set by the session
 # fixture ``_mlflow_template`` of tests/conftest.py
 MLFLOW_TEMPLATE: list[Path] = []
@@ -71,12 +73,15 @@ def logged_sweep(tracking_dir: Path, cells: list[dict]) -> tuple[str, str]:
 
 
 class MlflowServer:
-    """A real ``mlflow server``, started and killed by the test: on a SQLite store in ``tmp_path``
-    (artifacts under it as the default root), or on ``store`` serving artifacts itself into
-    ``tmp_path``. MLflow's server-side job execution is off: t2exp runs no server jobs, and it
-    starts a job runner and seven consumer processes beside the workers."""
+    """A real ``mlflow server`` on a free loopback port, started and killed by the test: on a SQLite
+    store in ``tmp_path`` (artifacts under it as the default root), or on ``store`` serving artifacts
+    itself into ``tmp_path``; its log is ``tmp_path/server.log``. MLflow's server-side job execution
+    is off: t2exp runs no server jobs, and it starts a job runner and seven consumer processes beside
+    the workers."""
 
-    def __init__(self, tmp_path, port: int, *, store: str | None = None, workers: int = 1) -> None:
+    def __init__(self, tmp_path: Path, *, store: str | None = None, workers: int = 1) -> None:
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        port = free_port()
         artifacts = (
             ["--artifacts-destination", str(tmp_path / "artifacts")]
             if store is not None

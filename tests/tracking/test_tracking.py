@@ -489,7 +489,7 @@ def test_a_tracking_server_that_dies_mid_run_costs_one_line_and_no_work(tmp_path
     from t2exp.__main__ import main
     from t2exp.pipeline import cell
 
-    server = MlflowServer(tmp_path, free_port()).start()
+    server = MlflowServer(tmp_path).start()
     real = cell.run_steps
 
     def run_then_lose_the_server(components, on_row=None):

@@ -55,7 +55,7 @@ def tracking_server(postgres, tmp_path_factory) -> Iterator[str]:
     db = _pg("uri", f"t2exp_{uuid.uuid4().hex[:8]}", env=postgres)
     assert db.returncode == 0, db.stderr
     store = db.stdout.strip().replace("postgresql://", "postgresql+psycopg2://", 1)
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), free_port(), store=store, workers=2)
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), store=store, workers=2)
     try:
         yield server.start().uri
     finally:
