@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers.app import run_app
-from helpers.caches import warm
-from helpers.paths import ROOT
-from helpers.tracking import MLFLOW_TEMPLATE
+from t2exp.infra.collector import collect_less_often
+
+# each test process collects as a t2exp process does: before the imports that the tests' modules make
+collect_less_often()
+
+from helpers.app import run_app  # noqa: E402
+from helpers.caches import warm  # noqa: E402
+from helpers.paths import ROOT  # noqa: E402
+from helpers.tracking import MLFLOW_TEMPLATE  # noqa: E402
 
 # pytest -n N: each worker (and every process it starts) computes with cores // N threads. N
 # workers of all-core torch/OpenMP pools oversubscribe the cores, and the pools' spin-waiting then

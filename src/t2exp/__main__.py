@@ -9,12 +9,14 @@ import sys
 from t2exp.cli import COMMANDS, run_command
 from t2exp.cli.argv import is_override, unknown_command, usage
 from t2exp.errors import exit_with
+from t2exp.infra import collector
 from t2exp.infra.redaction import redact_text
 
 
 def main() -> None:
     """Console entry point. Output into a closed pipe (``t2exp --help | head -1``) ends quietly: the
     reader has what it wanted (the Python docs' "Note on SIGPIPE")."""
+    collector.collect_less_often()
     argv = sys.argv[1:]
     try:
         if argv and argv[0] in COMMANDS:

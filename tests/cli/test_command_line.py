@@ -127,6 +127,18 @@ def test_help_and_a_mistyped_command_import_no_heavy_library(argv):
     assert proc.stderr.splitlines()[-1] == "heavy:", proc.stderr
 
 
+def test_a_command_raises_the_collectors_youngest_threshold_first():
+    from t2exp.infra.collector import YOUNG_THRESHOLD
+
+    probe = (
+        "import gc\nprint(gc.get_threshold()[0])\nfrom t2exp.__main__ import main\ntry:\n    main()\n"
+        "except SystemExit:\n    pass\nprint(gc.get_threshold()[0])"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and int(lines[0]) < YOUNG_THRESHOLD and int(lines[-1]) == YOUNG_THRESHOLD, proc.stdout[-500:]
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["report", "--help"]])
 def test_help_into_a_closed_pipe_ends_quietly(argv):
     read, write = os.pipe()

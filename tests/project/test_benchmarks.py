@@ -133,3 +133,4 @@ def test_explore():
 def test_run_overhead():
     r = ratio(run_script("run_overhead.py"), "run_overhead")
     float(r["every_time_cpu_s"]), float(r["shipped_cpu_s"]), float(r["every_time_over_shipped"])  # measured (no speed asserted)
+    float(r["process_default_gc_cpu_s"]), float(r["process_cpu_s"]), float(r["default_gc_over_shipped"])  # measured (no speed asserted)
