@@ -19,6 +19,7 @@ from t2exp import config as t2exp_config
 from t2exp.cli.argv import hydra_argv
 from t2exp.cli.hydra_faults import guard_hydra
 from t2exp.errors import ConfigError, T2ExpError, exit_with, one_line, os_error_line
+from t2exp.infra.collector import collect_less_often
 from t2exp.infra.hydra_internals import BASIC_SWEEPER, args_parser, basic_sweep_jobs, composed_once, task_name
 from t2exp.infra.mlflow_store import move_login
 from t2exp.infra.paths import CONF_DIR
@@ -29,6 +30,7 @@ from t2exp.pipeline.submit import register_launcher
 from t2exp.pipeline.tuning import SWEEPER_CLASS, check_folds, register_sweeper
 
 t2exp_config.register()  # the schemas and resolvers Hydra composes with (importing t2exp registers nothing)
+collect_less_often()  # as `t2exp` does: a process that runs cells without it (a Slurm job, a local worker) too
 log = logging.getLogger("t2exp")
 
 SECRET_ENV_PREFIX = "T2EXP_SECRET_"
