@@ -6,8 +6,9 @@ import gc
 
 # Python collects its youngest generation after every 700 new container objects, and every tenth
 # of those collections the middle one, and so on. Importing Hydra, MLflow, pandas and torch
-# allocates millions of them, so a command spent about a fifth of its CPU time collecting
-# while it imported (benchmarks/run_overhead.py measures a whole process with both thresholds).
+# allocates millions of them, and each full collection on the way walks everything imported so
+# far: a retrieval-only command spent about a seventh of its CPU time collecting
+# (benchmarks/run_overhead.py measures a whole process with both thresholds).
 YOUNG_THRESHOLD = 10_000
 
 
