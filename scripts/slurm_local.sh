@@ -95,10 +95,10 @@ install_packages() {
     if [[ ! -e $policy ]]; then
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
     fi
-    local rc=0
+    local rc=0 apt=(apt-get -o DPkg::Lock::Timeout=300)   # wait for another apt (CI installs chromium beside it)
     {
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server iproute2 util-linux
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" update -qq &&
+            DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq slurm-wlm munge slurmdbd mariadb-server iproute2 util-linux
     } >"${TMPDIR:-/tmp}/t2exp-slurm-apt.log" 2>&1 || rc=$?
     ((own_policy)) && rm -f "$policy"
     ((rc == 0)) || { tail -n 20 "${TMPDIR:-/tmp}/t2exp-slurm-apt.log" >&2; die "apt-get failed (rc=$rc)"; }
