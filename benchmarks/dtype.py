@@ -56,7 +56,7 @@ def main() -> None:
             past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
             t0 = time.perf_counter()
             for _ in range(args.new):
-                out = model(token, past_key_values=past, use_cache=True)
+                out = model(token, cache=past, use_cache=True)
                 past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
             decode_ms = 1000 * (time.perf_counter() - t0) / args.new
         seconds[dtype] = (prefill, decode_ms)
