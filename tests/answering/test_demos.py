@@ -167,7 +167,10 @@ def test_a_run_shows_demonstrations_from_other_documents_only(shared_cache, tmp_
     client, (run,) = mlflow_runs(tmp_path)
     assert run.data.params.get("generator.demos") == "mine"
     by_question = {r.question: r.context_id for r in data.itertuples()}
-    own = {r.question: {s.question for s in data.itertuples() if s.context_id == r.context_id} for r in data.itertuples()}
+    of_document: dict[str, set[str]] = {}
+    for r in data.itertuples():
+        of_document.setdefault(r.context_id, set()).add(r.question)
+    own = {r.question: of_document[r.context_id] for r in data.itertuples()}  # the questions of its own document
     assert len(sent) == 3
     for text in sent:
         asked = text.rsplit("Question: ", 1)[1].split("\n", 1)[0]
