@@ -217,7 +217,8 @@ def corpus_embeddings(request, tmp_path_factory) -> Path:
 
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' common folder
-    kept = Path(request.config.cache.mkdir("t2exp")) if request.config.cache is not None else shared
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    kept = Path(cache.mkdir("t2exp")) if cache is not None else shared
     target = kept / _corpus_embeddings_name()
     with FileLock(str(kept / "corpus_embeddings.lock")):
         if not target.exists():
