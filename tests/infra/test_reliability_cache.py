@@ -255,10 +255,11 @@ def test_a_cache_path_that_is_a_file_is_one_line(tmp_path):
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    """A 1 MiB tmpfs the test mounts itself (root only: skipped elsewhere, with the reason)."""
+    """An 8 MiB tmpfs the test mounts itself (root only: skipped elsewhere, with the reason): room
+    for a new MLflow store, about 1 MiB from MLflow 3.18 on, until the test fills it."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.strip()[:200]}")
     try:
