@@ -11,10 +11,10 @@ PYTHON ?= python
 # T2EXP_CI_COV=1: line coverage of src/ ([tool.coverage] in pyproject.toml; subprocesses too)
 COV := $(if $(filter 1,$(T2EXP_CI_COV)),--cov --cov-report=term:skip-covered)
 # xdist workers; each test file runs whole in one of them, handed out in the order tests/conftest.py
-# gives (the files with a one-time cost first). The fast tier's tests wait on files,
-# sockets and child processes part of the time, so three workers keep two cores busier than two;
-# the full tier's tests wait on real processes, servers and Slurm most of the time: three chains
-# of them overlap their waits. The benchmarks keep two.
+# gives (the files with a one-time cost first). Two per tier, one per core: a third worker kept
+# the cores no busier, it only made the tests share them and cost more CPU time (the record is in
+# benchmarks/README.md). WORKERS=N sets another count.
+WORKERS ?= 2
 PYTEST := HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q -rs --dist loadfile --no-loadscope-reorder $(COV)
 # the test files that name a tier's marker: `make full` and `make bench` collect only those (the
 # whole suite costs each worker about 8 CPU-s to collect; tests/conftest.py fails a run that finds
@@ -28,17 +28,17 @@ timed = t0=$$SECONDS; rc=0; $(2) || rc=$$?; cpu=$$(mktemp); times >"$$cpu"; \
 .PHONY: test test-full full bench lint docs wheel vllm ci
 
 test:
-	@$(call timed,test,$(PYTEST) -n 3 -m "not full and not bench" --durations=30)
+	@$(call timed,test,$(PYTEST) -n $(WORKERS) -m "not full and not bench" --durations=30)
 
 full:
-	@$(call timed,full,$(PYTEST) -n 3 -m "full and not bench" --durations=30 $(call marked,full))
+	@$(call timed,full,$(PYTEST) -n $(WORKERS) -m "full and not bench" --durations=30 $(call marked,full))
 
 test-full: test
 	@$(MAKE) --no-print-directory full
 
 # one file of several long scripts: its tests go to whichever worker is free
 bench:
-	@$(call timed,bench,$(PYTEST) -n 2 --dist load -m bench --durations=10 $(call marked,bench))
+	@$(call timed,bench,$(PYTEST) -n $(WORKERS) --dist load -m bench --durations=10 $(call marked,bench))
 
 lint:
 	@$(call timed,lint,$(PYTHON) -m ruff check src tests benchmarks scripts && $(PYTHON) -m ruff format --check src tests benchmarks scripts && $(PYTHON) -m mypy src/t2exp)
