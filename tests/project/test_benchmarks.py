@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import pytest
 
+from helpers.command import cli
 from helpers.paths import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.bench]
@@ -22,38 +22,30 @@ BENCH = ROOT / "benchmarks"
 
 def run_script(name: str, *args: str, timeout: float = 900) -> str:
     """``python benchmarks/<name> --quick <args>`` run in this process, as its command line runs it
-    (``__main__``, that argv, from the checkout); what it printed. The worker already holds the
-    libraries a script imports, so each script pays its own work only; the t2exp processes a script
-    starts are real ones. A script that runs past ``timeout`` ends the worker with every thread's
-    stack (a hung script fails the run instead of holding it)."""
-    import contextlib
+    (``__main__``, that argv, from the checkout, through :func:`helpers.command.cli`); what it
+    printed. The worker already holds the libraries a script imports, so each script pays its own
+    work only; the t2exp processes a script starts are real ones. A script that runs past
+    ``timeout`` ends the worker with every thread's stack (a hung script fails the run instead of
+    holding it)."""
     import faulthandler
-    import io
     import runpy
 
-    saved_env, saved_argv, saved_cwd = dict(os.environ), list(sys.argv), os.getcwd()
-    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", RUST_LOG="error")
-    os.environ.pop("T2EXP_PARENT_RUN_ID", None)
     # the processes a script starts are not measured by CI's coverage: traced, they run several times slower
-    for key in [k for k in os.environ if k.startswith("COVERAGE_")]:
-        os.environ.pop(key)
-    out, err = io.StringIO(), io.StringIO()
-    sys.argv = [str(BENCH / name), "--quick", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
+    script = str(BENCH / name)
     faulthandler.dump_traceback_later(timeout, exit=True)
     try:
-        os.chdir(ROOT)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                runpy.run_path(str(BENCH / name), run_name="__main__")
-            except SystemExit as stop:
-                assert stop.code in (None, 0), f"{name} exited {stop.code}:\n{out.getvalue()[-3000:]}\n{err.getvalue()[-3000:]}"
+        proc = cli(
+            lambda: runpy.run_path(script, run_name="__main__"),
+            ["--quick", *args],
+            env={**env, "RUST_LOG": "error"},
+            prog=script,
+            replace_env=True,
+        )
     finally:
         faulthandler.cancel_dump_traceback_later()
-        os.chdir(saved_cwd)
-        sys.argv = saved_argv
-        os.environ.clear()
-        os.environ.update(saved_env)
-    return out.getvalue()
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
 
 
 def ratio(out: str, name: str) -> dict[str, str]:
